@@ -1,0 +1,233 @@
+package fsm
+
+import (
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/fenced/fenced/fence"
+)
+
+// Command types. The first byte of every log entry the FSM applies; the second
+// byte is the encoding version of that type, so a type can evolve without
+// breaking a log written by an older node.
+const (
+	typeAcquire    byte = 1
+	typeRelease    byte = 2
+	typeExpire     byte = 3
+	typeSetMember  byte = 4
+	typeRaiseFloor byte = 5
+	typeDelMember  byte = 6
+
+	version1 byte = 1
+)
+
+// ErrCorrupt reports bytes that are not a command this FSM knows. Apply panics
+// on it: a committed entry that cannot be decoded means the log is corrupt, and
+// guessing would break determinism.
+var ErrCorrupt = errors.New("fsm: corrupt command")
+
+// Command is one change of the replicated state. It is implemented by
+// Acquire, Release, Expire, SetMember, DelMember and RaiseFloor.
+type Command interface {
+	encode(b []byte) []byte
+}
+
+// Acquire asks for a key on behalf of a holder. RequestID lets a client retry an
+// acquire whose outcome is unknown without minting a second grant.
+type Acquire struct {
+	Key       string
+	Holder    string
+	TTL       time.Duration
+	RequestID string
+}
+
+// Release ends a holder's grant. Force lets an operator end a grant without
+// being its holder; the token must still be the current one.
+type Release struct {
+	Key    string
+	Holder string
+	Token  fence.Token
+	Force  bool
+}
+
+// Expire ends a grant whose lease ran out on the leader's clock. It is proposed
+// by the leader only, and ignored when Token is no longer the key's current grant.
+type Expire struct {
+	Key   string
+	Token fence.Token
+}
+
+// SetMember records the HTTP address of a cluster member, so any node can
+// forward a request to the leader.
+type SetMember struct {
+	ID       string
+	HTTPAddr string
+}
+
+// DelMember forgets a member's HTTP address after it left the cluster.
+type DelMember struct {
+	ID string
+}
+
+// RaiseFloor raises the epoch floor: every later grant's epoch is at least
+// Floor plus the entry's term. The floor never goes down.
+type RaiseFloor struct {
+	Floor uint64
+}
+
+// Encode returns the log-entry bytes of a command.
+func Encode(c Command) []byte { return c.encode(make([]byte, 0, 64)) }
+
+func (c Acquire) encode(b []byte) []byte {
+	b = append(b, typeAcquire, version1)
+	b = appendString(b, c.Key)
+	b = appendString(b, c.Holder)
+	b = binary.AppendUvarint(b, uint64(c.TTL))
+	return appendString(b, c.RequestID)
+}
+
+func (c Release) encode(b []byte) []byte {
+	b = append(b, typeRelease, version1)
+	b = appendString(b, c.Key)
+	b = appendString(b, c.Holder)
+	b = binary.AppendUvarint(b, uint64(c.Token))
+	return append(b, boolByte(c.Force))
+}
+
+func (c Expire) encode(b []byte) []byte {
+	b = append(b, typeExpire, version1)
+	b = appendString(b, c.Key)
+	return binary.AppendUvarint(b, uint64(c.Token))
+}
+
+func (c SetMember) encode(b []byte) []byte {
+	b = append(b, typeSetMember, version1)
+	b = appendString(b, c.ID)
+	return appendString(b, c.HTTPAddr)
+}
+
+func (c DelMember) encode(b []byte) []byte {
+	b = append(b, typeDelMember, version1)
+	return appendString(b, c.ID)
+}
+
+func (c RaiseFloor) encode(b []byte) []byte {
+	b = append(b, typeRaiseFloor, version1)
+	return binary.AppendUvarint(b, c.Floor)
+}
+
+// Decode parses log-entry bytes into a command. Every byte must be consumed.
+func Decode(b []byte) (Command, error) {
+	if len(b) < 2 {
+		return nil, fmt.Errorf("%w: %d bytes", ErrCorrupt, len(b))
+	}
+	if b[1] != version1 {
+		return nil, fmt.Errorf("%w: type %d version %d", ErrCorrupt, b[0], b[1])
+	}
+	d := decoder{buf: b[2:]}
+	var c Command
+	switch b[0] {
+	case typeAcquire:
+		c = Acquire{Key: d.str(), Holder: d.str(), TTL: time.Duration(d.int64()), RequestID: d.str()}
+	case typeRelease:
+		c = Release{Key: d.str(), Holder: d.str(), Token: fence.Token(d.uvarint()), Force: d.bool()}
+	case typeExpire:
+		c = Expire{Key: d.str(), Token: fence.Token(d.uvarint())}
+	case typeSetMember:
+		c = SetMember{ID: d.str(), HTTPAddr: d.str()}
+	case typeDelMember:
+		c = DelMember{ID: d.str()}
+	case typeRaiseFloor:
+		c = RaiseFloor{Floor: d.uvarint()}
+	default:
+		return nil, fmt.Errorf("%w: unknown type %d", ErrCorrupt, b[0])
+	}
+	if err := d.done(); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+func appendString(b []byte, s string) []byte {
+	b = binary.AppendUvarint(b, uint64(len(s)))
+	return append(b, s...)
+}
+
+func boolByte(v bool) byte {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// decoder reads fields in order and remembers the first error, so a caller
+// decodes a whole record and checks once.
+type decoder struct {
+	buf []byte
+	err error
+}
+
+func (d *decoder) fail(what string) {
+	if d.err == nil {
+		d.err = fmt.Errorf("%w: bad %s", ErrCorrupt, what)
+	}
+	d.buf = nil
+}
+
+func (d *decoder) uvarint() uint64 {
+	if d.err != nil {
+		return 0
+	}
+	v, n := binary.Uvarint(d.buf)
+	if n <= 0 {
+		d.fail("varint")
+		return 0
+	}
+	d.buf = d.buf[n:]
+	return v
+}
+
+func (d *decoder) int64() int64 {
+	v := d.uvarint()
+	if v > 1<<63-1 {
+		d.fail("duration")
+		return 0
+	}
+	return int64(v)
+}
+
+func (d *decoder) str() string {
+	n := d.uvarint()
+	if d.err != nil {
+		return ""
+	}
+	if n > uint64(len(d.buf)) {
+		d.fail("string length")
+		return ""
+	}
+	s := string(d.buf[:n])
+	d.buf = d.buf[n:]
+	return s
+}
+
+func (d *decoder) bool() bool {
+	if d.err != nil {
+		return false
+	}
+	if len(d.buf) == 0 || d.buf[0] > 1 {
+		d.fail("bool")
+		return false
+	}
+	v := d.buf[0] == 1
+	d.buf = d.buf[1:]
+	return v
+}
+
+func (d *decoder) done() error {
+	if d.err == nil && len(d.buf) != 0 {
+		d.err = fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(d.buf))
+	}
+	return d.err
+}

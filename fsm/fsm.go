@@ -1,0 +1,399 @@
+// Package fsm is fenced's replicated state machine: per-key grants, fencing
+// tokens derived from the Raft term of each entry, and snapshots that keep every
+// key's high-water mark forever.
+package fsm
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fenced/fenced/fence"
+)
+
+// State is the state of a key's last grant.
+type State uint8
+
+// The states of a key. A key exists in the FSM from its first grant on and is
+// never deleted, so its high-water mark is never forgotten.
+const (
+	Held     State = 1
+	Released State = 2
+	Expired  State = 3
+)
+
+// String returns the lower-case name used on the wire.
+func (s State) String() string {
+	switch s {
+	case Held:
+		return "held"
+	case Released:
+		return "released"
+	case Expired:
+		return "expired"
+	}
+	return fmt.Sprintf("state(%d)", uint8(s))
+}
+
+// KeyState is a key's last grant. Token is also the key's high-water mark:
+// every later grant of the key gets a higher one.
+type KeyState struct {
+	Key       string
+	Holder    string
+	Token     fence.Token
+	TTL       time.Duration
+	State     State
+	RequestID string
+	// Index is the Raft log index of the entry that made the grant.
+	Index uint64
+}
+
+// Result is what Apply returns for a command; raft hands it to the proposer
+// through ApplyFuture.Response.
+type Result struct {
+	// Key is the key after the command (for a refused acquire: its current grant).
+	Key KeyState
+	// Renewed is true when an acquire returned the holder's existing grant.
+	Renewed bool
+	// Changed is false when the command changed nothing (a stale expire, a
+	// repeated release, a refusal).
+	Changed bool
+	// Err is the refusal, one of the errors of this package, or nil.
+	Err error
+}
+
+// Observer hears of grants and of their ends, in log order, after the state
+// changed. The leader uses it to arm and disarm lease timers. Calls come from
+// the apply goroutine: they must not block.
+type Observer interface {
+	Granted(k KeyState, renewed bool)
+	Ended(k KeyState)
+	Restored()
+}
+
+// Config tunes an FSM. Every node of a cluster must use the same values, or
+// their states diverge.
+type Config struct {
+	// MaxSeq is the highest seq granted inside one epoch; 0 means fence.MaxSeq.
+	// Tests lower it to reach exhaustion.
+	MaxSeq uint64
+	// Observer, if set, hears of grant changes.
+	Observer Observer
+}
+
+// FSM implements raft.FSM and raft.BatchingFSM.
+type FSM struct {
+	maxSeq uint64
+	obs    Observer
+
+	mu      sync.RWMutex
+	keys    map[string]KeyState
+	members map[string]string
+	floor   uint64
+	applied uint64
+	// notify is closed and replaced after an apply when someone waits on it.
+	notify  chan struct{}
+	waiting bool
+}
+
+var _ raft.BatchingFSM = (*FSM)(nil)
+
+// New returns an empty FSM.
+func New(cfg Config) *FSM {
+	if cfg.MaxSeq == 0 || cfg.MaxSeq > fence.MaxSeq {
+		cfg.MaxSeq = fence.MaxSeq
+	}
+	return &FSM{
+		maxSeq:  cfg.MaxSeq,
+		obs:     cfg.Observer,
+		keys:    make(map[string]KeyState),
+		members: make(map[string]string),
+		notify:  make(chan struct{}),
+	}
+}
+
+// SetObserver sets the observer. Call it before the FSM is handed to raft.
+func (f *FSM) SetObserver(o Observer) { f.obs = o }
+
+// event is an observer call collected under the lock and delivered after it.
+type event struct {
+	key     KeyState
+	granted bool
+	renewed bool
+}
+
+// Apply applies one committed entry.
+func (f *FSM) Apply(l *raft.Log) interface{} {
+	return f.ApplyBatch([]*raft.Log{l})[0]
+}
+
+// ApplyBatch applies committed entries in order. Entries that are not
+// commands (configuration changes, no-ops) are skipped, never decoded.
+func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
+	out := make([]interface{}, len(logs))
+	var events []event
+	f.mu.Lock()
+	for i, l := range logs {
+		if l.Type == raft.LogCommand {
+			cmd, err := Decode(l.Data)
+			if err != nil {
+				f.mu.Unlock()
+				panic(fmt.Sprintf("fsm: log entry %d (term %d) cannot be decoded, the log is corrupt: %v", l.Index, l.Term, err))
+			}
+			var res *Result
+			res, events = f.apply(cmd, l.Term, l.Index, events)
+			out[i] = res
+		}
+		if l.Index > f.applied {
+			f.applied = l.Index
+		}
+	}
+	f.wake()
+	f.mu.Unlock()
+	f.deliver(events)
+	return out
+}
+
+func (f *FSM) wake() {
+	if f.waiting {
+		close(f.notify)
+		f.notify = make(chan struct{})
+		f.waiting = false
+	}
+}
+
+func (f *FSM) deliver(events []event) {
+	if f.obs == nil {
+		return
+	}
+	for _, e := range events {
+		if e.granted {
+			f.obs.Granted(e.key, e.renewed)
+		} else {
+			f.obs.Ended(e.key)
+		}
+	}
+}
+
+func (f *FSM) apply(cmd Command, term, index uint64, events []event) (*Result, []event) {
+	switch c := cmd.(type) {
+	case Acquire:
+		r := f.acquire(c, term, index)
+		if r.Err == nil {
+			events = append(events, event{key: r.Key, granted: true, renewed: r.Renewed})
+		}
+		return r, events
+	case Release:
+		r := f.release(c)
+		if r.Changed {
+			events = append(events, event{key: r.Key})
+		}
+		return r, events
+	case Expire:
+		r := f.expire(c)
+		if r.Changed {
+			events = append(events, event{key: r.Key})
+		}
+		return r, events
+	case SetMember:
+		f.members[c.ID] = c.HTTPAddr
+		return &Result{Changed: true}, events
+	case DelMember:
+		delete(f.members, c.ID)
+		return &Result{Changed: true}, events
+	case RaiseFloor:
+		if c.Floor > f.floor {
+			f.floor = c.Floor
+			return &Result{Changed: true}, events
+		}
+		return &Result{}, events
+	}
+	panic(fmt.Sprintf("fsm: unhandled command %T", cmd))
+}
+
+// acquire decides a grant. The epoch is the term of the entry being applied
+// plus the floor: never the node's current term, so every node computes the
+// same token for the same entry.
+func (f *FSM) acquire(c Acquire, term, index uint64) *Result {
+	if c.Key == "" || c.Holder == "" || c.TTL <= 0 {
+		return &Result{Err: fmt.Errorf("%w: key, holder and a positive ttl are required", ErrInvalid)}
+	}
+	k, exists := f.keys[c.Key]
+	if exists && k.State == Held {
+		if k.Holder != c.Holder {
+			return &Result{Key: k, Err: &HeldError{Key: k.Key, Holder: k.Holder, Token: k.Token}}
+		}
+		k.TTL = c.TTL
+		f.keys[c.Key] = k
+		return &Result{Key: k, Renewed: true, Changed: true}
+	}
+	if exists && c.RequestID != "" && k.RequestID == c.RequestID && k.Holder == c.Holder {
+		return &Result{Key: k, Err: ErrGrantEnded}
+	}
+	tok, err := f.nextToken(k, exists, term)
+	if err != nil {
+		return &Result{Key: k, Err: err}
+	}
+	k = KeyState{Key: c.Key, Holder: c.Holder, Token: tok, TTL: c.TTL, State: Held, RequestID: c.RequestID, Index: index}
+	f.keys[c.Key] = k
+	return &Result{Key: k, Changed: true}
+}
+
+// nextToken returns the token of the next grant of a key: seq restarts at 1
+// only when the epoch rises above the epoch of the key's last grant.
+func (f *FSM) nextToken(last KeyState, exists bool, term uint64) (fence.Token, error) {
+	epoch := term + f.floor
+	if epoch > fence.MaxEpoch {
+		return 0, ErrEpochExhausted
+	}
+	seq := uint64(1)
+	if exists {
+		switch lastEpoch := last.Token.Epoch(); {
+		case epoch < lastEpoch:
+			return 0, ErrEpochRegressed
+		case epoch == lastEpoch:
+			seq = last.Token.Seq() + 1
+			if seq > f.maxSeq {
+				return 0, ErrSeqExhausted
+			}
+		}
+	}
+	return fence.Compose(epoch, seq)
+}
+
+func (f *FSM) release(c Release) *Result {
+	k, ok := f.keys[c.Key]
+	switch {
+	case !ok:
+		return &Result{Err: ErrUnknownKey}
+	case c.Token != k.Token:
+		return &Result{Key: k, Err: ErrStaleToken}
+	case !c.Force && c.Holder != k.Holder:
+		return &Result{Key: k, Err: ErrNotHolder}
+	case k.State == Released:
+		return &Result{Key: k} // a retried release: already done
+	case k.State == Expired:
+		return &Result{Key: k, Err: ErrExpired}
+	}
+	k.State = Released
+	f.keys[c.Key] = k
+	return &Result{Key: k, Changed: true}
+}
+
+func (f *FSM) expire(c Expire) *Result {
+	k, ok := f.keys[c.Key]
+	if !ok || k.State != Held || k.Token != c.Token {
+		return &Result{Key: k}
+	}
+	k.State = Expired
+	f.keys[c.Key] = k
+	return &Result{Key: k, Changed: true}
+}
+
+// Get returns a key's state as applied on this node (not a linearizable read).
+func (f *FSM) Get(key string) (KeyState, bool) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	k, ok := f.keys[key]
+	return k, ok
+}
+
+// Keys returns the keys with a prefix in name order, at most limit of them
+// (limit <= 0: all).
+func (f *FSM) Keys(prefix string, limit int) []KeyState {
+	f.mu.RLock()
+	out := make([]KeyState, 0)
+	for name, k := range f.keys {
+		if strings.HasPrefix(name, prefix) {
+			out = append(out, k)
+		}
+	}
+	f.mu.RUnlock()
+	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
+	if limit > 0 && len(out) > limit {
+		out = out[:limit]
+	}
+	return out
+}
+
+// Live returns every key whose last grant is held.
+func (f *FSM) Live() []KeyState {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var out []KeyState
+	for _, k := range f.keys {
+		if k.State == Held {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
+// Len returns the number of keys ever granted.
+func (f *FSM) Len() int {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return len(f.keys)
+}
+
+// Members returns the known HTTP address of each member by server ID.
+func (f *FSM) Members() map[string]string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	out := make(map[string]string, len(f.members))
+	for id, a := range f.members {
+		out[id] = a
+	}
+	return out
+}
+
+// Floor returns the epoch floor.
+func (f *FSM) Floor() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.floor
+}
+
+// MaxEpoch returns the highest epoch of any key's last grant.
+func (f *FSM) MaxEpoch() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var m uint64
+	for _, k := range f.keys {
+		if e := k.Token.Epoch(); e > m {
+			m = e
+		}
+	}
+	return m
+}
+
+// Applied returns the index of the last entry applied.
+func (f *FSM) Applied() uint64 {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.applied
+}
+
+// WaitApplied blocks until the entry at index has been applied or ctx ends.
+func (f *FSM) WaitApplied(ctx context.Context, index uint64) error {
+	for {
+		f.mu.Lock()
+		if f.applied >= index {
+			f.mu.Unlock()
+			return nil
+		}
+		f.waiting = true
+		ch := f.notify
+		f.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
