@@ -139,24 +139,41 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	var events []event
 	f.mu.Lock()
 	for i, l := range logs {
-		if l.Type == raft.LogCommand {
-			cmd, err := Decode(l.Data)
-			if err != nil {
-				f.mu.Unlock()
-				panic(fmt.Sprintf("fsm: log entry %d (term %d) cannot be decoded, the log is corrupt: %v", l.Index, l.Term, err))
-			}
-			var res *Result
-			res, events = f.apply(cmd, l.Term, l.Index, events)
-			out[i] = res
+		if l.Type != raft.LogCommand {
+			continue
 		}
-		if l.Index > f.applied {
-			f.applied = l.Index
+		cmd, err := Decode(l.Data)
+		if err != nil {
+			f.mu.Unlock()
+			panic(fmt.Sprintf("fsm: log entry %d (term %d) cannot be decoded, the log is corrupt: %v", l.Index, l.Term, err))
 		}
+		var res *Result
+		res, events = f.apply(cmd, l.Term, l.Index, events)
+		out[i] = res
 	}
-	f.wake()
 	f.mu.Unlock()
+	// The observer hears of the changes before the applied index moves, so a
+	// reader that waited for this index also sees the leader's lease for it.
 	f.deliver(events)
+	if len(logs) > 0 {
+		f.mu.Lock()
+		if last := logs[len(logs)-1].Index; last > f.applied {
+			f.applied = last
+		}
+		f.wake()
+		f.mu.Unlock()
+	}
 	return out
+}
+
+// Reset empties the FSM, as if the process had just started, before raft
+// replays its snapshot and log into it again.
+func (f *FSM) Reset() {
+	f.mu.Lock()
+	f.keys = make(map[string]KeyState)
+	f.members = make(map[string]string)
+	f.floor, f.applied = 0, 0
+	f.mu.Unlock()
 }
 
 func (f *FSM) wake() {

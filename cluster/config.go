@@ -1,0 +1,128 @@
+package cluster
+
+import (
+	"crypto/tls"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Peer is one member of the initial cluster: a server ID and a Raft address.
+type Peer struct {
+	ID   string
+	Addr string
+}
+
+// ParsePeers reads "id=host:port,id=host:port". IDs and addresses must be
+// unique, because every node must bootstrap the identical configuration.
+func ParsePeers(s string) ([]Peer, error) {
+	if strings.TrimSpace(s) == "" {
+		return nil, nil
+	}
+	var peers []Peer
+	ids, addrs := map[string]bool{}, map[string]bool{}
+	for _, part := range strings.Split(s, ",") {
+		id, addr, ok := strings.Cut(strings.TrimSpace(part), "=")
+		if !ok || id == "" || addr == "" {
+			return nil, fmt.Errorf("peer %q: want id=host:port", part)
+		}
+		if ids[id] || addrs[addr] {
+			return nil, fmt.Errorf("peer %q: duplicate id or address", part)
+		}
+		ids[id], addrs[addr] = true, true
+		peers = append(peers, Peer{ID: id, Addr: addr})
+	}
+	return peers, nil
+}
+
+// Config configures a Node.
+type Config struct {
+	// ID is the node's Raft server ID, unique and stable for its data dir.
+	ID string
+	// DataDir holds raft.db (log and stable store) and snapshots/.
+	DataDir string
+	// RaftBind is the address the Raft transport listens on.
+	RaftBind string
+	// RaftAdvertise is the address peers dial; RaftBind when empty.
+	RaftAdvertise string
+	// HTTPAdvertise is the address of this node's HTTP API, recorded in the
+	// replicated state so followers can forward to the leader.
+	HTTPAdvertise string
+	// Peers bootstraps a fresh cluster; ignored when state exists.
+	Peers []Peer
+	// Bootstrap makes a fresh node a single-node cluster (dev mode).
+	Bootstrap bool
+
+	HeartbeatTimeout   time.Duration
+	ElectionTimeout    time.Duration
+	LeaderLeaseTimeout time.Duration
+	// ApplyTimeout bounds how long a proposal waits to be queued.
+	ApplyTimeout time.Duration
+	// SnapshotThreshold is the number of log entries between snapshots.
+	SnapshotThreshold uint64
+	// SnapshotInterval is how often raft checks whether to snapshot.
+	SnapshotInterval time.Duration
+	// TrailingLogs is how many entries stay in the log after a snapshot.
+	TrailingLogs uint64
+	// MaxSeq lowers the per-epoch seq limit (tests); 0 is the full 32 bits.
+	MaxSeq uint64
+	// NoSync turns off fsync of the log. Never in production: an
+	// acknowledged grant could be lost by a power failure.
+	NoSync bool
+
+	// RaftServerTLS and RaftClientTLS turn on TLS between peers.
+	RaftServerTLS *tls.Config
+	RaftClientTLS *tls.Config
+
+	Logger hclog.Logger
+}
+
+func (c *Config) setDefaults() {
+	if c.HeartbeatTimeout == 0 {
+		c.HeartbeatTimeout = time.Second
+	}
+	if c.ElectionTimeout == 0 {
+		c.ElectionTimeout = time.Second
+	}
+	if c.LeaderLeaseTimeout == 0 {
+		c.LeaderLeaseTimeout = c.HeartbeatTimeout / 2
+	}
+	if c.ApplyTimeout == 0 {
+		c.ApplyTimeout = 5 * time.Second
+	}
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = 8192
+	}
+	if c.SnapshotInterval == 0 {
+		c.SnapshotInterval = 30 * time.Second
+	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = 10240
+	}
+	if c.Logger == nil {
+		c.Logger = hclog.NewNullLogger()
+	}
+}
+
+func (c *Config) validate() error {
+	switch {
+	case c.ID == "":
+		return fmt.Errorf("%w: node id is required", ErrBadRequest)
+	case c.DataDir == "":
+		return fmt.Errorf("%w: data dir is required", ErrBadRequest)
+	case c.RaftBind == "":
+		return fmt.Errorf("%w: raft address is required", ErrBadRequest)
+	}
+	if len(c.Peers) > 0 {
+		found := false
+		for _, p := range c.Peers {
+			found = found || p.ID == c.ID
+		}
+		if !found {
+			return fmt.Errorf("%w: --peers does not name this node's id %q", ErrBadRequest, c.ID)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,132 @@
+package cluster
+
+import (
+	"context"
+	"fmt"
+	"sort"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fenced/fenced/fsm"
+)
+
+// Member is one server of the Raft configuration.
+type Member struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	HTTPAddr string `json:"http_addr,omitempty"`
+	Voter    bool   `json:"voter"`
+	Leader   bool   `json:"leader"`
+}
+
+// Status is this node's view of the cluster.
+type Status struct {
+	ID           string   `json:"id"`
+	State        string   `json:"state"`
+	Ready        bool     `json:"ready"`
+	LeaderID     string   `json:"leader_id,omitempty"`
+	LeaderHTTP   string   `json:"leader_http,omitempty"`
+	Term         uint64   `json:"term"`
+	CommitIndex  uint64   `json:"commit_index"`
+	AppliedIndex uint64   `json:"applied_index"`
+	LastIndex    uint64   `json:"last_index"`
+	EpochFloor   uint64   `json:"epoch_floor"`
+	Keys         int      `json:"keys"`
+	Waiters      int      `json:"waiters"`
+	Members      []Member `json:"members"`
+}
+
+// Status returns this node's view; it is local, not linearizable.
+func (n *Node) Status() Status {
+	r := n.r()
+	lid, lhttp := n.Leader()
+	st := Status{
+		ID:           n.cfg.ID,
+		State:        r.State().String(),
+		Ready:        n.Ready(),
+		LeaderID:     lid,
+		LeaderHTTP:   lhttp,
+		Term:         r.CurrentTerm(),
+		CommitIndex:  r.CommitIndex(),
+		AppliedIndex: n.fsm.Applied(),
+		LastIndex:    r.LastIndex(),
+		EpochFloor:   n.fsm.Floor(),
+		Keys:         n.fsm.Len(),
+		Waiters:      n.waiters.count(),
+	}
+	if f := r.GetConfiguration(); f.Error() == nil {
+		https := n.fsm.Members()
+		for _, s := range f.Configuration().Servers {
+			st.Members = append(st.Members, Member{
+				ID: string(s.ID), RaftAddr: string(s.Address), HTTPAddr: https[string(s.ID)],
+				Voter: s.Suffrage == raft.Voter, Leader: string(s.ID) == lid,
+			})
+		}
+	}
+	sort.Slice(st.Members, func(i, j int) bool { return st.Members[i].ID < st.Members[j].ID })
+	return st
+}
+
+// Stats returns raft's own statistics.
+func (n *Node) Stats() map[string]string { return n.r().Stats() }
+
+// Join adds a voter (or updates its address) and records its HTTP address.
+// Only the leader can do it; a member already present with the same address
+// is left as it is, so joining is idempotent.
+func (n *Node) Join(ctx context.Context, id, raftAddr, httpAddr string) error {
+	if _, err := n.requireReady(); err != nil {
+		return err
+	}
+	if id == "" || raftAddr == "" {
+		return fmt.Errorf("%w: join needs an id and a raft address", ErrBadRequest)
+	}
+	r := n.r()
+	f := r.GetConfiguration()
+	if err := f.Error(); err != nil {
+		return translate(err)
+	}
+	present := false
+	for _, s := range f.Configuration().Servers {
+		switch {
+		case s.ID == raft.ServerID(id) && s.Address == raft.ServerAddress(raftAddr):
+			present = true
+		case s.ID == raft.ServerID(id) || s.Address == raft.ServerAddress(raftAddr):
+			n.log.Info("replacing member with a changed id or address", "id", s.ID, "addr", s.Address)
+			if err := r.RemoveServer(s.ID, 0, n.cfg.ApplyTimeout).Error(); err != nil {
+				return translate(err)
+			}
+		}
+	}
+	if !present {
+		n.log.Info("adding voter", "id", id, "raft_addr", raftAddr)
+		if err := r.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.ApplyTimeout).Error(); err != nil {
+			return translate(err)
+		}
+	}
+	if httpAddr != "" && n.fsm.Members()[id] != httpAddr {
+		if _, err := n.apply(fsm.SetMember{ID: id, HTTPAddr: httpAddr}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Remove takes a server out of the cluster. Removing the leader itself hands
+// leadership over first, so the cluster does not wait for an election.
+func (n *Node) Remove(ctx context.Context, id string) error {
+	if _, err := n.requireReady(); err != nil {
+		return err
+	}
+	if id == n.cfg.ID {
+		if err := n.TransferLeadership(); err != nil {
+			return err
+		}
+		return ErrNotLeader
+	}
+	if err := n.r().RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout).Error(); err != nil {
+		return translate(err)
+	}
+	_, err := n.apply(fsm.DelMember{ID: id})
+	return err
+}
+

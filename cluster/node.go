@@ -1,0 +1,332 @@
+// Package cluster runs one fenced node: Raft with durable stores, the leader's
+// lease timers, the linearizable read path and the write path with honest errors.
+package cluster
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
+
+	"github.com/fenced/fenced/fence"
+	"github.com/fenced/fenced/fsm"
+)
+
+// Node is one member of a fenced cluster.
+type Node struct {
+	cfg Config
+	log hclog.Logger
+	fsm *fsm.FSM
+
+	store *raftboltdb.BoltStore
+	snaps *raft.FileSnapshotStore
+
+	raftMu   sync.RWMutex // guards raft across a single-node restart
+	raft     *raft.Raft
+	raftDone chan struct{} // closed when this raft instance is replaced
+
+	leases  *leases
+	waiters *waitq
+	confirm *confirmer
+
+	// ready is the leadership generation whose barrier and lease re-arming
+	// are done; 0 while not leading or not yet ready.
+	ready atomic.Uint64
+	gen   atomic.Uint64
+	// newTerm is set while a new term is being forced (seq exhaustion).
+	newTerm atomic.Bool
+
+	leaderChanges atomic.Uint64
+	stop          chan struct{}
+	wg            sync.WaitGroup
+	closeOnce     sync.Once
+}
+
+// New opens the node's stores, starts Raft and, for a fresh data dir,
+// bootstraps the cluster when Peers or Bootstrap say so.
+func New(cfg Config) (*Node, error) {
+	cfg.setDefaults()
+	if err := cfg.validate(); err != nil {
+		return nil, err
+	}
+	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
+		return nil, err
+	}
+	n := &Node{cfg: cfg, log: cfg.Logger.Named("cluster"), waiters: newWaitq(), stop: make(chan struct{})}
+	n.fsm = fsm.New(fsm.Config{MaxSeq: cfg.MaxSeq, Observer: n})
+	n.leases = newLeases(n.log.Named("leases"), n.proposeExpire)
+	n.confirm = &confirmer{verify: func() error { return translateRead(n.r().VerifyLeader().Error()) }}
+	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db"), NoSync: cfg.NoSync})
+	if err != nil {
+		return nil, fmt.Errorf("open raft store: %w", err)
+	}
+	n.store = store
+	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, cfg.Logger.Named("snapshots"))
+	if err != nil {
+		store.Close()
+		return nil, err
+	}
+	n.snaps = snaps
+	if err := n.startRaft(); err != nil {
+		store.Close()
+		return nil, err
+	}
+	if err := n.bootstrap(); err != nil {
+		n.Close()
+		return nil, err
+	}
+	return n, nil
+}
+
+func (n *Node) raftConfig() *raft.Config {
+	rc := raft.DefaultConfig()
+	rc.LocalID = raft.ServerID(n.cfg.ID)
+	rc.HeartbeatTimeout = n.cfg.HeartbeatTimeout
+	rc.ElectionTimeout = n.cfg.ElectionTimeout
+	rc.LeaderLeaseTimeout = n.cfg.LeaderLeaseTimeout
+	rc.CommitTimeout = 5 * time.Millisecond
+	rc.SnapshotThreshold = n.cfg.SnapshotThreshold
+	rc.SnapshotInterval = n.cfg.SnapshotInterval
+	rc.TrailingLogs = n.cfg.TrailingLogs
+	rc.BatchApplyCh = true
+	rc.MaxAppendEntries = 256
+	rc.Logger = n.cfg.Logger.Named("raft")
+	return rc
+}
+
+// startRaft builds the transport and the raft instance. Each instance gets its
+// own notify channel and watcher goroutine.
+func (n *Node) startRaft() error {
+	layer, err := NewStreamLayer(n.cfg.RaftBind, n.cfg.RaftAdvertise, n.cfg.RaftServerTLS, n.cfg.RaftClientTLS)
+	if err != nil {
+		return err
+	}
+	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
+		Stream:  layer,
+		MaxPool: 4,
+		Timeout: 5 * time.Second,
+		Logger:  n.cfg.Logger.Named("transport"),
+	})
+	rc := n.raftConfig()
+	notify := make(chan bool, 16)
+	rc.NotifyCh = notify
+	r, err := raft.NewRaft(rc, n.fsm, n.store, n.store, n.snaps, trans)
+	if err != nil {
+		trans.Close()
+		return fmt.Errorf("start raft: %w", err)
+	}
+	done := make(chan struct{})
+	n.raftMu.Lock()
+	n.raft, n.raftDone = r, done
+	n.raftMu.Unlock()
+	n.wg.Add(1)
+	go n.watchLeadership(r, notify, done)
+	return nil
+}
+
+func (n *Node) r() *raft.Raft {
+	n.raftMu.RLock()
+	defer n.raftMu.RUnlock()
+	return n.raft
+}
+
+func (n *Node) bootstrap() error {
+	has, err := raft.HasExistingState(n.store, n.store, n.snaps)
+	if err != nil || has {
+		if has {
+			n.log.Info("existing state found; bootstrap settings are ignored")
+		}
+		return err
+	}
+	var servers []raft.Server
+	switch {
+	case len(n.cfg.Peers) > 0:
+		for _, p := range n.cfg.Peers {
+			servers = append(servers, raft.Server{ID: raft.ServerID(p.ID), Address: raft.ServerAddress(p.Addr)})
+		}
+	case n.cfg.Bootstrap:
+		servers = []raft.Server{{ID: raft.ServerID(n.cfg.ID), Address: raft.ServerAddress(n.Addr())}}
+	default:
+		n.log.Info("fresh node without peers: waiting to be added to a cluster")
+		return nil
+	}
+	n.log.Info("bootstrapping a new cluster", "servers", len(servers))
+	f := n.r().BootstrapCluster(raft.Configuration{Servers: servers})
+	if err := f.Error(); err != nil && !errors.Is(err, raft.ErrCantBootstrap) {
+		return fmt.Errorf("bootstrap: %w", err)
+	}
+	return nil
+}
+
+// Addr returns the node's advertised Raft address.
+func (n *Node) Addr() string {
+	if n.cfg.RaftAdvertise != "" {
+		return n.cfg.RaftAdvertise
+	}
+	return n.cfg.RaftBind
+}
+
+// ID returns the node's server ID.
+func (n *Node) ID() string { return n.cfg.ID }
+
+// FSM returns the node's state machine, for local (not linearizable) reads.
+func (n *Node) FSM() *fsm.FSM { return n.fsm }
+
+// watchLeadership turns raft's leadership notifications into the leader's
+// duties: establish on gain, stop everything at once on loss.
+func (n *Node) watchLeadership(r *raft.Raft, notify <-chan bool, done <-chan struct{}) {
+	defer n.wg.Done()
+	for {
+		select {
+		case leader := <-notify:
+			n.leaderChanges.Add(1)
+			if leader {
+				gen := n.gen.Add(1)
+				n.log.Info("gained leadership", "generation", gen, "term", r.CurrentTerm())
+				n.wg.Add(1)
+				go n.establish(r, gen)
+			} else {
+				n.revoke()
+			}
+		case <-n.stop:
+			return
+		case <-done:
+			return
+		}
+	}
+}
+
+func (n *Node) revoke() {
+	n.gen.Add(1)
+	n.ready.Store(0)
+	n.leases.deactivate()
+	n.waiters.kickAll()
+	n.log.Info("lost leadership: leases stopped, not ready")
+}
+
+// establish makes a new leader ready: a barrier applies every entry of earlier
+// terms, then every live lease is re-armed for a full TTL, and only then reads
+// and writes are served. An election can therefore never shorten a lease.
+func (n *Node) establish(r *raft.Raft, gen uint64) {
+	defer n.wg.Done()
+	for n.gen.Load() == gen {
+		err := r.Barrier(n.cfg.ApplyTimeout).Error()
+		if err == nil {
+			break
+		}
+		n.log.Warn("barrier failed", "error", err)
+		if errors.Is(err, raft.ErrNotLeader) || errors.Is(err, raft.ErrLeadershipLost) || errors.Is(err, raft.ErrRaftShutdown) {
+			return
+		}
+	}
+	if n.gen.Load() != gen {
+		return
+	}
+	n.leases.activate(gen, n.fsm.Live())
+	if n.gen.Load() != gen {
+		n.leases.deactivate()
+		return
+	}
+	n.ready.Store(gen)
+	n.log.Info("leader ready", "generation", gen, "term", r.CurrentTerm())
+	n.registerSelf(r, gen)
+}
+
+// registerSelf records this node's HTTP address in the replicated state, so
+// followers can forward to it.
+func (n *Node) registerSelf(r *raft.Raft, gen uint64) {
+	if n.cfg.HTTPAdvertise == "" || n.fsm.Members()[n.cfg.ID] == n.cfg.HTTPAdvertise {
+		return
+	}
+	f := r.Apply(fsm.Encode(fsm.SetMember{ID: n.cfg.ID, HTTPAddr: n.cfg.HTTPAdvertise}), n.cfg.ApplyTimeout)
+	if err := f.Error(); err != nil && n.gen.Load() == gen {
+		n.log.Warn("could not record HTTP address", "error", err)
+	}
+}
+
+// Granted implements fsm.Observer.
+func (n *Node) Granted(k fsm.KeyState, renewed bool) { n.leases.granted(k) }
+
+// Ended implements fsm.Observer.
+func (n *Node) Ended(k fsm.KeyState) {
+	n.leases.ended(k)
+	n.waiters.kick(k.Key)
+}
+
+// Restored implements fsm.Observer. A leader never installs a snapshot from a
+// peer; if its state is replaced anyway, the lease table follows the new state.
+func (n *Node) Restored() {
+	if gen := n.ready.Load(); gen != 0 {
+		n.leases.activate(gen, n.fsm.Live())
+	}
+}
+
+// proposeExpire ends a grant whose lease ran out, retrying while this node
+// still leads in the same generation: a grant must not stay held forever
+// because one proposal failed.
+func (n *Node) proposeExpire(gen uint64, key string, tok fence.Token) {
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		backoff := 10 * time.Millisecond
+		for n.ready.Load() == gen {
+			f := n.r().Apply(fsm.Encode(fsm.Expire{Key: key, Token: tok}), n.cfg.ApplyTimeout)
+			err := f.Error()
+			if err == nil {
+				n.log.Debug("lease expired", "key", key, "token", tok)
+				return
+			}
+			n.log.Warn("expiry proposal failed", "key", key, "error", err)
+			select {
+			case <-time.After(backoff):
+			case <-n.stop:
+				return
+			}
+			backoff = min(2*backoff, time.Second)
+		}
+	}()
+}
+
+// Close shuts the node down: raft first (so no more entries apply), then the
+// store.
+func (n *Node) Close() error {
+	var err error
+	n.closeOnce.Do(func() {
+		n.revoke()
+		close(n.stop)
+		err = n.r().Shutdown().Error()
+		n.wg.Wait()
+		if cerr := n.store.Close(); err == nil {
+			err = cerr
+		}
+	})
+	return err
+}
+
+// IsLeader reports whether this node is the leader.
+func (n *Node) IsLeader() bool { return n.r().State() == raft.Leader }
+
+// Ready reports whether this node leads and has finished establishing.
+func (n *Node) Ready() bool { return n.ready.Load() != 0 }
+
+// Leader returns the leader's server ID and the HTTP address recorded for it;
+// empty when unknown.
+func (n *Node) Leader() (id, httpAddr string) {
+	_, lid := n.r().LeaderWithID()
+	if lid == "" {
+		return "", ""
+	}
+	return string(lid), n.fsm.Members()[string(lid)]
+}
+
+// TransferLeadership hands leadership to another voter and waits for it.
+func (n *Node) TransferLeadership() error {
+	return translate(n.r().LeadershipTransfer().Error())
+}

@@ -1,0 +1,379 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fenced/fenced/fence"
+	"github.com/fenced/fenced/fsm"
+)
+
+// AcquireArgs is an acquire request. Wait > 0 blocks up to that long while
+// another holder has the key.
+type AcquireArgs struct {
+	Key       string
+	Holder    string
+	TTL       time.Duration
+	Wait      time.Duration
+	RequestID string
+}
+
+// Grant is a successful acquire.
+type Grant struct {
+	fsm.KeyState
+	// Renewed is true when the holder already had this grant.
+	Renewed bool
+}
+
+// requireReady refuses work on a node that is not a ready leader.
+func (n *Node) requireReady() (uint64, error) {
+	if gen := n.ready.Load(); gen != 0 {
+		return gen, nil
+	}
+	if n.IsLeader() {
+		return 0, ErrNotReady
+	}
+	return 0, ErrNotLeader
+}
+
+// apply proposes a command and returns the FSM's result.
+func (n *Node) apply(cmd fsm.Command) (*fsm.Result, error) {
+	f := n.r().Apply(fsm.Encode(cmd), n.cfg.ApplyTimeout)
+	if err := f.Error(); err != nil {
+		return nil, translate(err)
+	}
+	res, ok := f.Response().(*fsm.Result)
+	if !ok {
+		return nil, fmt.Errorf("unexpected apply response %T", f.Response())
+	}
+	return res, nil
+}
+
+// Acquire grants a key to a holder. A refusal of the FSM comes back as the
+// error (errors.Is with fsm.ErrHeld and the others); an error of this package
+// says whether the request may have been committed.
+func (n *Node) Acquire(ctx context.Context, a AcquireArgs) (Grant, error) {
+	if _, err := n.requireReady(); err != nil {
+		return Grant{}, err
+	}
+	var deadline time.Time
+	if a.Wait > 0 {
+		deadline = time.Now().Add(a.Wait)
+	}
+	var w *waiter
+	defer func() {
+		if w != nil {
+			n.waiters.leave(a.Key, w)
+		}
+	}()
+	for {
+		// Waiters are served first come, first served: a newcomer does not
+		// overtake them, except the current holder renewing its own grant.
+		mustQueue := w == nil && n.waiters.waiting(a.Key) && !n.holds(a.Key, a.Holder)
+		if !mustQueue && (w == nil || n.waiters.isHead(a.Key, w)) {
+			g, err := n.tryAcquire(a)
+			if !errors.Is(err, fsm.ErrHeld) || deadline.IsZero() || !time.Now().Before(deadline) {
+				return g, err
+			}
+		} else if deadline.IsZero() {
+			k, _ := n.fsm.Get(a.Key)
+			return Grant{}, &fsm.HeldError{Key: a.Key, Holder: k.Holder, Token: k.Token}
+		}
+		if w == nil {
+			w = n.waiters.join(a.Key, a.Holder)
+		}
+		if k, ok := n.fsm.Get(a.Key); !ok || k.State != fsm.Held {
+			n.waiters.kick(a.Key) // freed before we joined: do not miss it
+		}
+		if err := n.await(ctx, w, deadline); err != nil {
+			k, _ := n.fsm.Get(a.Key)
+			if errors.Is(err, errWaitTimeout) {
+				return Grant{}, &fsm.HeldError{Key: a.Key, Holder: k.Holder, Token: k.Token}
+			}
+			return Grant{}, err
+		}
+	}
+}
+
+var errWaitTimeout = errors.New("wait timed out")
+
+func (n *Node) await(ctx context.Context, w *waiter, deadline time.Time) error {
+	gen := n.ready.Load()
+	if gen == 0 {
+		return ErrNotLeader
+	}
+	t := time.NewTimer(time.Until(deadline))
+	defer t.Stop()
+	select {
+	case <-w.wake:
+	case <-t.C:
+		return errWaitTimeout
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-n.stop:
+		return ErrShutdown
+	}
+	if n.ready.Load() != gen {
+		return ErrNotLeader
+	}
+	return nil
+}
+
+func (n *Node) holds(key, holder string) bool {
+	k, ok := n.fsm.Get(key)
+	return ok && k.State == fsm.Held && k.Holder == holder
+}
+
+func (n *Node) tryAcquire(a AcquireArgs) (Grant, error) {
+	res, err := n.apply(fsm.Acquire{Key: a.Key, Holder: a.Holder, TTL: a.TTL, RequestID: a.RequestID})
+	if err != nil {
+		return Grant{}, err
+	}
+	if errors.Is(res.Err, fsm.ErrSeqExhausted) {
+		n.forceNewTerm()
+	}
+	if res.Err != nil {
+		return Grant{}, res.Err
+	}
+	return Grant{KeyState: res.Key, Renewed: res.Renewed}, nil
+}
+
+// forceNewTerm moves the cluster to a new term so a key whose seq space is
+// exhausted can be granted again: by handing leadership to another voter, or,
+// on a single node, by restarting raft, which elects itself in a new term.
+func (n *Node) forceNewTerm() {
+	if !n.newTerm.CompareAndSwap(false, true) {
+		return
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		defer n.newTerm.Store(false)
+		n.log.Warn("seq space of the current term exhausted; starting a new term")
+		if n.voters() > 1 {
+			if err := n.r().LeadershipTransfer().Error(); err != nil {
+				n.log.Error("leadership transfer failed", "error", err)
+			}
+			return
+		}
+		if err := n.restartRaft(); err != nil {
+			n.log.Error("raft restart failed", "error", err)
+		}
+	}()
+}
+
+func (n *Node) voters() int {
+	f := n.r().GetConfiguration()
+	if f.Error() != nil {
+		return 0
+	}
+	c := 0
+	for _, s := range f.Configuration().Servers {
+		if s.Suffrage == raft.Voter {
+			c++
+		}
+	}
+	return c
+}
+
+// restartRaft stops raft and starts it again on the same stores, with the FSM
+// emptied so that the snapshot and log replay into it exactly as on a process
+// restart.
+func (n *Node) restartRaft() error {
+	n.revoke()
+	if err := n.r().Shutdown().Error(); err != nil {
+		return err
+	}
+	n.raftMu.Lock()
+	close(n.raftDone)
+	n.raftMu.Unlock()
+	n.fsm.Reset()
+	select {
+	case <-n.stop:
+		return ErrShutdown
+	default:
+	}
+	return n.startRaft()
+}
+
+// Release ends a holder's grant; force lets an operator end any current grant.
+func (n *Node) Release(ctx context.Context, key, holder string, tok fence.Token, force bool) (fsm.KeyState, error) {
+	if _, err := n.requireReady(); err != nil {
+		return fsm.KeyState{}, err
+	}
+	res, err := n.apply(fsm.Release{Key: key, Holder: holder, Token: tok, Force: force})
+	if err != nil {
+		return fsm.KeyState{}, err
+	}
+	return res.Key, res.Err
+}
+
+// Renew extends the lease of a live grant by a full TTL without a log write,
+// after this node confirmed it still leads.
+func (n *Node) Renew(ctx context.Context, key, holder string, tok fence.Token) (fsm.KeyState, time.Time, error) {
+	if err := n.confirmReady(ctx); err != nil {
+		return fsm.KeyState{}, time.Time{}, err
+	}
+	k, deadline, ok := n.leases.renew(key, holder, tok)
+	if !ok {
+		return fsm.KeyState{}, time.Time{}, n.whyNoLease(key, holder, tok)
+	}
+	return k, deadline, nil
+}
+
+// whyNoLease explains a failed renewal from the applied state.
+func (n *Node) whyNoLease(key, holder string, tok fence.Token) error {
+	k, ok := n.fsm.Get(key)
+	switch {
+	case !ok:
+		return fsm.ErrUnknownKey
+	case k.Token != tok:
+		return fsm.ErrStaleToken
+	case k.Holder != holder:
+		return fsm.ErrNotHolder
+	case k.State == fsm.Released:
+		return fmt.Errorf("%w: released", ErrNoLease)
+	}
+	return fsm.ErrExpired
+}
+
+// Keepalive renews every live lease of a holder, without a log write.
+func (n *Node) Keepalive(ctx context.Context, holder string) ([]RenewedLease, error) {
+	if err := n.confirmReady(ctx); err != nil {
+		return nil, err
+	}
+	return n.leases.renewHolder(holder), nil
+}
+
+// confirmReady checks that this node is a ready leader and confirms with a
+// quorum that it still leads (shared with other requests waiting now).
+func (n *Node) confirmReady(ctx context.Context) error {
+	gen, err := n.requireReady()
+	if err != nil {
+		return err
+	}
+	if err := n.confirm.confirm(ctx); err != nil {
+		return err
+	}
+	if n.ready.Load() != gen {
+		return ErrNotLeader
+	}
+	return nil
+}
+
+// linearizable makes the local state safe to read: it takes the commit index,
+// confirms leadership, then waits until the FSM applied that index.
+func (n *Node) linearizable(ctx context.Context) error {
+	if _, err := n.requireReady(); err != nil {
+		return err
+	}
+	idx := n.r().CommitIndex()
+	if err := n.confirmReady(ctx); err != nil {
+		return err
+	}
+	return n.fsm.WaitApplied(ctx, idx)
+}
+
+// Reason says why a verify refused, or "ok".
+type Reason string
+
+// Verify reasons. A verify allows only when it proved the token is the key's
+// current grant with a live lease; every other answer is a refusal.
+const (
+	ReasonOK             Reason = "ok"
+	ReasonSuperseded     Reason = "superseded"
+	ReasonReleased       Reason = "released"
+	ReasonExpired        Reason = "expired"
+	ReasonUnknownKey     Reason = "unknown_key"
+	ReasonNotGrantedYet  Reason = "not_granted_yet"
+	ReasonHolderMismatch Reason = "holder_mismatch"
+	ReasonMalformed      Reason = "malformed"
+	ReasonUnavailable    Reason = "unavailable"
+)
+
+// Verdict is the answer of a verify.
+type Verdict struct {
+	Allow  bool
+	Reason Reason
+	// Current is the key's current grant when the key is known.
+	Current *fsm.KeyState
+	// Deadline is the lease deadline of an allowed grant.
+	Deadline time.Time
+}
+
+// Verify answers, linearizably, whether tok is the current live grant of key
+// (and of holder, when given). It fails closed: an error is always returned
+// with a refusing verdict whose reason is unavailable.
+func (n *Node) Verify(ctx context.Context, key string, tok fence.Token, holder string) (Verdict, error) {
+	if err := n.linearizable(ctx); err != nil {
+		return Verdict{Reason: ReasonUnavailable}, err
+	}
+	k, ok := n.fsm.Get(key)
+	if !ok {
+		return Verdict{Reason: ReasonUnknownKey}, nil
+	}
+	v := Verdict{Current: &k}
+	switch {
+	case tok > k.Token:
+		v.Reason = ReasonNotGrantedYet
+	case tok < k.Token:
+		v.Reason = ReasonSuperseded
+	case k.State == fsm.Released:
+		v.Reason = ReasonReleased
+	case k.State == fsm.Expired:
+		v.Reason = ReasonExpired
+	case holder != "" && holder != k.Holder:
+		v.Reason = ReasonHolderMismatch
+	default:
+		deadline, live := n.leases.live(key, tok)
+		if !live {
+			v.Reason = ReasonExpired
+			break
+		}
+		v.Allow, v.Reason, v.Deadline = true, ReasonOK, deadline
+	}
+	return v, nil
+}
+
+// KeyInfo is a key's state with its lease deadline when held.
+type KeyInfo struct {
+	fsm.KeyState
+	Deadline time.Time
+}
+
+// Key reads one key linearizably.
+func (n *Node) Key(ctx context.Context, key string) (KeyInfo, bool, error) {
+	if err := n.linearizable(ctx); err != nil {
+		return KeyInfo{}, false, err
+	}
+	k, ok := n.fsm.Get(key)
+	if !ok {
+		return KeyInfo{}, false, nil
+	}
+	return n.info(k), true, nil
+}
+
+// Keys reads keys with a prefix linearizably, in name order.
+func (n *Node) Keys(ctx context.Context, prefix string, limit int) ([]KeyInfo, error) {
+	if err := n.linearizable(ctx); err != nil {
+		return nil, err
+	}
+	ks := n.fsm.Keys(prefix, limit)
+	out := make([]KeyInfo, len(ks))
+	for i, k := range ks {
+		out[i] = n.info(k)
+	}
+	return out, nil
+}
+
+func (n *Node) info(k fsm.KeyState) KeyInfo {
+	ki := KeyInfo{KeyState: k}
+	if k.State == fsm.Held {
+		ki.Deadline, _ = n.leases.live(k.Key, k.Token)
+	}
+	return ki
+}
