@@ -129,4 +129,3 @@ func (n *Node) Remove(ctx context.Context, id string) error {
 	_, err := n.apply(fsm.DelMember{ID: id})
 	return err
 }
-

@@ -154,7 +154,7 @@ func (n *Node) forceNewTerm() {
 		defer n.wg.Done()
 		defer n.newTerm.Store(false)
 		n.log.Warn("seq space of the current term exhausted; starting a new term")
-		if n.voters() > 1 {
+		if n.Voters() > 1 {
 			if err := n.r().LeadershipTransfer().Error(); err != nil {
 				n.log.Error("leadership transfer failed", "error", err)
 			}
@@ -166,7 +166,8 @@ func (n *Node) forceNewTerm() {
 	}()
 }
 
-func (n *Node) voters() int {
+// Voters returns the number of voting members in the configuration.
+func (n *Node) Voters() int {
 	f := n.r().GetConfiguration()
 	if f.Error() != nil {
 		return 0

@@ -1,0 +1,524 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fenced/fenced/cluster"
+	"github.com/fenced/fenced/fence"
+	"github.com/fenced/fenced/fsm"
+)
+
+// Node is what the server needs of a cluster node.
+type Node interface {
+	Acquire(ctx context.Context, a cluster.AcquireArgs) (cluster.Grant, error)
+	Renew(ctx context.Context, key, holder string, tok fence.Token) (fsm.KeyState, time.Time, error)
+	Keepalive(ctx context.Context, holder string) ([]cluster.RenewedLease, error)
+	Release(ctx context.Context, key, holder string, tok fence.Token, force bool) (fsm.KeyState, error)
+	Verify(ctx context.Context, key string, tok fence.Token, holder string) (cluster.Verdict, error)
+	Key(ctx context.Context, key string) (cluster.KeyInfo, bool, error)
+	Keys(ctx context.Context, prefix string, limit int) ([]cluster.KeyInfo, error)
+	Join(ctx context.Context, id, raftAddr, httpAddr string) error
+	Remove(ctx context.Context, id string) error
+	Status() cluster.Status
+	Ready() bool
+	Leader() (id, httpAddr string)
+}
+
+// Bounds on durations in requests.
+const (
+	MinTTL     = 100 * time.Millisecond
+	MaxTTL     = 24 * time.Hour
+	DefaultTTL = 10 * time.Second
+	MaxWait    = 5 * time.Minute
+)
+
+// forwardedHeader marks a request a follower forwarded, so it is forwarded at
+// most once and never loops between nodes that disagree about the leader.
+const forwardedHeader = "X-Fenced-Forwarded"
+
+// Server serves the HTTP API of one node.
+type Server struct {
+	node    Node
+	log     hclog.Logger
+	forward *http.Client
+	mux     *http.ServeMux
+	// Extra lets the daemon mount more handlers (metrics) on the same mux.
+	Extra *http.ServeMux
+}
+
+// NewServer returns the API server of node.
+func NewServer(node Node, log hclog.Logger) *Server {
+	s := &Server{
+		node: node,
+		log:  log.Named("api"),
+		forward: &http.Client{
+			Timeout: 30 * time.Second,
+			Transport: &http.Transport{
+				DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 15 * time.Second}).DialContext,
+				MaxIdleConnsPerHost: 64,
+				IdleConnTimeout:     60 * time.Second,
+			},
+		},
+		mux: http.NewServeMux(),
+	}
+	s.routes()
+	return s
+}
+
+// ServeHTTP implements http.Handler.
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+
+// Handle mounts an extra handler (for example /metrics) on the server's mux.
+func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
+
+func (s *Server) routes() {
+	s.mux.HandleFunc("POST /v1/acquire", s.write(s.acquire))
+	s.mux.HandleFunc("POST /v1/renew", s.write(s.renew))
+	s.mux.HandleFunc("POST /v1/keepalive", s.write(s.keepalive))
+	s.mux.HandleFunc("POST /v1/release", s.write(s.release))
+	s.mux.HandleFunc("POST /v1/verify", s.verify)
+	s.mux.HandleFunc("GET /v1/keys", s.read(s.keys))
+	s.mux.HandleFunc("GET /v1/keys/{key...}", s.read(s.key))
+	s.mux.HandleFunc("GET /v1/cluster", s.cluster)
+	s.mux.HandleFunc("POST /v1/cluster/join", s.write(s.join))
+	s.mux.HandleFunc("POST /v1/cluster/remove", s.write(s.remove))
+	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+	})
+	s.mux.HandleFunc("GET /readyz", s.readyz)
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
+	})
+}
+
+// handlerFunc runs one operation on a decoded request body.
+type handlerFunc func(ctx context.Context, body []byte, r *http.Request) (any, error)
+
+// write wraps a handler that may change state. A request this node cannot
+// serve because it does not lead is forwarded to the leader, once.
+func (s *Server) write(h handlerFunc) http.HandlerFunc { return s.serve(h, true) }
+
+// read wraps a handler that only reads; it is forwarded the same way.
+func (s *Server) read(h handlerFunc) http.HandlerFunc { return s.serve(h, false) }
+
+func (s *Server) serve(h handlerFunc, write bool) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		body, err := readBody(w, r)
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		if !s.node.Ready() && r.Header.Get(forwardedHeader) == "" {
+			s.proxy(w, r, body, write)
+			return
+		}
+		out, err := h(r.Context(), body, r)
+		if (errors.Is(err, cluster.ErrNotLeader) || errors.Is(err, cluster.ErrNotReady)) && r.Header.Get(forwardedHeader) == "" {
+			s.proxy(w, r, body, write)
+			return
+		}
+		if err != nil {
+			writeErr(w, err)
+			return
+		}
+		writeJSON(w, http.StatusOK, out)
+	}
+}
+
+func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	if r.Body == nil {
+		return nil, nil
+	}
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	var mbe *http.MaxBytesError
+	if errors.As(err, &mbe) {
+		return nil, fmt.Errorf("%w: body larger than %d bytes", cluster.ErrBadRequest, MaxBodyBytes)
+	}
+	return b, err
+}
+
+// proxy forwards a request to the leader. A write whose connection failed
+// after it was sent may have been committed: that is an unknown outcome.
+func (s *Server) proxy(w http.ResponseWriter, r *http.Request, body []byte, write bool) {
+	lid, addr := s.node.Leader()
+	if lid == "" || addr == "" {
+		writeErr(w, fmt.Errorf("%w: no known leader", ErrUnavailable))
+		return
+	}
+	req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+addr+r.URL.RequestURI(), bytes.NewReader(body))
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(forwardedHeader, "1")
+	if a := r.Header.Get("Authorization"); a != "" {
+		req.Header.Set("Authorization", a)
+	}
+	resp, err := s.forward.Do(req)
+	if err != nil {
+		s.log.Debug("forward failed", "leader", lid, "error", err)
+		var op *net.OpError
+		if !write || (errors.As(err, &op) && op.Op == "dial") {
+			writeErr(w, fmt.Errorf("%w: leader %s unreachable", ErrUnavailable, lid))
+			return
+		}
+		writeErr(w, cluster.ErrLeadershipLost)
+		return
+	}
+	defer resp.Body.Close()
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(resp.StatusCode)
+	_, _ = io.Copy(w, resp.Body)
+}
+
+// decode reads a strict JSON body: unknown fields and trailing data are refused.
+func decode(body []byte, v any) error {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		var ute *json.UnmarshalTypeError
+		if errors.Is(err, fence.ErrMalformed) || (errors.As(err, &ute) && ute.Field == "token") {
+			return fmt.Errorf("%w: token must be decimal text: %v", fence.ErrMalformed, err)
+		}
+		return fmt.Errorf("%w: %v", cluster.ErrBadRequest, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: trailing data after the JSON body", cluster.ErrBadRequest)
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return fmt.Errorf("%w: trailing data after the JSON body", cluster.ErrBadRequest)
+	}
+	return nil
+}
+
+// checkName validates a key, holder or request id: valid UTF-8, no control
+// characters, within the length limit.
+func checkName(what, s string, max int, required bool) error {
+	switch {
+	case s == "" && required:
+		return fmt.Errorf("%w: %s is required", cluster.ErrBadRequest, what)
+	case len(s) > max:
+		return fmt.Errorf("%w: %s is longer than %d bytes", cluster.ErrBadRequest, what, max)
+	case !utf8.ValidString(s):
+		return fmt.Errorf("%w: %s is not valid UTF-8", cluster.ErrBadRequest, what)
+	case strings.IndexFunc(s, unicode.IsControl) >= 0:
+		return fmt.Errorf("%w: %s contains a control character", cluster.ErrBadRequest, what)
+	}
+	return nil
+}
+
+func parseDuration(what, s string, def, lo, hi time.Duration) (time.Duration, error) {
+	if s == "" {
+		return def, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s %q is not a duration like \"10s\"", cluster.ErrBadRequest, what, s)
+	}
+	if d < lo || d > hi {
+		return 0, fmt.Errorf("%w: %s %v is outside %v..%v", cluster.ErrBadRequest, what, d, lo, hi)
+	}
+	return d, nil
+}
+
+func checkToken(t fence.Token) error {
+	if t == 0 {
+		return fmt.Errorf("%w: token is required", fence.ErrMalformed)
+	}
+	return nil
+}
+
+func (s *Server) acquire(ctx context.Context, body []byte, _ *http.Request) (any, error) {
+	var req AcquireRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	if err := errors.Join(checkName("key", req.Key, MaxKeyLen, true), checkName("holder", req.Holder, MaxHolderLen, true),
+		checkName("request_id", req.RequestID, MaxRequestIDLen, false)); err != nil {
+		return nil, err
+	}
+	ttl, err := parseDuration("ttl", req.TTL, DefaultTTL, MinTTL, MaxTTL)
+	if err != nil {
+		return nil, err
+	}
+	wait, err := parseDuration("wait", req.Wait, 0, 0, MaxWait)
+	if err != nil {
+		return nil, err
+	}
+	g, err := s.node.Acquire(ctx, cluster.AcquireArgs{Key: req.Key, Holder: req.Holder, TTL: ttl, Wait: wait, RequestID: req.RequestID})
+	if err != nil {
+		return nil, err
+	}
+	return grantOf(g.KeyState, g.Renewed), nil
+}
+
+func grantOf(k fsm.KeyState, renewed bool) Grant {
+	return Grant{Key: k.Key, Holder: k.Holder, Token: k.Token, Epoch: k.Token.Epoch(), Seq: k.Token.Seq(), TTL: k.TTL.String(), Renewed: renewed}
+}
+
+func (s *Server) renew(ctx context.Context, body []byte, _ *http.Request) (any, error) {
+	var req RenewRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	if err := errors.Join(checkName("key", req.Key, MaxKeyLen, true), checkName("holder", req.Holder, MaxHolderLen, true), checkToken(req.Token)); err != nil {
+		return nil, err
+	}
+	k, _, err := s.node.Renew(ctx, req.Key, req.Holder, req.Token)
+	if err != nil {
+		return nil, err
+	}
+	return RenewResponse{Key: k.Key, Holder: k.Holder, Token: k.Token, TTL: k.TTL.String()}, nil
+}
+
+func (s *Server) keepalive(ctx context.Context, body []byte, _ *http.Request) (any, error) {
+	var req KeepaliveRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	if err := checkName("holder", req.Holder, MaxHolderLen, true); err != nil {
+		return nil, err
+	}
+	ls, err := s.node.Keepalive(ctx, req.Holder)
+	if err != nil {
+		return nil, err
+	}
+	out := KeepaliveResponse{Holder: req.Holder, Renewed: make([]RenewResponse, 0, len(ls))}
+	for _, l := range ls {
+		out.Renewed = append(out.Renewed, RenewResponse{Key: l.Key.Key, Holder: l.Key.Holder, Token: l.Key.Token, TTL: l.Key.TTL.String()})
+	}
+	return out, nil
+}
+
+func (s *Server) release(ctx context.Context, body []byte, _ *http.Request) (any, error) {
+	var req ReleaseRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	if err := errors.Join(checkName("key", req.Key, MaxKeyLen, true), checkName("holder", req.Holder, MaxHolderLen, !req.Force)); err != nil {
+		return nil, err
+	}
+	if req.Force && req.Token == 0 {
+		k, ok, err := s.node.Key(ctx, req.Key)
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, fsm.ErrUnknownKey
+		}
+		req.Token = k.Token
+		s.log.Warn("forced release", "key", req.Key, "holder", k.Holder, "token", k.Token)
+	}
+	if err := checkToken(req.Token); err != nil {
+		return nil, err
+	}
+	k, err := s.node.Release(ctx, req.Key, req.Holder, req.Token, req.Force)
+	if err != nil {
+		return nil, err
+	}
+	return ReleaseResponse{Key: k.Key, Token: k.Token, State: k.State.String()}, nil
+}
+
+// verify answers every request with a verdict; whatever it cannot prove is
+// a refusal with a reason, never an allow.
+func (s *Server) verify(w http.ResponseWriter, r *http.Request) {
+	refuse := func(status int, code string, err error) {
+		f := false
+		writeJSON(w, status, ErrorResponse{Code: code, Message: err.Error(), Allow: &f, Reason: string(cluster.ReasonMalformed)})
+	}
+	body, err := readBody(w, r)
+	if err != nil {
+		refuse(http.StatusBadRequest, "bad_request", err)
+		return
+	}
+	var req VerifyRequest
+	if err := decode(body, &req); err != nil {
+		refuse(http.StatusBadRequest, "bad_request", err)
+		return
+	}
+	if err := errors.Join(checkName("key", req.Key, MaxKeyLen, true), checkName("holder", req.Holder, MaxHolderLen, false)); err != nil {
+		refuse(http.StatusBadRequest, "bad_request", err)
+		return
+	}
+	tok, err := fence.Parse(req.Token)
+	if err != nil {
+		refuse(http.StatusBadRequest, "malformed_token", err)
+		return
+	}
+	if !s.node.Ready() && r.Header.Get(forwardedHeader) == "" {
+		s.proxyVerify(w, r, body)
+		return
+	}
+	v, err := s.node.Verify(r.Context(), req.Key, tok, req.Holder)
+	if err != nil && (errors.Is(err, cluster.ErrNotLeader) || errors.Is(err, cluster.ErrNotReady)) && r.Header.Get(forwardedHeader) == "" {
+		s.proxyVerify(w, r, body)
+		return
+	}
+	writeJSON(w, http.StatusOK, verdictOf(v, err))
+}
+
+func verdictOf(v cluster.Verdict, err error) VerifyResponse {
+	if err != nil {
+		return VerifyResponse{Allow: false, Reason: string(cluster.ReasonUnavailable)}
+	}
+	out := VerifyResponse{Allow: v.Allow, Reason: string(v.Reason)}
+	if v.Current != nil {
+		out.CurrentToken, out.Holder = v.Current.Token, v.Current.Holder
+	}
+	return out
+}
+
+// proxyVerify forwards a verify; any failure to reach the leader is a refusal.
+func (s *Server) proxyVerify(w http.ResponseWriter, r *http.Request, body []byte) {
+	rec := &captureWriter{header: http.Header{}}
+	s.proxy(rec, r, body, false)
+	if rec.status == http.StatusOK || rec.status == http.StatusBadRequest {
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(rec.status)
+		_, _ = w.Write(rec.buf.Bytes())
+		return
+	}
+	writeJSON(w, http.StatusOK, VerifyResponse{Allow: false, Reason: string(cluster.ReasonUnavailable)})
+}
+
+type captureWriter struct {
+	header http.Header
+	status int
+	buf    bytes.Buffer
+}
+
+func (c *captureWriter) Header() http.Header { return c.header }
+func (c *captureWriter) Write(b []byte) (int, error) {
+	if c.status == 0 {
+		c.status = http.StatusOK
+	}
+	return c.buf.Write(b)
+}
+func (c *captureWriter) WriteHeader(s int) { c.status = s }
+
+func keyInfoOf(k cluster.KeyInfo) KeyInfo {
+	ki := KeyInfo{Key: k.Key, Holder: k.Holder, Token: k.Token, Epoch: k.Token.Epoch(), Seq: k.Token.Seq(),
+		State: k.State.String(), TTL: k.TTL.String(), Index: k.Index}
+	if !k.Deadline.IsZero() {
+		ki.LeaseRemaining = time.Until(k.Deadline).Round(time.Millisecond).String()
+	}
+	return ki
+}
+
+func (s *Server) keys(ctx context.Context, _ []byte, r *http.Request) (any, error) {
+	prefix := r.URL.Query().Get("prefix")
+	if err := checkName("prefix", prefix, MaxPrefixLen, false); err != nil {
+		return nil, err
+	}
+	limit := 0
+	if l := r.URL.Query().Get("limit"); l != "" {
+		n, err := strconv.Atoi(l)
+		if err != nil || n < 0 {
+			return nil, fmt.Errorf("%w: limit must be a non-negative integer", cluster.ErrBadRequest)
+		}
+		limit = n
+	}
+	ks, err := s.node.Keys(ctx, prefix, limit)
+	if err != nil {
+		return nil, err
+	}
+	out := KeysResponse{Keys: make([]KeyInfo, 0, len(ks))}
+	for _, k := range ks {
+		out.Keys = append(out.Keys, keyInfoOf(k))
+	}
+	return out, nil
+}
+
+func (s *Server) key(ctx context.Context, _ []byte, r *http.Request) (any, error) {
+	name := r.PathValue("key")
+	if err := checkName("key", name, MaxKeyLen, true); err != nil {
+		return nil, err
+	}
+	k, ok, err := s.node.Key(ctx, name)
+	if err != nil {
+		return nil, err
+	}
+	if !ok {
+		return nil, fsm.ErrUnknownKey
+	}
+	return keyInfoOf(k), nil
+}
+
+func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.node.Status())
+}
+
+func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
+	st := s.node.Status()
+	if st.Ready || (st.LeaderID != "" && st.LeaderHTTP != "") {
+		writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "leader": st.LeaderID, "state": st.State})
+		return
+	}
+	writeError(w, http.StatusServiceUnavailable, "unavailable", "no ready leader known to this node")
+}
+
+func (s *Server) join(ctx context.Context, body []byte, _ *http.Request) (any, error) {
+	var req JoinRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	if err := errors.Join(checkName("id", req.ID, MaxHolderLen, true), checkName("raft_addr", req.RaftAddr, MaxKeyLen, true),
+		checkName("http_addr", req.HTTPAddr, MaxKeyLen, false)); err != nil {
+		return nil, err
+	}
+	if err := s.node.Join(ctx, req.ID, req.RaftAddr, req.HTTPAddr); err != nil {
+		return nil, err
+	}
+	return map[string]string{"joined": req.ID}, nil
+}
+
+func (s *Server) remove(ctx context.Context, body []byte, _ *http.Request) (any, error) {
+	var req RemoveRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	if err := checkName("id", req.ID, MaxHolderLen, true); err != nil {
+		return nil, err
+	}
+	if err := s.node.Remove(ctx, req.ID); err != nil {
+		return nil, err
+	}
+	return map[string]string{"removed": req.ID}, nil
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	writeJSON(w, status, ErrorResponse{Code: code, Message: msg})
+}
+
+// writeErr translates an error of any layer to its wire form.
+func writeErr(w http.ResponseWriter, err error) {
+	code, status := codeOf(err)
+	resp := ErrorResponse{Code: code, Message: err.Error()}
+	var he *fsm.HeldError
+	if errors.As(err, &he) {
+		resp.HeldBy = he.Holder
+		resp.RetryAfter = "1s"
+	}
+	writeJSON(w, status, resp)
+}

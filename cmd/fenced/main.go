@@ -1,0 +1,242 @@
+// Command fenced is the fenced daemon: one node of a Raft cluster that grants
+// fencing tokens over an HTTP API.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/spf13/pflag"
+
+	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/cluster"
+)
+
+const usage = `fenced — a Raft-replicated fencing-token coordinator.
+
+Run with no flags for a single-node development server on 127.0.0.1:7700
+(data in ./fenced-data). For a cluster, give every node the same --peers:
+
+  fenced --id n1 --data-dir /var/lib/fenced \
+         --http-addr 10.0.0.1:7700 --raft-addr 10.0.0.1:7701 \
+         --peers n1=10.0.0.1:7701,n2=10.0.0.2:7701,n3=10.0.0.3:7701
+
+or add a node to a running cluster with --join HOST:HTTPPORT.
+Every flag can also be set by an environment variable: --data-dir is
+FENCED_DATA_DIR, --peers is FENCED_PEERS, and so on.
+
+Flags:
+`
+
+type options struct {
+	id, dataDir                  string
+	httpAddr, httpAdvertise      string
+	raftAddr, raftAdvertise      string
+	peers, join                  string
+	dev                          bool
+	logFormat, logLevel          string
+	heartbeat, election          time.Duration
+	snapshotThreshold            uint64
+	snapshotInterval             time.Duration
+	maxSeq                       uint64
+	noSync                       bool
+	shutdownTimeout              time.Duration
+	readHeaderTimeout, idleTimeo time.Duration
+}
+
+func parseFlags(args []string) (*options, error) {
+	o := &options{}
+	fs := pflag.NewFlagSet("fenced", pflag.ContinueOnError)
+	fs.Usage = func() {
+		fmt.Fprint(os.Stderr, usage)
+		fs.PrintDefaults()
+	}
+	fs.StringVar(&o.id, "id", "", "unique, stable node id (default \"dev\" in dev mode; required otherwise)")
+	fs.StringVar(&o.dataDir, "data-dir", "fenced-data", "directory for the Raft log, stable store and snapshots")
+	fs.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:7700", "address of the HTTP API")
+	fs.StringVar(&o.httpAdvertise, "http-advertise", "", "HTTP address other nodes use to reach this one (default --http-addr)")
+	fs.StringVar(&o.raftAddr, "raft-addr", "127.0.0.1:7701", "address of the Raft transport")
+	fs.StringVar(&o.raftAdvertise, "raft-advertise", "", "Raft address peers dial (default --raft-addr)")
+	fs.StringVar(&o.peers, "peers", "", "initial cluster, id=raft-host:port,...; identical on every node, ignored once state exists")
+	fs.StringVar(&o.join, "join", "", "HTTP address of any member of a running cluster to join (comma-separated list allowed)")
+	fs.BoolVar(&o.dev, "dev", false, "run a single-node cluster (the default when neither --peers nor --join is given)")
+	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
+	fs.StringVar(&o.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
+	fs.DurationVar(&o.heartbeat, "heartbeat-timeout", time.Second, "Raft heartbeat timeout")
+	fs.DurationVar(&o.election, "election-timeout", time.Second, "Raft election timeout: how long followers wait before electing a new leader")
+	fs.Uint64Var(&o.snapshotThreshold, "snapshot-threshold", 8192, "log entries between snapshots")
+	fs.DurationVar(&o.snapshotInterval, "snapshot-interval", 30*time.Second, "how often to check whether to snapshot")
+	fs.Uint64Var(&o.maxSeq, "max-seq", 0, "lower the per-epoch grant limit per key (testing only; same on every node)")
+	fs.BoolVar(&o.noSync, "unsafe-no-fsync", false, "do not fsync the Raft log (testing only: acknowledged grants can be lost on power failure)")
+	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful shutdown may take")
+	fs.DurationVar(&o.readHeaderTimeout, "http-read-header-timeout", 5*time.Second, "time allowed to read request headers")
+	fs.DurationVar(&o.idleTimeo, "http-idle-timeout", 120*time.Second, "keep-alive idle timeout of HTTP connections")
+	_ = fs.MarkHidden("max-seq")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
+	}
+	if err := envFallback(fs); err != nil {
+		return nil, err
+	}
+	if o.peers == "" && o.join == "" {
+		o.dev = true
+	}
+	if o.dev && (o.peers != "" || o.join != "") {
+		return nil, errors.New("--dev cannot be combined with --peers or --join")
+	}
+	if o.peers != "" && o.join != "" {
+		return nil, errors.New("give --peers (bootstrap a new cluster) or --join (join a running one), not both")
+	}
+	if o.id == "" {
+		if !o.dev {
+			return nil, errors.New("--id is required with --peers or --join")
+		}
+		o.id = "dev"
+	}
+	if o.logFormat != "text" && o.logFormat != "json" {
+		return nil, fmt.Errorf("--log-format must be text or json, not %q", o.logFormat)
+	}
+	if hclog.LevelFromString(o.logLevel) == hclog.NoLevel {
+		return nil, fmt.Errorf("--log-level %q is not a level", o.logLevel)
+	}
+	return o, nil
+}
+
+// envFallback sets every flag not given on the command line from FENCED_<NAME>.
+func envFallback(fs *pflag.FlagSet) error {
+	var err error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Changed || err != nil {
+			return
+		}
+		name := "FENCED_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := os.LookupEnv(name); ok {
+			if serr := fs.Set(f.Name, v); serr != nil {
+				err = fmt.Errorf("%s: %w", name, serr)
+			}
+		}
+	})
+	return err
+}
+
+func main() {
+	o, err := parseFlags(os.Args[1:])
+	if errors.Is(err, pflag.ErrHelp) {
+		os.Exit(0)
+	}
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "fenced:", err)
+		fmt.Fprintln(os.Stderr, "Run 'fenced --help' for usage.")
+		os.Exit(2)
+	}
+	if err := run(o); err != nil {
+		fmt.Fprintln(os.Stderr, "fenced:", err)
+		os.Exit(1)
+	}
+}
+
+func run(o *options) error {
+	log := hclog.New(&hclog.LoggerOptions{
+		Name: "fenced", Level: hclog.LevelFromString(o.logLevel), JSONFormat: o.logFormat == "json", Output: os.Stderr,
+	}).With("node", o.id)
+	peers, err := cluster.ParsePeers(o.peers)
+	if err != nil {
+		return fmt.Errorf("--peers: %w", err)
+	}
+	httpAdvertise := o.httpAdvertise
+	if httpAdvertise == "" {
+		httpAdvertise = o.httpAddr
+	}
+	ln, err := net.Listen("tcp", o.httpAddr)
+	if err != nil {
+		return fmt.Errorf("http listen: %w", err)
+	}
+	node, err := cluster.New(cluster.Config{
+		ID: o.id, DataDir: o.dataDir, RaftBind: o.raftAddr, RaftAdvertise: o.raftAdvertise, HTTPAdvertise: httpAdvertise,
+		Peers: peers, Bootstrap: o.dev, HeartbeatTimeout: o.heartbeat, ElectionTimeout: o.election,
+		SnapshotThreshold: o.snapshotThreshold, SnapshotInterval: o.snapshotInterval, MaxSeq: o.maxSeq, NoSync: o.noSync,
+		Logger: log,
+	})
+	if err != nil {
+		ln.Close()
+		return err
+	}
+	srv := &http.Server{
+		Handler: api.NewServer(node, log), ReadHeaderTimeout: o.readHeaderTimeout, IdleTimeout: o.idleTimeo,
+		MaxHeaderBytes: 16 << 10, ErrorLog: log.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+	}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http server stopped", "error", err)
+		}
+	}()
+	log.Info("fenced started", "http", ln.Addr().String(), "raft", node.Addr(), "data_dir", o.dataDir, "dev", o.dev)
+
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
+	defer stop()
+	go announce(ctx, log, node, o, httpAdvertise)
+	<-ctx.Done()
+	return shutdown(log, node, srv, o.shutdownTimeout)
+}
+
+// announce makes sure the cluster knows this node and its HTTP address: it
+// joins through --join on a fresh node, and records the address of a node the
+// leader does not know yet. Both are idempotent.
+func announce(ctx context.Context, log hclog.Logger, node *cluster.Node, o *options, httpAdvertise string) {
+	raftAddr := node.Addr()
+	for {
+		if node.FSM().Members()[o.id] == httpAdvertise {
+			return
+		}
+		var targets []string
+		if _, lhttp := node.Leader(); lhttp != "" {
+			targets = append(targets, lhttp)
+		}
+		if o.join != "" {
+			targets = append(targets, strings.Split(o.join, ",")...)
+		}
+		if len(targets) > 0 && !node.IsLeader() {
+			c := api.NewClient(targets)
+			jctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+			err := c.Join(jctx, api.JoinRequest{ID: o.id, RaftAddr: raftAddr, HTTPAddr: httpAdvertise})
+			cancel()
+			if err != nil {
+				log.Debug("join/announce not done yet", "targets", targets, "error", err)
+			} else {
+				log.Info("announced to the cluster", "via", targets)
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(time.Second):
+		}
+	}
+}
+
+// shutdown hands leadership over first when this node leads, so the cluster
+// does not wait an election timeout, then stops serving and closes Raft.
+func shutdown(log hclog.Logger, node *cluster.Node, srv *http.Server, timeout time.Duration) error {
+	log.Info("shutting down")
+	if node.IsLeader() && node.Voters() > 1 {
+		if err := node.TransferLeadership(); err != nil {
+			log.Warn("leadership transfer before shutdown failed", "error", err)
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	_ = srv.Shutdown(ctx)
+	return node.Close()
+}
