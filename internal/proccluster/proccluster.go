@@ -1,0 +1,324 @@
+// Package proccluster runs real fenced processes on loopback for tests: it
+// builds the binaries once, starts a cluster, and hurts its nodes (kill -9,
+// SIGSTOP/SIGCONT, restart).
+package proccluster
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/fenced/fenced/api"
+)
+
+// Build compiles ./cmd/fenced and ./cmd/fencectl of the module into dir and
+// returns the paths of fenced and fencectl.
+func Build(dir string) (fenced, fencectl string, err error) {
+	root, err := ModuleRoot()
+	if err != nil {
+		return "", "", err
+	}
+	fenced, fencectl = filepath.Join(dir, "fenced"), filepath.Join(dir, "fencectl")
+	for bin, pkg := range map[string]string{fenced: "./cmd/fenced", fencectl: "./cmd/fencectl"} {
+		cmd := exec.Command("go", "build", "-o", bin, pkg)
+		cmd.Dir = root
+		cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return "", "", fmt.Errorf("go build %s: %v\n%s", pkg, err, out)
+		}
+	}
+	return fenced, fencectl, nil
+}
+
+var (
+	buildOnce sync.Once
+	buildDir  string
+	buildErr  error
+	fencedBin string
+	ctlBin    string
+)
+
+// Binaries builds the binaries once per test process, in a temp dir, and
+// returns their paths.
+func Binaries() (fenced, fencectl string, err error) {
+	buildOnce.Do(func() {
+		buildDir, buildErr = os.MkdirTemp("", "fenced-bin-")
+		if buildErr == nil {
+			fencedBin, ctlBin, buildErr = Build(buildDir)
+		}
+	})
+	return fencedBin, ctlBin, buildErr
+}
+
+// ModuleRoot finds the directory holding go.mod, from this source file.
+func ModuleRoot() (string, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return "", errors.New("cannot locate source")
+	}
+	dir := filepath.Dir(file)
+	for {
+		if _, err := os.Stat(filepath.Join(dir, "go.mod")); err == nil {
+			return dir, nil
+		}
+		parent := filepath.Dir(dir)
+		if parent == dir {
+			return "", errors.New("go.mod not found")
+		}
+		dir = parent
+	}
+}
+
+// Options configure a cluster.
+type Options struct {
+	Nodes int
+	// Dir holds each node's data dir and log file.
+	Dir string
+	// Binary is the fenced binary; Binaries() when empty.
+	Binary string
+	// ExtraArgs are appended to every node's command line.
+	ExtraArgs []string
+	// Env is added to every node's environment.
+	Env []string
+}
+
+// Node is one fenced process.
+type Node struct {
+	ID       string
+	HTTPAddr string
+	RaftAddr string
+	DataDir  string
+	LogPath  string
+	args     []string
+
+	mu      sync.Mutex
+	cmd     *exec.Cmd
+	exited  chan struct{}
+	paused  bool
+	logFile *os.File
+}
+
+// Cluster is a set of fenced processes on loopback.
+type Cluster struct {
+	opts  Options
+	bin   string
+	Nodes []*Node
+}
+
+// Start launches a new cluster whose nodes bootstrap with the same --peers.
+func Start(opts Options) (*Cluster, error) {
+	if opts.Nodes == 0 {
+		opts.Nodes = 3
+	}
+	bin := opts.Binary
+	if bin == "" {
+		var err error
+		if bin, _, err = Binaries(); err != nil {
+			return nil, err
+		}
+	}
+	addrs, err := freeAddrs(2 * opts.Nodes)
+	if err != nil {
+		return nil, err
+	}
+	c := &Cluster{opts: opts, bin: bin}
+	var peers []string
+	for i := 0; i < opts.Nodes; i++ {
+		id := fmt.Sprintf("n%d", i+1)
+		n := &Node{ID: id, HTTPAddr: addrs[2*i], RaftAddr: addrs[2*i+1], DataDir: filepath.Join(opts.Dir, id), LogPath: filepath.Join(opts.Dir, id+".log")}
+		c.Nodes = append(c.Nodes, n)
+		peers = append(peers, id+"="+n.RaftAddr)
+	}
+	for _, n := range c.Nodes {
+		n.args = append([]string{"--id", n.ID, "--data-dir", n.DataDir, "--http-addr", n.HTTPAddr, "--raft-addr", n.RaftAddr,
+			"--peers", strings.Join(peers, ","), "--heartbeat-timeout", "500ms", "--election-timeout", "500ms", "--log-level", "debug"},
+			opts.ExtraArgs...)
+		if err := c.StartNode(n); err != nil {
+			c.Stop()
+			return nil, err
+		}
+	}
+	return c, nil
+}
+
+// Endpoints returns every node's HTTP address.
+func (c *Cluster) Endpoints() []string {
+	var out []string
+	for _, n := range c.Nodes {
+		out = append(out, n.HTTPAddr)
+	}
+	return out
+}
+
+// Client returns an API client of every node.
+func (c *Cluster) Client() *api.Client { return api.NewClient(c.Endpoints()) }
+
+// StartNode (re)starts a node's process with its data dir intact.
+func (c *Cluster) StartNode(n *Node) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd != nil {
+		return fmt.Errorf("node %s is running", n.ID)
+	}
+	f, err := os.OpenFile(n.LogPath, os.O_CREATE|os.O_APPEND|os.O_WRONLY, 0o644)
+	if err != nil {
+		return err
+	}
+	cmd := exec.Command(c.bin, n.args...)
+	cmd.Stdout, cmd.Stderr = f, f
+	cmd.Env = append(os.Environ(), c.opts.Env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	if err := cmd.Start(); err != nil {
+		f.Close()
+		return err
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		f.Close()
+		close(exited)
+	}()
+	n.cmd, n.exited, n.logFile, n.paused = cmd, exited, f, false
+	return nil
+}
+
+// Kill sends SIGKILL and waits for the process to end.
+func (c *Cluster) Kill(n *Node) { c.signalAndWait(n, syscall.SIGKILL) }
+
+// Terminate sends SIGTERM (graceful shutdown) and waits.
+func (c *Cluster) Terminate(n *Node) { c.signalAndWait(n, syscall.SIGTERM) }
+
+func (c *Cluster) signalAndWait(n *Node, sig syscall.Signal) {
+	n.mu.Lock()
+	cmd, exited, paused := n.cmd, n.exited, n.paused
+	n.mu.Unlock()
+	if cmd == nil {
+		return
+	}
+	_ = cmd.Process.Signal(sig)
+	if paused {
+		_ = cmd.Process.Signal(syscall.SIGCONT)
+	}
+	select {
+	case <-exited:
+	case <-time.After(20 * time.Second):
+		_ = cmd.Process.Kill()
+		<-exited
+	}
+	n.mu.Lock()
+	n.cmd, n.paused = nil, false
+	n.mu.Unlock()
+}
+
+// Pause stops the process with SIGSTOP.
+func (c *Cluster) Pause(n *Node) error { return c.signal(n, syscall.SIGSTOP, true) }
+
+// Resume continues a paused process with SIGCONT.
+func (c *Cluster) Resume(n *Node) error { return c.signal(n, syscall.SIGCONT, false) }
+
+func (c *Cluster) signal(n *Node, sig syscall.Signal, paused bool) error {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil {
+		return fmt.Errorf("node %s is not running", n.ID)
+	}
+	n.paused = paused
+	return n.cmd.Process.Signal(sig)
+}
+
+// Running reports whether the node's process is running (paused counts).
+func (n *Node) Running() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cmd != nil
+}
+
+// Stop kills every node.
+func (c *Cluster) Stop() {
+	for _, n := range c.Nodes {
+		c.Kill(n)
+	}
+}
+
+// Leader returns the running, unpaused node that reports itself as the ready
+// leader, waiting up to timeout.
+func (c *Cluster) Leader(ctx context.Context, timeout time.Duration) (*Node, error) {
+	deadline := time.Now().Add(timeout)
+	cl := c.Client()
+	for {
+		for _, n := range c.Nodes {
+			n.mu.Lock()
+			up := n.cmd != nil && !n.paused
+			n.mu.Unlock()
+			if !up {
+				continue
+			}
+			sctx, cancel := context.WithTimeout(ctx, time.Second)
+			st, err := cl.NodeStatus(sctx, "http://"+n.HTTPAddr)
+			cancel()
+			if err == nil && st.Ready && st.LeaderID == n.ID {
+				return n, nil
+			}
+		}
+		if time.Now().After(deadline) {
+			return nil, errors.New("no ready leader")
+		}
+		select {
+		case <-ctx.Done():
+			return nil, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Node returns the node with an id.
+func (c *Cluster) Node(id string) *Node {
+	for _, n := range c.Nodes {
+		if n.ID == id {
+			return n
+		}
+	}
+	return nil
+}
+
+// Logs returns the tail of every node's log, for a failing test's report.
+func (c *Cluster) Logs(tail int) string {
+	var b strings.Builder
+	for _, n := range c.Nodes {
+		data, _ := os.ReadFile(n.LogPath)
+		lines := strings.Split(string(data), "\n")
+		if len(lines) > tail {
+			lines = lines[len(lines)-tail:]
+		}
+		fmt.Fprintf(&b, "==== %s ====\n%s\n", n.ID, strings.Join(lines, "\n"))
+	}
+	return b.String()
+}
+
+func freeAddrs(n int) ([]string, error) {
+	var lns []net.Listener
+	var out []string
+	defer func() {
+		for _, ln := range lns {
+			ln.Close()
+		}
+	}()
+	for i := 0; i < n; i++ {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, err
+		}
+		lns = append(lns, ln)
+		out = append(out, ln.Addr().String())
+	}
+	return out, nil
+}
