@@ -9,6 +9,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -101,8 +102,24 @@ func (s *Server) routes() {
 	})
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		if m := s.methodOf(r.URL.Path); m != "" {
+			w.Header().Set("Allow", m)
+			writeError(w, http.StatusMethodNotAllowed, "method_not_allowed", r.URL.Path+" takes "+m)
+			return
+		}
 		writeError(w, http.StatusNotFound, "not_found", "no such endpoint: "+r.Method+" "+r.URL.Path)
 	})
+}
+
+// methodOf returns the method a known path takes, or "".
+func (s *Server) methodOf(path string) string {
+	for _, m := range []string{http.MethodGet, http.MethodPost} {
+		r := &http.Request{Method: m, URL: &url.URL{Path: path}}
+		if _, pattern := s.mux.Handler(r); pattern != "/" && pattern != "" {
+			return m
+		}
+	}
+	return ""
 }
 
 // handlerFunc runs one operation on a decoded request body.
@@ -188,6 +205,11 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, body []byte, writ
 
 // decode reads a strict JSON body: unknown fields and trailing data are refused.
 func decode(body []byte, v any) error {
+	// encoding/json would silently turn invalid UTF-8 into U+FFFD, and a key
+	// must never be silently changed.
+	if !utf8.Valid(body) {
+		return fmt.Errorf("%w: body is not valid UTF-8", cluster.ErrBadRequest)
+	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
