@@ -123,16 +123,35 @@ func (c *Client) Release(ctx context.Context, req ReleaseRequest) (*ReleaseRespo
 // no node could answer and "malformed" for a bad token or key; the error
 // says what went wrong.
 func (c *Client) Verify(ctx context.Context, key, tok, holder string) (VerifyResponse, error) {
-	var out VerifyResponse
-	err := c.do(ctx, http.MethodPost, "/v1/verify", VerifyRequest{Key: key, Token: tok, Holder: holder}, &out, false)
-	var apiErr *Error
-	switch {
-	case err == nil:
-		return out, nil
-	case errors.As(err, &apiErr) && apiErr.Status == http.StatusBadRequest:
-		return VerifyResponse{Allow: false, Reason: "malformed"}, err
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
 	}
-	return VerifyResponse{Allow: false, Reason: "unavailable"}, err
+	backoff := 20 * time.Millisecond
+	for {
+		var out VerifyResponse
+		err := c.do(ctx, http.MethodPost, "/v1/verify", VerifyRequest{Key: key, Token: tok, Holder: holder}, &out, false)
+		var apiErr *Error
+		switch {
+		case err == nil && out.Reason != "unavailable":
+			return out, nil
+		case err == nil:
+			// The node that answered could not reach a ready leader (an
+			// election, a restart): ask again until the context ends.
+		case errors.As(err, &apiErr) && apiErr.Status == http.StatusBadRequest:
+			return VerifyResponse{Allow: false, Reason: "malformed"}, err
+		default:
+			return VerifyResponse{Allow: false, Reason: "unavailable"}, err
+		}
+		select {
+		case <-ctx.Done():
+			return VerifyResponse{Allow: false, Reason: "unavailable"}, fmt.Errorf("%w: %v", ErrUnavailable, ctx.Err())
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 500*time.Millisecond)
+		c.prefer((c.start() + 1) % len(c.endpoints))
+	}
 }
 
 // Key returns one key's state, read linearizably.

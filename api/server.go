@@ -67,7 +67,7 @@ func NewServer(node Node, log hclog.Logger) *Server {
 		node: node,
 		log:  log.Named("api"),
 		forward: &http.Client{
-			Timeout: 30 * time.Second,
+			Timeout: MaxWait + 30*time.Second,
 			Transport: &http.Transport{
 				DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 15 * time.Second}).DialContext,
 				MaxIdleConnsPerHost: 64,
@@ -176,7 +176,10 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, body []byte, writ
 		writeErr(w, fmt.Errorf("%w: no known leader", ErrUnavailable))
 		return
 	}
-	req, err := http.NewRequestWithContext(r.Context(), r.Method, "http://"+addr+r.URL.RequestURI(), bytes.NewReader(body))
+	ctx, cancel := context.WithCancel(r.Context())
+	defer cancel()
+	go s.cancelOnLeaderChange(ctx, cancel, lid)
+	req, err := http.NewRequestWithContext(ctx, r.Method, "http://"+addr+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -201,6 +204,26 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, body []byte, writ
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(resp.StatusCode)
 	_, _ = io.Copy(w, resp.Body)
+}
+
+// cancelOnLeaderChange ends a forwarded request once this node sees another
+// leader (or none): a frozen or partitioned old leader would otherwise hold
+// the request until a timeout, long after the cluster moved on.
+func (s *Server) cancelOnLeaderChange(ctx context.Context, cancel context.CancelFunc, leader string) {
+	t := time.NewTicker(50 * time.Millisecond)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if id, _ := s.node.Leader(); id != leader {
+				s.log.Debug("leader changed during a forwarded request; abandoning it", "old", leader, "new", id)
+				cancel()
+				return
+			}
+		}
+	}
 }
 
 // decode reads a strict JSON body: unknown fields and trailing data are refused.

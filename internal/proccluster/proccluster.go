@@ -40,23 +40,51 @@ func Build(dir string) (fenced, fencectl string, err error) {
 }
 
 var (
-	buildOnce sync.Once
-	buildDir  string
-	buildErr  error
-	fencedBin string
-	ctlBin    string
+	buildMu  sync.Mutex
+	buildDir string
+	built    = map[string]string{}
 )
 
-// Binaries builds the binaries once per test process, in a temp dir, and
-// returns their paths.
-func Binaries() (fenced, fencectl string, err error) {
-	buildOnce.Do(func() {
-		buildDir, buildErr = os.MkdirTemp("", "fenced-bin-")
-		if buildErr == nil {
-			fencedBin, ctlBin, buildErr = Build(buildDir)
+// binary builds one command of the module once per test process.
+func binary(pkg, name string) (string, error) {
+	buildMu.Lock()
+	defer buildMu.Unlock()
+	if p, ok := built[pkg]; ok {
+		return p, nil
+	}
+	root, err := ModuleRoot()
+	if err != nil {
+		return "", err
+	}
+	if buildDir == "" {
+		if buildDir, err = os.MkdirTemp("", "fenced-bin-"); err != nil {
+			return "", err
 		}
-	})
-	return fencedBin, ctlBin, buildErr
+	}
+	out := filepath.Join(buildDir, name)
+	cmd := exec.Command("go", "build", "-o", out, pkg)
+	cmd.Dir = root
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, msg)
+	}
+	built[pkg] = out
+	return out, nil
+}
+
+// Fenced builds the fenced daemon once per test process and returns its path.
+func Fenced() (string, error) { return binary("./cmd/fenced", "fenced") }
+
+// Fencectl builds the fencectl CLI once per test process and returns its path.
+func Fencectl() (string, error) { return binary("./cmd/fencectl", "fencectl") }
+
+// Binaries builds both binaries once per test process and returns their paths.
+func Binaries() (fenced, fencectl string, err error) {
+	if fenced, err = Fenced(); err != nil {
+		return "", "", err
+	}
+	fencectl, err = Fencectl()
+	return fenced, fencectl, err
 }
 
 // ModuleRoot finds the directory holding go.mod, from this source file.
@@ -89,6 +117,16 @@ type Options struct {
 	ExtraArgs []string
 	// Env is added to every node's environment.
 	Env []string
+	// HTTPAddrs and RaftAddrs, when set, give node i its addresses instead
+	// of free loopback ports (for nodes that live in their own network
+	// namespace with their own IP address).
+	HTTPAddrs []string
+	RaftAddrs []string
+	// Wrap, when set, returns a command prefix for a node: the node runs as
+	// prefix... fenced args..., for example ip netns exec NS. The prefix
+	// must exec fenced in place (not fork it), so that signals sent to the
+	// process reach fenced itself.
+	Wrap func(id string) []string
 }
 
 // Node is one fenced process.
@@ -122,11 +160,11 @@ func Start(opts Options) (*Cluster, error) {
 	bin := opts.Binary
 	if bin == "" {
 		var err error
-		if bin, _, err = Binaries(); err != nil {
+		if bin, err = Fenced(); err != nil {
 			return nil, err
 		}
 	}
-	addrs, err := freeAddrs(2 * opts.Nodes)
+	addrs, err := nodeAddrs(opts)
 	if err != nil {
 		return nil, err
 	}
@@ -173,7 +211,13 @@ func (c *Cluster) StartNode(n *Node) error {
 	if err != nil {
 		return err
 	}
-	cmd := exec.Command(c.bin, n.args...)
+	name, args := c.bin, n.args
+	if c.opts.Wrap != nil {
+		if prefix := c.opts.Wrap(n.ID); len(prefix) > 0 {
+			name, args = prefix[0], append(append(append([]string(nil), prefix[1:]...), c.bin), n.args...)
+		}
+	}
+	cmd := exec.Command(name, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Env = append(os.Environ(), c.opts.Env...)
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
@@ -233,6 +277,23 @@ func (c *Cluster) signal(n *Node, sig syscall.Signal, paused bool) error {
 	}
 	n.paused = paused
 	return n.cmd.Process.Signal(sig)
+}
+
+// PID returns the process id of the node's running process, or 0.
+func (n *Node) PID() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	if n.cmd == nil || n.cmd.Process == nil {
+		return 0
+	}
+	return n.cmd.Process.Pid
+}
+
+// Paused reports whether the node was stopped with Pause and not resumed.
+func (n *Node) Paused() bool {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.cmd != nil && n.paused
 }
 
 // Running reports whether the node's process is running (paused counts).
@@ -302,6 +363,23 @@ func (c *Cluster) Logs(tail int) string {
 		fmt.Fprintf(&b, "==== %s ====\n%s\n", n.ID, strings.Join(lines, "\n"))
 	}
 	return b.String()
+}
+
+// nodeAddrs returns http, raft, http, raft, ... for every node: the ones the
+// options give, or free loopback ports.
+func nodeAddrs(opts Options) ([]string, error) {
+	if len(opts.HTTPAddrs) == 0 && len(opts.RaftAddrs) == 0 {
+		return freeAddrs(2 * opts.Nodes)
+	}
+	if len(opts.HTTPAddrs) != opts.Nodes || len(opts.RaftAddrs) != opts.Nodes {
+		return nil, fmt.Errorf("proccluster: %d nodes need %d HTTP and raft addresses, got %d and %d",
+			opts.Nodes, opts.Nodes, len(opts.HTTPAddrs), len(opts.RaftAddrs))
+	}
+	out := make([]string, 0, 2*opts.Nodes)
+	for i := 0; i < opts.Nodes; i++ {
+		out = append(out, opts.HTTPAddrs[i], opts.RaftAddrs[i])
+	}
+	return out, nil
 }
 
 func freeAddrs(n int) ([]string, error) {
