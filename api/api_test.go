@@ -126,7 +126,7 @@ func TestThroughFollower(t *testing.T) {
 	}
 	_, err = c.Acquire(ctx, AcquireRequest{Key: "db", Holder: "b"})
 	var apiErr *Error
-	if !errors.Is(err, ErrHeld) || !errors.As(err, &apiErr) || apiErr.HeldBy != "a" {
+	if !errors.Is(err, ErrHeld) || !errors.As(err, &apiErr) || apiErr.HeldBy != "a" || apiErr.RetryAfter == "" || apiErr.RetryAfter == "1s" {
 		t.Fatalf("acquire of a held key: %v", err)
 	}
 	if _, err := c.Renew(ctx, "db", "a", g1.Token); err != nil {

@@ -565,5 +565,9 @@ func writeErr(w http.ResponseWriter, err error) {
 		resp.HeldBy = he.Holder
 		resp.RetryAfter = "1s"
 	}
+	var che *cluster.HeldError
+	if errors.As(err, &che) {
+		resp.RetryAfter = che.RetryAfter.String()
+	}
 	writeJSON(w, status, resp)
 }

@@ -80,8 +80,7 @@ func (n *Node) Acquire(ctx context.Context, a AcquireArgs) (Grant, error) {
 				return g, err
 			}
 		} else if deadline.IsZero() {
-			k, _ := n.fsm.Get(a.Key)
-			return Grant{}, &fsm.HeldError{Key: a.Key, Holder: k.Holder, Token: k.Token}
+			return Grant{}, n.heldError(a.Key)
 		}
 		if w == nil {
 			w = n.waiters.join(a.Key, a.Holder)
@@ -90,9 +89,8 @@ func (n *Node) Acquire(ctx context.Context, a AcquireArgs) (Grant, error) {
 			n.waiters.kick(a.Key) // freed before we joined: do not miss it
 		}
 		if err := n.await(ctx, w, deadline); err != nil {
-			k, _ := n.fsm.Get(a.Key)
 			if errors.Is(err, errWaitTimeout) {
-				return Grant{}, &fsm.HeldError{Key: a.Key, Holder: k.Holder, Token: k.Token}
+				return Grant{}, n.heldError(a.Key)
 			}
 			return Grant{}, err
 		}
@@ -100,6 +98,30 @@ func (n *Node) Acquire(ctx context.Context, a AcquireArgs) (Grant, error) {
 }
 
 var errWaitTimeout = errors.New("wait timed out")
+
+// HeldError is fsm.HeldError with the time left on the holder's lease, as the
+// leader sees it: a hint of when to try again. errors.As with *fsm.HeldError
+// and errors.Is with fsm.ErrHeld work on it.
+type HeldError struct {
+	*fsm.HeldError
+	RetryAfter time.Duration
+}
+
+// Unwrap returns the FSM's refusal.
+func (e *HeldError) Unwrap() error { return e.HeldError }
+
+func (n *Node) heldError(key string) error {
+	k, _ := n.fsm.Get(key)
+	return n.withRetryAfter(&fsm.HeldError{Key: key, Holder: k.Holder, Token: k.Token})
+}
+
+func (n *Node) withRetryAfter(he *fsm.HeldError) error {
+	e := &HeldError{HeldError: he, RetryAfter: time.Second}
+	if dl, ok := n.leases.live(he.Key, he.Token); ok {
+		e.RetryAfter = time.Until(dl).Round(time.Millisecond)
+	}
+	return e
+}
 
 func (n *Node) await(ctx context.Context, w *waiter, deadline time.Time) error {
 	gen := n.ready.Load()
@@ -135,6 +157,10 @@ func (n *Node) tryAcquire(a AcquireArgs) (Grant, error) {
 	}
 	if errors.Is(res.Err, fsm.ErrSeqExhausted) {
 		n.forceNewTerm()
+	}
+	var he *fsm.HeldError
+	if errors.As(res.Err, &he) {
+		return Grant{}, n.withRetryAfter(he)
 	}
 	if res.Err != nil {
 		return Grant{}, res.Err
