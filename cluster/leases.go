@@ -18,6 +18,7 @@ type lease struct {
 	holder   string
 	token    fence.Token
 	ttl      time.Duration
+	armed    uint64
 	deadline time.Time
 	timer    *time.Timer
 }
@@ -27,7 +28,7 @@ type lease struct {
 // timer of a lost term can never propose an expiry.
 type leases struct {
 	log    hclog.Logger
-	expire func(gen uint64, key string, tok fence.Token)
+	expire func(gen uint64, e fsm.Expire)
 
 	mu       sync.Mutex
 	gen      uint64 // 0: inactive
@@ -35,7 +36,7 @@ type leases struct {
 	byHolder map[string]map[string]*lease
 }
 
-func newLeases(log hclog.Logger, expire func(gen uint64, key string, tok fence.Token)) *leases {
+func newLeases(log hclog.Logger, expire func(gen uint64, e fsm.Expire)) *leases {
 	return &leases{log: log, expire: expire, byKey: map[string]*lease{}, byHolder: map[string]map[string]*lease{}}
 }
 
@@ -90,7 +91,7 @@ func (l *leases) armLocked(k fsm.KeyState) {
 	if old := l.byKey[k.Key]; old != nil {
 		l.removeLocked(old)
 	}
-	ls := &lease{key: k.Key, holder: k.Holder, token: k.Token, ttl: k.TTL, deadline: time.Now().Add(k.TTL)}
+	ls := &lease{key: k.Key, holder: k.Holder, token: k.Token, ttl: k.TTL, armed: k.Armed, deadline: time.Now().Add(k.TTL)}
 	gen := l.gen
 	ls.timer = time.AfterFunc(k.TTL, func() { l.fire(gen, ls) })
 	l.byKey[k.Key] = ls
@@ -128,7 +129,7 @@ func (l *leases) fire(gen uint64, ls *lease) {
 	}
 	l.removeLocked(ls)
 	l.mu.Unlock()
-	l.expire(gen, ls.key, ls.token)
+	l.expire(gen, fsm.Expire{Key: ls.key, Token: ls.token, Armed: ls.armed})
 }
 
 // live reports whether the grant has a live lease, and its deadline.
@@ -171,7 +172,7 @@ func (l *leases) renewHolder(holder string) []RenewedLease {
 }
 
 func (ls *lease) state() fsm.KeyState {
-	return fsm.KeyState{Key: ls.key, Holder: ls.holder, Token: ls.token, TTL: ls.ttl, State: fsm.Held}
+	return fsm.KeyState{Key: ls.key, Holder: ls.holder, Token: ls.token, TTL: ls.ttl, State: fsm.Held, Armed: ls.armed}
 }
 
 // RenewedLease is a grant whose lease a renewal extended, and its new deadline.

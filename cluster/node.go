@@ -15,7 +15,6 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
-	"github.com/fenced/fenced/fence"
 	"github.com/fenced/fenced/fsm"
 )
 
@@ -271,19 +270,19 @@ func (n *Node) Restored() {
 // proposeExpire ends a grant whose lease ran out, retrying while this node
 // still leads in the same generation: a grant must not stay held forever
 // because one proposal failed.
-func (n *Node) proposeExpire(gen uint64, key string, tok fence.Token) {
+func (n *Node) proposeExpire(gen uint64, e fsm.Expire) {
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
 		backoff := 10 * time.Millisecond
 		for n.ready.Load() == gen {
-			f := n.r().Apply(fsm.Encode(fsm.Expire{Key: key, Token: tok}), n.cfg.ApplyTimeout)
+			f := n.r().Apply(fsm.Encode(e), n.cfg.ApplyTimeout)
 			err := f.Error()
 			if err == nil {
-				n.log.Debug("lease expired", "key", key, "token", tok)
+				n.log.Debug("lease expired", "key", e.Key, "token", e.Token)
 				return
 			}
-			n.log.Warn("expiry proposal failed", "key", key, "error", err)
+			n.log.Warn("expiry proposal failed", "key", e.Key, "error", err)
 			select {
 			case <-time.After(backoff):
 			case <-n.stop:

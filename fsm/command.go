@@ -53,10 +53,12 @@ type Release struct {
 }
 
 // Expire ends a grant whose lease ran out on the leader's clock. It is proposed
-// by the leader only, and ignored when Token is no longer the key's current grant.
+// by the leader only, and ignored when Token is no longer the key's current
+// grant or the grant was renewed by an acquire after Armed.
 type Expire struct {
 	Key   string
 	Token fence.Token
+	Armed uint64
 }
 
 // SetMember records the HTTP address of a cluster member, so any node can
@@ -99,7 +101,8 @@ func (c Release) encode(b []byte) []byte {
 func (c Expire) encode(b []byte) []byte {
 	b = append(b, typeExpire, version1)
 	b = appendString(b, c.Key)
-	return binary.AppendUvarint(b, uint64(c.Token))
+	b = binary.AppendUvarint(b, uint64(c.Token))
+	return binary.AppendUvarint(b, c.Armed)
 }
 
 func (c SetMember) encode(b []byte) []byte {
@@ -134,7 +137,7 @@ func Decode(b []byte) (Command, error) {
 	case typeRelease:
 		c = Release{Key: d.str(), Holder: d.str(), Token: fence.Token(d.uvarint()), Force: d.bool()}
 	case typeExpire:
-		c = Expire{Key: d.str(), Token: fence.Token(d.uvarint())}
+		c = Expire{Key: d.str(), Token: fence.Token(d.uvarint()), Armed: d.uvarint()}
 	case typeSetMember:
 		c = SetMember{ID: d.str(), HTTPAddr: d.str()}
 	case typeDelMember:

@@ -51,6 +51,10 @@ type KeyState struct {
 	RequestID string
 	// Index is the Raft log index of the entry that made the grant.
 	Index uint64
+	// Armed is the index of the entry that last granted or renewed the grant
+	// (an acquire by its holder). An expiry names it, so an expiry decided
+	// before a renewal cannot end the renewed lease.
+	Armed uint64
 }
 
 // Result is what Apply returns for a command; raft hands it to the proposer
@@ -245,7 +249,7 @@ func (f *FSM) acquire(c Acquire, term, index uint64) *Result {
 		if k.Holder != c.Holder {
 			return &Result{Key: k, Err: &HeldError{Key: k.Key, Holder: k.Holder, Token: k.Token}}
 		}
-		k.TTL = c.TTL
+		k.TTL, k.Armed = c.TTL, index
 		f.keys[c.Key] = k
 		return &Result{Key: k, Renewed: true, Changed: true}
 	}
@@ -256,7 +260,7 @@ func (f *FSM) acquire(c Acquire, term, index uint64) *Result {
 	if err != nil {
 		return &Result{Key: k, Err: err}
 	}
-	k = KeyState{Key: c.Key, Holder: c.Holder, Token: tok, TTL: c.TTL, State: Held, RequestID: c.RequestID, Index: index}
+	k = KeyState{Key: c.Key, Holder: c.Holder, Token: tok, TTL: c.TTL, State: Held, RequestID: c.RequestID, Index: index, Armed: index}
 	f.keys[c.Key] = k
 	return &Result{Key: k, Changed: true}
 }
@@ -304,7 +308,7 @@ func (f *FSM) release(c Release) *Result {
 
 func (f *FSM) expire(c Expire) *Result {
 	k, ok := f.keys[c.Key]
-	if !ok || k.State != Held || k.Token != c.Token {
+	if !ok || k.State != Held || k.Token != c.Token || k.Armed != c.Armed {
 		return &Result{Key: k}
 	}
 	k.State = Expired

@@ -19,7 +19,14 @@ type applier struct {
 	index uint64
 }
 
+// at applies c as the next entry, of the given term. An Expire with Armed 0
+// names the key's current arming, as the leader's lease table would.
 func (a *applier) at(term uint64, c Command) *Result {
+	if e, ok := c.(Expire); ok && e.Armed == 0 {
+		k, _ := a.f.Get(e.Key)
+		e.Armed = k.Armed
+		c = e
+	}
 	a.index++
 	r := a.f.Apply(&raft.Log{Index: a.index, Term: term, Type: raft.LogCommand, Data: Encode(c)})
 	return r.(*Result)
@@ -145,6 +152,24 @@ func TestRules(t *testing.T) {
 	}
 }
 
+// An expiry decided before the holder renewed by acquire must not end the
+// renewed lease.
+func TestExpiryBeforeRenewalIsIgnored(t *testing.T) {
+	a := &applier{f: New(Config{})}
+	g := a.at(1, Acquire{Key: "k", Holder: "h", TTL: time.Second})
+	stale := Expire{Key: "k", Token: g.Key.Token, Armed: g.Key.Armed}
+	r := a.at(1, Acquire{Key: "k", Holder: "h", TTL: time.Second})
+	if !r.Renewed || r.Key.Armed == stale.Armed {
+		t.Fatalf("renewal: %+v", r)
+	}
+	if r := a.at(1, stale); r.Changed || r.Key.State != Held {
+		t.Fatalf("stale expiry ended a renewed grant: %+v", r)
+	}
+	if r := a.at(1, Expire{Key: "k", Token: g.Key.Token, Armed: r.Key.Armed}); !r.Changed || r.Key.State != Expired {
+		t.Fatalf("current expiry: %+v", r)
+	}
+}
+
 func TestHeldErrorNamesHolder(t *testing.T) {
 	a := &applier{f: New(Config{})}
 	a.at(1, Acquire{Key: "k", Holder: "alice", TTL: time.Second})
@@ -208,7 +233,7 @@ func TestCommandRoundTrip(t *testing.T) {
 	cmds := []Command{
 		Acquire{Key: "k", Holder: "h", TTL: 3 * time.Second, RequestID: "r"},
 		Release{Key: "k", Holder: "h", Token: 1<<40 | 7, Force: true},
-		Expire{Key: "k", Token: 5},
+		Expire{Key: "k", Token: 5, Armed: 9},
 		SetMember{ID: "n1", HTTPAddr: "127.0.0.1:1"},
 		DelMember{ID: "n1"},
 		RaiseFloor{Floor: 77},

@@ -119,7 +119,8 @@ func appendKey(b []byte, k KeyState) []byte {
 	b = binary.AppendUvarint(b, uint64(k.TTL))
 	b = append(b, byte(k.State))
 	b = appendString(b, k.RequestID)
-	return binary.AppendUvarint(b, k.Index)
+	b = binary.AppendUvarint(b, k.Index)
+	return binary.AppendUvarint(b, k.Armed)
 }
 
 // Restore implements raft.FSM: it replaces the whole state with the snapshot's.
@@ -179,7 +180,7 @@ func decodeImage(data []byte) (*image, error) {
 		id := d.str()
 		img.members[id] = d.str()
 	}
-	n = d.count(9)
+	n = d.count(10)
 	img.keys = make([]KeyState, 0, n)
 	prev := ""
 	for i := uint64(0); i < n && d.err == nil; i++ {
@@ -217,6 +218,7 @@ func (d *decoder) key() KeyState {
 	}
 	k.RequestID = d.str()
 	k.Index = d.uvarint()
+	k.Armed = d.uvarint()
 	return k
 }
 
