@@ -1,0 +1,283 @@
+// Package history records what the chaos suite's clients asked fenced and what
+// they heard back, with invoke and complete times on one monotonic clock, and
+// the fault timeline beside it. Checkers read nothing else.
+package history
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/fenced/fenced/fence"
+)
+
+// Kinds of operation.
+const (
+	Acquire = "acquire"
+	Renew   = "renew"
+	Release = "release"
+	Verify  = "verify"
+	// Write and Read go to the harness's fenced resource, not to fenced.
+	Write = "write"
+	Read  = "read"
+)
+
+// Outcome of an operation, as Jepsen names them.
+type Outcome string
+
+const (
+	// OK: the operation happened, with the recorded output.
+	OK Outcome = "ok"
+	// Fail: a definite refusal; the operation changed nothing.
+	Fail Outcome = "fail"
+	// Info: unknown; the operation may or may not have taken effect, at any
+	// time after it was invoked. Never read as a failure.
+	Info Outcome = "info"
+)
+
+// Op is one operation of a client, from invocation to completion.
+type Op struct {
+	Index  int    `json:"index"`
+	Client int    `json:"client"`
+	Kind   string `json:"f"`
+	Key    string `json:"key"`
+	// Holder is the acting holder (acquire, renew, release, write, read), or
+	// the holder a verify names ("" for a verify of the token alone).
+	Holder string `json:"holder,omitempty"`
+	// Token is the token an operation carries (renew, release, verify,
+	// write, read).
+	Token fence.Token `json:"token,omitempty"`
+	// Own marks a verify of the client's own current grant.
+	Own bool `json:"own,omitempty"`
+	// Value is a write's value.
+	Value int `json:"value,omitempty"`
+	// Invoke and Complete are nanoseconds since the run started, on the
+	// monotonic clock.
+	Invoke   int64   `json:"invoke"`
+	Complete int64   `json:"complete"`
+	Outcome  Outcome `json:"outcome"`
+
+	// Granted is the token an acquire returned.
+	Granted fence.Token `json:"granted,omitempty"`
+	Renewed bool        `json:"renewed,omitempty"`
+	// Code is the wire error code of a refusal or unknown outcome, or the
+	// reason of a verify verdict.
+	Code   string `json:"code,omitempty"`
+	HeldBy string `json:"held_by,omitempty"`
+	// Allow, Current and CurrentHolder are a verify's verdict.
+	Allow         bool        `json:"allow,omitempty"`
+	Current       fence.Token `json:"current,omitempty"`
+	CurrentHolder string      `json:"current_holder,omitempty"`
+	// Values is what a read of the resource returned; Seq is the position
+	// of the operation in the resource's own order.
+	Values []int  `json:"values,omitempty"`
+	Seq    int    `json:"seq,omitempty"`
+	Error  string `json:"error,omitempty"`
+	// Broken names the positive-control mode that produced this answer
+	// instead of the cluster, if any.
+	Broken string `json:"broken,omitempty"`
+}
+
+// Fault is one interval of the fault timeline.
+type Fault struct {
+	Index   int      `json:"index"`
+	Nemesis string   `json:"nemesis"`
+	Start   int64    `json:"start"`
+	End     int64    `json:"end"`
+	Nodes   []string `json:"nodes,omitempty"`
+	Detail  string   `json:"detail,omitempty"`
+}
+
+// Recorder collects operations and faults from concurrent clients.
+type Recorder struct {
+	start time.Time
+
+	mu     sync.Mutex
+	ops    []*Op
+	faults []*Fault
+}
+
+// NewRecorder returns a recorder whose clock starts now.
+func NewRecorder() *Recorder { return &Recorder{start: time.Now()} }
+
+// Start returns the wall-clock time at which the recorder's clock is zero.
+func (r *Recorder) Start() time.Time { return r.start }
+
+// Now returns nanoseconds since the recorder started, on the monotonic clock.
+func (r *Recorder) Now() int64 { return int64(time.Since(r.start)) }
+
+// Invoke records the invocation of op and returns it, to be completed with
+// Complete. The caller must not touch op between Invoke and Complete except
+// through the fill function.
+func (r *Recorder) Invoke(op Op) *Op {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	op.Index = len(r.ops)
+	op.Invoke = r.Now()
+	op.Complete = -1
+	p := &op
+	r.ops = append(r.ops, p)
+	return p
+}
+
+// Complete fills in op's outcome and its completion time.
+func (r *Recorder) Complete(op *Op, fill func(*Op)) {
+	now := r.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	fill(op)
+	op.Complete = now
+}
+
+// BeginFault records the start of a fault and returns it for EndFault.
+func (r *Recorder) BeginFault(nemesis string, nodes []string, detail string) *Fault {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	f := &Fault{Index: len(r.faults), Nemesis: nemesis, Start: r.Now(), End: -1, Nodes: nodes, Detail: detail}
+	r.faults = append(r.faults, f)
+	return f
+}
+
+// EndFault records the heal of a fault, with more detail if given.
+func (r *Recorder) EndFault(f *Fault, detail string) {
+	now := r.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if f.End < 0 {
+		f.End = now
+	}
+	if detail != "" {
+		f.Detail += "; " + detail
+	}
+}
+
+// Ops returns a copy of the history, ordered by invocation. Operations still
+// in flight are returned as info with the current time as completion.
+func (r *Recorder) Ops() []Op {
+	now := r.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]Op, len(r.ops))
+	for i, p := range r.ops {
+		out[i] = *p
+		if out[i].Complete < 0 {
+			out[i].Complete, out[i].Outcome, out[i].Error = now, Info, "still in flight at the end of the run"
+		}
+	}
+	sort.SliceStable(out, func(i, j int) bool { return out[i].Invoke < out[j].Invoke })
+	return out
+}
+
+// Faults returns a copy of the fault timeline; a fault not healed yet ends now.
+func (r *Recorder) Faults() []Fault {
+	now := r.Now()
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := make([]Fault, len(r.faults))
+	for i, f := range r.faults {
+		out[i] = *f
+		if out[i].End < 0 {
+			out[i].End = now
+		}
+	}
+	return out
+}
+
+// WriteJSONL writes one JSON value per line.
+func WriteJSONL[T any](path string, items []T) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("create %s: %w", path, err)
+	}
+	w := bufio.NewWriter(f)
+	enc := json.NewEncoder(w)
+	for i := range items {
+		if err := enc.Encode(&items[i]); err != nil {
+			f.Close()
+			return fmt.Errorf("encode %s: %w", path, err)
+		}
+	}
+	if err := w.Flush(); err != nil {
+		f.Close()
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return f.Close()
+}
+
+// ReadJSONL reads a file written by WriteJSONL.
+func ReadJSONL[T any](path string) ([]T, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return DecodeJSONL[T](f)
+}
+
+// DecodeJSONL decodes one JSON value per line from r.
+func DecodeJSONL[T any](r io.Reader) ([]T, error) {
+	var out []T
+	dec := json.NewDecoder(r)
+	for {
+		var v T
+		if err := dec.Decode(&v); err == io.EOF {
+			return out, nil
+		} else if err != nil {
+			return out, fmt.Errorf("decode line %d: %w", len(out)+1, err)
+		}
+		out = append(out, v)
+	}
+}
+
+// Describe is a short human form of an operation, for reports.
+func (o *Op) Describe() string {
+	var in string
+	switch o.Kind {
+	case Acquire:
+		in = fmt.Sprintf("acquire(%s, %s)", o.Key, o.Holder)
+	case Verify:
+		h := o.Holder
+		if h == "" {
+			h = "-"
+		}
+		in = fmt.Sprintf("verify(%s, %s, holder=%s)", o.Key, o.Token, h)
+	case Write:
+		in = fmt.Sprintf("write(%s, %s, %s, v=%d)", o.Key, o.Holder, o.Token, o.Value)
+	default:
+		in = fmt.Sprintf("%s(%s, %s, %s)", o.Kind, o.Key, o.Holder, o.Token)
+	}
+	var out string
+	switch {
+	case o.Outcome == Info:
+		out = "info"
+		if o.Code != "" {
+			out += " " + o.Code
+		}
+	case o.Outcome == Fail:
+		out = "fail " + o.Code
+		if o.HeldBy != "" {
+			out += " by " + o.HeldBy
+		}
+	case o.Kind == Acquire:
+		out = "ok " + o.Granted.String()
+		if o.Renewed {
+			out += " (renewed)"
+		}
+	case o.Kind == Verify:
+		out = fmt.Sprintf("allow=%v %s current=%s/%s", o.Allow, o.Code, o.Current, o.CurrentHolder)
+	case o.Kind == Read:
+		out = fmt.Sprintf("ok %v", o.Values)
+	default:
+		out = "ok"
+	}
+	if o.Broken != "" {
+		out += " [broken:" + o.Broken + "]"
+	}
+	return fmt.Sprintf("#%d c%d %s -> %s [%.3fs..%.3fs]", o.Index, o.Client, in, out,
+		float64(o.Invoke)/1e9, float64(o.Complete)/1e9)
+}

@@ -1,0 +1,511 @@
+// Package workload drives fenced like its users would, and records it: clients
+// contend for a few keys (acquire with a short TTL, renew, verify their own
+// token and others' stale ones, release or walk away), and, while they hold a
+// key, read and write the harness's fenced resource with their token.
+package workload
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/fence"
+	"github.com/fenced/fenced/jepsen-like/history"
+	"github.com/fenced/fenced/jepsen-like/resource"
+)
+
+// Broken modes: positive controls that must make a checker fail.
+const (
+	// BrokenResourceNoCheck: the resource admits any token.
+	BrokenResourceNoCheck = "resource-no-check"
+	// BrokenTokenReset: after a node restart, the tokens the harness records
+	// restart at 1, as a node that forgot its high-water mark would hand out.
+	BrokenTokenReset = "token-reset"
+	// BrokenStaleVerify: some verifies are answered from a cache of earlier
+	// verdicts instead of the cluster, like a verify served from a stale
+	// follower.
+	BrokenStaleVerify = "stale-verify"
+)
+
+// BrokenModes lists the positive controls.
+var BrokenModes = []string{BrokenResourceNoCheck, BrokenTokenReset, BrokenStaleVerify}
+
+// Config configures the workload.
+type Config struct {
+	// Endpoints are the nodes' HTTP addresses.
+	Endpoints []string
+	// Clients is the number of concurrent clients; client i works on key
+	// i mod Keys, so several clients contend for each key.
+	Clients int
+	Keys    int
+	// TTL is the lease of every grant.
+	TTL time.Duration
+	// OpTimeout bounds one operation, retries included; AttemptTimeout
+	// bounds one HTTP attempt, so a paused node does not hold a client for
+	// the whole operation.
+	OpTimeout      time.Duration
+	AttemptTimeout time.Duration
+	// Broken is a positive-control mode, or "".
+	Broken string
+	Seed   int64
+	Log    hclog.Logger
+}
+
+// KeyName returns the name of the i-th key.
+func KeyName(i int) string { return fmt.Sprintf("jepsen/k%d", i+1) }
+
+// Workload runs the clients.
+type Workload struct {
+	cfg Config
+	rec *history.Recorder
+	res *resource.Resource
+
+	wg     sync.WaitGroup
+	cancel context.CancelFunc
+
+	mu sync.Mutex
+	// seen holds every token granted per key, for verifies of others'
+	// (mostly stale) tokens.
+	seen map[string][]fence.Token
+	// pauses are client-pause requests waiting for a holder to take them.
+	pauses chan *PauseRequest
+	// restarted is set by the token-reset control once a node restarted.
+	restarted bool
+	resetSeq  map[string]uint64
+	// cache is the stale-verify control's store of earlier allow verdicts.
+	cache  map[cacheKey]api.VerifyResponse
+	nextV  int
+	broken int
+}
+
+type cacheKey struct {
+	key string
+	tok fence.Token
+}
+
+// New returns a workload that records into rec and uses res as the fenced
+// resource.
+func New(cfg Config, rec *history.Recorder, res *resource.Resource) *Workload {
+	if cfg.Log == nil {
+		cfg.Log = hclog.NewNullLogger()
+	}
+	return &Workload{cfg: cfg, rec: rec, res: res, seen: map[string][]fence.Token{}, pauses: make(chan *PauseRequest, 1),
+		resetSeq: map[string]uint64{}, cache: map[cacheKey]api.VerifyResponse{}}
+}
+
+// Start launches the clients; they run until Stop.
+func (w *Workload) Start(ctx context.Context) {
+	ctx, w.cancel = context.WithCancel(ctx)
+	for i := 0; i < w.cfg.Clients; i++ {
+		c := w.newClient(i)
+		w.wg.Add(1)
+		go func() {
+			defer w.wg.Done()
+			c.run(ctx)
+		}()
+	}
+}
+
+// Stop ends the clients and waits for them: each finishes its operation in
+// flight (bounded by the operation timeout) and releases what it holds.
+func (w *Workload) Stop() {
+	if w.cancel != nil {
+		w.cancel()
+	}
+	w.wg.Wait()
+}
+
+// NodeRestarted tells the token-reset control that a node restarted.
+func (w *Workload) NodeRestarted() {
+	w.mu.Lock()
+	w.restarted = true
+	w.mu.Unlock()
+}
+
+// BrokenAnswers returns how many answers the positive control forged.
+func (w *Workload) BrokenAnswers() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.broken
+}
+
+// PauseRequest asks one holder to sleep past its lease and then write to the
+// resource with its stale token: Kleppmann's scenario.
+type PauseRequest struct {
+	// Sleep is how long the holder sleeps after its grant.
+	Sleep time.Duration
+	// done is closed when the scenario is over; Report says what happened.
+	done   chan struct{}
+	Report PauseReport
+}
+
+// PauseReport is what a client pause did.
+type PauseReport struct {
+	Client         int
+	Key            string
+	Token          fence.Token
+	Start, End     int64
+	HigherAdmitted fence.Token
+	Accepted       bool
+}
+
+// RequestPause asks the next client that acquires a key to play the paused
+// holder, and waits until it has written (or ctx ends).
+func (w *Workload) RequestPause(ctx context.Context, sleep time.Duration) (PauseReport, error) {
+	req := &PauseRequest{Sleep: sleep, done: make(chan struct{})}
+	select {
+	case w.pauses <- req:
+	case <-ctx.Done():
+		return PauseReport{}, ctx.Err()
+	}
+	select {
+	case <-req.done:
+		return req.Report, nil
+	case <-ctx.Done():
+		return PauseReport{}, ctx.Err()
+	}
+}
+
+type client struct {
+	w      *Workload
+	id     int
+	key    string
+	holder string
+	rng    *rand.Rand
+	api    *api.Client
+	value  int
+}
+
+func (w *Workload) newClient(i int) *client {
+	rng := rand.New(rand.NewSource(w.cfg.Seed*1000 + int64(i)))
+	eps := append([]string(nil), w.cfg.Endpoints...)
+	rng.Shuffle(len(eps), func(a, b int) { eps[a], eps[b] = eps[b], eps[a] })
+	hc := &http.Client{
+		Timeout: w.cfg.AttemptTimeout,
+		Transport: trackingTransport{base: &http.Transport{
+			DialContext:         (&net.Dialer{Timeout: time.Second}).DialContext,
+			MaxIdleConnsPerHost: 4,
+			IdleConnTimeout:     30 * time.Second,
+		}},
+	}
+	return &client{w: w, id: i, key: KeyName(i % w.cfg.Keys), holder: fmt.Sprintf("c%d", i), rng: rng,
+		api: api.NewClient(eps, api.WithHTTPClient(hc))}
+}
+
+func (c *client) think() {
+	time.Sleep(time.Duration(10+c.rng.Intn(40)) * time.Millisecond) // pacing, not synchronisation
+}
+
+func (c *client) run(ctx context.Context) {
+	for ctx.Err() == nil {
+		tok, ok := c.acquire(ctx)
+		if !ok {
+			if c.rng.Intn(2) == 0 {
+				c.verifyOther(ctx)
+			}
+			time.Sleep(time.Duration(50+c.rng.Intn(100)) * time.Millisecond) // backoff while the key is held
+			continue
+		}
+		c.hold(ctx, tok)
+	}
+}
+
+// hold uses a grant: a few verifies, renewals and resource accesses, then a
+// release, or (sometimes) walking away so the lease expires.
+func (c *client) hold(ctx context.Context, tok fence.Token) {
+	select {
+	case req := <-c.w.pauses:
+		c.pause(ctx, tok, req)
+		return
+	default:
+	}
+	steps := 1 + c.rng.Intn(5)
+	for i := 0; i < steps && ctx.Err() == nil; i++ {
+		c.think()
+		var lost bool
+		switch r := c.rng.Intn(10); {
+		case r < 3:
+			c.verify(ctx, tok, c.holder, true)
+		case r < 4:
+			c.verifyOther(ctx)
+		case r < 6:
+			lost = !c.renew(ctx, tok)
+		case r < 9:
+			lost = !c.write(tok)
+		default:
+			lost = !c.read(tok)
+		}
+		if lost {
+			return
+		}
+	}
+	if c.rng.Intn(8) == 0 && ctx.Err() == nil {
+		return // walk away: the lease expires on the leader's clock
+	}
+	c.release(context.WithoutCancel(ctx), tok)
+}
+
+// pause is Kleppmann's scenario: the holder freezes past its lease, a newer
+// holder writes, then the frozen one wakes up and writes with its token.
+func (c *client) pause(ctx context.Context, tok fence.Token, req *PauseRequest) {
+	defer close(req.done)
+	req.Report = PauseReport{Client: c.id, Key: c.key, Token: tok, Start: c.w.rec.Now()}
+	c.w.cfg.Log.Info("client pause: holder freezes past its lease", "client", c.id, "key", c.key, "token", tok, "sleep", req.Sleep)
+	select {
+	case <-time.After(req.Sleep): // the pause is the fault
+	case <-ctx.Done():
+	}
+	// Give the newer holder a chance to write first, so the stale write has
+	// something to be refused by; bounded, and observed, not assumed.
+	deadline := time.Now().Add(10 * time.Second)
+	for c.w.res.High(c.key) <= tok && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(20 * time.Millisecond)
+	}
+	req.Report.HigherAdmitted = c.w.res.High(c.key)
+	req.Report.Accepted = c.write(tok)
+	c.verify(ctx, tok, c.holder, true)
+	req.Report.End = c.w.rec.Now()
+}
+
+func (c *client) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+	// Operations in flight when the run stops still finish (bounded), so
+	// their outcome is known rather than cut short.
+	return context.WithTimeout(context.WithoutCancel(ctx), c.w.cfg.OpTimeout)
+}
+
+// classify turns a client error into an outcome and a wire code. A definite
+// answer of the server is a failure, unless an earlier attempt of the same
+// write was ambiguous (the answer may be to a retry after the write took
+// effect); anything else after a write was sent is unknown.
+func classify(err error, write bool, a *attempts) (history.Outcome, string) {
+	var apiErr *api.Error
+	switch {
+	case errors.As(err, &apiErr):
+		if apiErr.Code == "outcome_unknown" || apiErr.Code == "grant_ended" || (write && a != nil && a.ambiguous.Load()) {
+			return history.Info, apiErr.Code
+		}
+		return history.Fail, apiErr.Code
+	case errors.Is(err, api.ErrUnknownOutcome):
+		return history.Info, "outcome_unknown"
+	case errors.Is(err, api.ErrUnavailable):
+		// The client saw no server take the request: nothing was done.
+		return history.Fail, "unavailable"
+	}
+	if write {
+		return history.Info, "error"
+	}
+	return history.Fail, "error"
+}
+
+func (c *client) acquire(ctx context.Context) (fence.Token, bool) {
+	op := c.w.rec.Invoke(history.Op{Client: c.id, Kind: history.Acquire, Key: c.key, Holder: c.holder})
+	octx, cancel := c.opCtx(ctx)
+	octx, att := withAttempts(octx)
+	g, err := c.api.Acquire(octx, api.AcquireRequest{Key: c.key, Holder: c.holder, TTL: c.w.cfg.TTL.String()})
+	cancel()
+	var recorded fence.Token
+	if err == nil {
+		recorded = c.w.tokenForHistory(c.key, g.Token)
+	}
+	c.w.rec.Complete(op, func(o *history.Op) {
+		if err != nil {
+			o.Outcome, o.Code = classify(err, true, att)
+			o.Error = err.Error()
+			var apiErr *api.Error
+			if errors.As(err, &apiErr) {
+				o.HeldBy = apiErr.HeldBy
+			}
+			return
+		}
+		o.Outcome, o.Granted, o.Renewed = history.OK, recorded, g.Renewed
+		if recorded != g.Token {
+			o.Broken = BrokenTokenReset
+		}
+	})
+	if err != nil {
+		return 0, false
+	}
+	c.w.mu.Lock()
+	c.w.seen[c.key] = append(c.w.seen[c.key], g.Token)
+	c.w.mu.Unlock()
+	return g.Token, true
+}
+
+// grantGone reports whether a refusal code says the grant itself ended.
+func grantGone(code string) bool {
+	switch code {
+	case "stale_token", "expired", "not_holder", "no_lease", "unknown_key", "grant_ended":
+		return true
+	}
+	return false
+}
+
+// tokenForHistory is the identity, except in the token-reset control, where
+// after a node restart the recorded tokens count again from 1.
+func (w *Workload) tokenForHistory(key string, tok fence.Token) fence.Token {
+	if w.cfg.Broken != BrokenTokenReset {
+		return tok
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if !w.restarted {
+		return tok
+	}
+	w.resetSeq[key]++
+	w.broken++
+	t, _ := fence.Compose(0, w.resetSeq[key])
+	return t
+}
+
+func (c *client) renew(ctx context.Context, tok fence.Token) bool {
+	op := c.w.rec.Invoke(history.Op{Client: c.id, Kind: history.Renew, Key: c.key, Holder: c.holder, Token: tok})
+	octx, cancel := c.opCtx(ctx)
+	_, err := c.api.Renew(octx, c.key, c.holder, tok)
+	cancel()
+	var out history.Outcome
+	var code string
+	c.w.rec.Complete(op, func(o *history.Op) {
+		if err != nil {
+			// A renewal writes no log entry: an ambiguous attempt does not
+			// make its refusal unknown.
+			o.Outcome, o.Code = classify(err, true, nil)
+			o.Error = err.Error()
+		} else {
+			o.Outcome = history.OK
+		}
+		out, code = o.Outcome, o.Code
+	})
+	// A refusal about the grant means it is gone; unavailability, maybe not.
+	return out != history.Fail || !grantGone(code)
+}
+
+func (c *client) release(ctx context.Context, tok fence.Token) {
+	op := c.w.rec.Invoke(history.Op{Client: c.id, Kind: history.Release, Key: c.key, Holder: c.holder, Token: tok})
+	octx, cancel := c.opCtx(ctx)
+	octx, att := withAttempts(octx)
+	_, err := c.api.Release(octx, api.ReleaseRequest{Key: c.key, Holder: c.holder, Token: tok})
+	cancel()
+	c.w.rec.Complete(op, func(o *history.Op) {
+		if err != nil {
+			o.Outcome, o.Code = classify(err, true, att)
+			o.Error = err.Error()
+			return
+		}
+		o.Outcome = history.OK
+	})
+}
+
+// verifyOther verifies a token of the key that some client was granted,
+// most often a stale one, naming no holder.
+func (c *client) verifyOther(ctx context.Context) {
+	c.w.mu.Lock()
+	seen := c.w.seen[c.key]
+	var tok fence.Token
+	if len(seen) > 0 {
+		tok = seen[c.rng.Intn(len(seen))]
+		if c.rng.Intn(10) == 0 {
+			tok = seen[len(seen)-1] + 1 // not granted yet, or just now
+		}
+	}
+	c.w.mu.Unlock()
+	if tok == 0 {
+		return
+	}
+	c.verify(ctx, tok, "", false)
+}
+
+func (c *client) verify(ctx context.Context, tok fence.Token, holder string, own bool) {
+	op := c.w.rec.Invoke(history.Op{Client: c.id, Kind: history.Verify, Key: c.key, Holder: holder, Token: tok, Own: own})
+	if v, ok := c.w.staleAnswer(c.key, tok, c.rng); ok {
+		c.w.rec.Complete(op, func(o *history.Op) {
+			o.Outcome, o.Allow, o.Code, o.Current, o.CurrentHolder = history.OK, v.Allow, v.Reason, v.CurrentToken, v.Holder
+			o.Broken = BrokenStaleVerify
+		})
+		return
+	}
+	octx, cancel := c.opCtx(ctx)
+	v, err := c.api.Verify(octx, c.key, tok.String(), holder)
+	cancel()
+	c.w.remember(c.key, tok, v)
+	c.w.rec.Complete(op, func(o *history.Op) {
+		switch {
+		case err != nil || v.Reason == "unavailable":
+			// A read that could not be served: it tells nothing.
+			o.Outcome, o.Code = history.Info, "unavailable"
+			if err != nil {
+				o.Error = err.Error()
+			}
+		default:
+			o.Outcome, o.Allow, o.Code, o.Current, o.CurrentHolder = history.OK, v.Allow, v.Reason, v.CurrentToken, v.Holder
+		}
+	})
+}
+
+// remember keeps allow verdicts for the stale-verify control.
+func (w *Workload) remember(key string, tok fence.Token, v api.VerifyResponse) {
+	if w.cfg.Broken != BrokenStaleVerify || !v.Allow {
+		return
+	}
+	w.mu.Lock()
+	w.cache[cacheKey{key, tok}] = v
+	w.mu.Unlock()
+}
+
+// staleAnswer is the stale-verify control: half of the verifies of a token
+// that was once allowed get that old verdict back.
+func (w *Workload) staleAnswer(key string, tok fence.Token, rng *rand.Rand) (api.VerifyResponse, bool) {
+	if w.cfg.Broken != BrokenStaleVerify {
+		return api.VerifyResponse{}, false
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	v, ok := w.cache[cacheKey{key, tok}]
+	if !ok || rng.Intn(2) == 0 {
+		return api.VerifyResponse{}, false
+	}
+	w.broken++
+	return v, true
+}
+
+func (c *client) write(tok fence.Token) bool {
+	c.value++
+	v := c.id*1_000_000 + c.value
+	op := c.w.rec.Invoke(history.Op{Client: c.id, Kind: history.Write, Key: c.key, Holder: c.holder, Token: tok, Value: v})
+	r := c.w.res.Write(c.key, tok, v)
+	c.w.rec.Complete(op, func(o *history.Op) {
+		o.Seq = r.Seq
+		o.Current = r.High
+		if r.Accepted {
+			o.Outcome = history.OK
+		} else {
+			o.Outcome, o.Code = history.Fail, "stale_token"
+		}
+		if !c.w.res.Checks() {
+			o.Broken = BrokenResourceNoCheck
+		}
+	})
+	return r.Accepted
+}
+
+func (c *client) read(tok fence.Token) bool {
+	op := c.w.rec.Invoke(history.Op{Client: c.id, Kind: history.Read, Key: c.key, Holder: c.holder, Token: tok})
+	r := c.w.res.Read(c.key, tok)
+	c.w.rec.Complete(op, func(o *history.Op) {
+		o.Seq = r.Seq
+		o.Current = r.High
+		if r.Accepted {
+			o.Outcome, o.Values = history.OK, r.Values
+		} else {
+			o.Outcome, o.Code = history.Fail, "stale_token"
+		}
+	})
+	return r.Accepted
+}
