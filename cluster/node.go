@@ -210,13 +210,15 @@ func (n *Node) revoke() {
 	n.log.Info("lost leadership: leases stopped, not ready")
 }
 
-// establish makes a new leader ready: a barrier applies every entry of earlier
-// terms, then every live lease is re-armed for a full TTL, and only then reads
-// and writes are served. An election can therefore never shorten a lease.
+// establish makes a new leader ready: a barrier entry of its own term is
+// committed and applied (so every entry of earlier terms is applied and the
+// FSM's applied index reaches the commit index), then every live lease is
+// re-armed for a full TTL, and only then reads and writes are served. An
+// election can therefore never shorten a lease.
 func (n *Node) establish(r *raft.Raft, gen uint64) {
 	defer n.wg.Done()
 	for n.gen.Load() == gen {
-		err := r.Barrier(n.cfg.ApplyTimeout).Error()
+		err := r.Apply(fsm.Encode(fsm.Barrier{}), n.cfg.ApplyTimeout).Error()
 		if err == nil {
 			break
 		}

@@ -19,6 +19,7 @@ const (
 	typeSetMember  byte = 4
 	typeRaiseFloor byte = 5
 	typeDelMember  byte = 6
+	typeBarrier    byte = 7
 
 	version1 byte = 1
 )
@@ -29,7 +30,7 @@ const (
 var ErrCorrupt = errors.New("fsm: corrupt command")
 
 // Command is one change of the replicated state. It is implemented by
-// Acquire, Release, Expire, SetMember, DelMember and RaiseFloor.
+// Acquire, Release, Expire, SetMember, DelMember, RaiseFloor and Barrier.
 type Command interface {
 	encode(b []byte) []byte
 }
@@ -79,6 +80,12 @@ type RaiseFloor struct {
 	Floor uint64
 }
 
+// Barrier changes nothing. A new leader commits one before it serves: when
+// its apply returns, every earlier entry is applied, and the FSM's applied
+// index has caught up with the commit index (raft's own no-op and barrier
+// entries never reach the FSM, so they cannot move that index).
+type Barrier struct{}
+
 // Encode returns the log-entry bytes of a command.
 func Encode(c Command) []byte { return c.encode(make([]byte, 0, 64)) }
 
@@ -116,6 +123,8 @@ func (c DelMember) encode(b []byte) []byte {
 	return appendString(b, c.ID)
 }
 
+func (c Barrier) encode(b []byte) []byte { return append(b, typeBarrier, version1) }
+
 func (c RaiseFloor) encode(b []byte) []byte {
 	b = append(b, typeRaiseFloor, version1)
 	return binary.AppendUvarint(b, c.Floor)
@@ -144,6 +153,8 @@ func Decode(b []byte) (Command, error) {
 		c = DelMember{ID: d.str()}
 	case typeRaiseFloor:
 		c = RaiseFloor{Floor: d.uvarint()}
+	case typeBarrier:
+		c = Barrier{}
 	default:
 		return nil, fmt.Errorf("%w: unknown type %d", ErrCorrupt, b[0])
 	}

@@ -227,6 +227,8 @@ func (f *FSM) apply(cmd Command, term, index uint64, events []event) (*Result, [
 	case DelMember:
 		delete(f.members, c.ID)
 		return &Result{Changed: true}, events
+	case Barrier:
+		return &Result{}, events
 	case RaiseFloor:
 		if c.Floor > f.floor {
 			f.floor = c.Floor

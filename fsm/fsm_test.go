@@ -237,6 +237,7 @@ func TestCommandRoundTrip(t *testing.T) {
 		SetMember{ID: "n1", HTTPAddr: "127.0.0.1:1"},
 		DelMember{ID: "n1"},
 		RaiseFloor{Floor: 77},
+		Barrier{},
 	}
 	for _, c := range cmds {
 		got, err := Decode(Encode(c))
