@@ -1,0 +1,74 @@
+package fsm
+
+import (
+	"bytes"
+	"fmt"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+)
+
+// fill applies n grants of distinct keys with realistic key and holder sizes.
+func fill(f *FSM, n int) {
+	logs := make([]*raft.Log, 0, 256)
+	for i := 0; i < n; i++ {
+		cmd := Acquire{Key: fmt.Sprintf("svc/orders/shard-%07d", i), Holder: fmt.Sprintf("worker-%04d", i%1000), TTL: 10 * time.Second, RequestID: "0123456789abcdef01234567"}
+		logs = append(logs, &raft.Log{Index: uint64(i + 1), Term: 3, Type: raft.LogCommand, Data: Encode(cmd)})
+		if len(logs) == cap(logs) || i == n-1 {
+			f.ApplyBatch(logs)
+			logs = logs[:0]
+		}
+	}
+}
+
+func heap() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// BenchmarkMemoryPerKey reports the heap bytes one held key costs at 1M keys
+// (keys of 24 bytes, holders of 11, request ids of 24).
+func BenchmarkMemoryPerKey(b *testing.B) {
+	const n = 1_000_000
+	for b.Loop() {
+		before := heap()
+		f := New(Config{})
+		fill(f, n)
+		after := heap()
+		b.ReportMetric(float64(after-before)/n, "bytes/key")
+		runtime.KeepAlive(f)
+	}
+}
+
+// BenchmarkSnapshotRestore1M measures writing and restoring a snapshot of 1M
+// keys: the state part of a node's restart.
+func BenchmarkSnapshotRestore1M(b *testing.B) {
+	f := New(Config{})
+	fill(f, 1_000_000)
+	var buf bytes.Buffer
+	if err := f.image().encode(&buf); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportMetric(float64(buf.Len())/1e6, "MB")
+	for b.Loop() {
+		g := New(Config{})
+		if err := g.Restore(nopCloser{bytes.NewReader(buf.Bytes())}); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkSnapshotPersist1M(b *testing.B) {
+	f := New(Config{})
+	fill(f, 1_000_000)
+	for b.Loop() {
+		var buf bytes.Buffer
+		if err := f.image().encode(&buf); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
