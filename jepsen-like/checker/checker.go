@@ -243,13 +243,13 @@ func TokenOrder(ops []history.Op) Result {
 		for _, g := range gs {
 			r.Checked++
 			if o, ok := owner[g.Granted]; ok && o.Holder != g.Holder {
-				r.violate("token %s granted twice, to %s and %s:\n  %s\n  %s", g.Granted, o.Holder, g.Holder, o.Describe(), g.Describe())
+				r.violate("token %s granted twice, to %s and %s:\n  %s\n  %s", history.Tok(g.Granted), o.Holder, g.Holder, o.Describe(), g.Describe())
 			} else if !ok {
 				owner[g.Granted] = g
 			}
 			if m, mo := acked.before(g.Invoke); m > g.Granted || (m == g.Granted && mo.Holder != g.Holder) {
 				r.violate("token went backwards: %s was acknowledged before %s was asked for, which got %s:\n  %s\n  %s",
-					m, g.Holder, g.Granted, mo.Describe(), g.Describe())
+					history.Tok(m), g.Holder, history.Tok(g.Granted), mo.Describe(), g.Describe())
 			}
 		}
 	}
@@ -284,12 +284,12 @@ func NoLostGrant(ops []history.Op, final *Final) Result {
 			}
 			r.Checked++
 			if o.Current < m {
-				r.violate("verify saw current token %s after grant %s was acknowledged:\n  %s\n  %s", o.Current, m, mo.Describe(), o.Describe())
+				r.violate("verify saw current token %s after grant %s was acknowledged:\n  %s\n  %s", history.Tok(o.Current), history.Tok(m), mo.Describe(), o.Describe())
 			}
 		case history.Renew, history.Release:
 			r.Checked++
 			if o.Token < m {
-				r.violate("%s of token %s accepted after grant %s was acknowledged:\n  %s\n  %s", o.Kind, o.Token, m, mo.Describe(), o.Describe())
+				r.violate("%s of token %s accepted after grant %s was acknowledged:\n  %s\n  %s", o.Kind, history.Tok(o.Token), history.Tok(m), mo.Describe(), o.Describe())
 			}
 		}
 	}
@@ -309,7 +309,7 @@ func NoLostGrant(ops []history.Op, final *Final) Result {
 			}
 			r.Checked++
 			if cur[key] < m {
-				r.violate("final state through %s has %s at token %s, below acknowledged grant %s:\n  %s", node, key, cur[key], m, mo.Describe())
+				r.violate("final state through %s has %s at token %s, below acknowledged grant %s:\n  %s", node, key, history.Tok(cur[key]), history.Tok(m), mo.Describe())
 			}
 		}
 	}
@@ -349,12 +349,12 @@ func StaleVerify(ops []history.Op) Result {
 		}
 		if a := acked[o.Key]; a != nil {
 			if m, mo := a.before(o.Invoke); m > o.Token {
-				r.violate("verify allowed %s after grant %s superseded it:\n  %s\n  %s", o.Token, m, mo.Describe(), o.Describe())
+				r.violate("verify allowed %s after grant %s superseded it:\n  %s\n  %s", history.Tok(o.Token), history.Tok(m), mo.Describe(), o.Describe())
 				continue
 			}
 		}
 		if rel := released[kt{o.Key, o.Token}]; rel != nil && rel.Complete < o.Invoke {
-			r.violate("verify allowed %s after its release was acknowledged:\n  %s\n  %s", o.Token, rel.Describe(), o.Describe())
+			r.violate("verify allowed %s after its release was acknowledged:\n  %s\n  %s", history.Tok(o.Token), rel.Describe(), o.Describe())
 		}
 	}
 	return r.finish("verifies")
@@ -388,15 +388,15 @@ func Resource(ops []history.Op) Result {
 		}
 		if o.Outcome == history.Fail {
 			if o.Token >= g.high {
-				r.violate("resource refused token %s, not below its mark %s:\n  %s", o.Token, g.high, o.Describe())
+				r.violate("resource refused token %s, not below its mark %s:\n  %s", history.Tok(o.Token), history.Tok(g.high), o.Describe())
 			}
 			continue
 		}
 		switch {
 		case o.Token < g.high:
-			r.violate("resource admitted token %s after admitting %s (a stale holder wrote):\n  %s\n  %s", o.Token, g.high, g.highOp.Describe(), o.Describe())
+			r.violate("resource admitted token %s after admitting %s (a stale holder wrote):\n  %s\n  %s", history.Tok(o.Token), history.Tok(g.high), g.highOp.Describe(), o.Describe())
 		case o.Token == g.high && g.highOp != nil && g.highOp.Holder != o.Holder:
-			r.violate("resource admitted token %s from two holders:\n  %s\n  %s", o.Token, g.highOp.Describe(), o.Describe())
+			r.violate("resource admitted token %s from two holders:\n  %s\n  %s", history.Tok(o.Token), g.highOp.Describe(), o.Describe())
 		}
 		if o.Token >= g.high {
 			g.high, g.highOp = o.Token, o
@@ -478,7 +478,7 @@ func LeaseNoEarlyExpiry(ops []history.Op, ttl time.Duration) Result {
 				continue
 			}
 			r.violate("lease of %s ended early: grant %s completed %.3fs after the last renewal was asked for (TTL %v):\n  %s\n  %s",
-				k.tok, g.Granted, float64(g.Complete-last.Invoke)/1e9, ttl, last.Describe(), g.Describe())
+				history.Tok(k.tok), history.Tok(g.Granted), float64(g.Complete-last.Invoke)/1e9, ttl, last.Describe(), g.Describe())
 		}
 	}
 	return r.finish("later grants against leases")

@@ -58,7 +58,7 @@ func (s lockState) String() string {
 	if s.St == stNone {
 		return "none"
 	}
-	tok := s.Tok.String()
+	tok := history.Tok(s.Tok)
 	if s.Unknown {
 		tok = ">" + tok
 	}

@@ -234,6 +234,14 @@ func DecodeJSONL[T any](r io.Reader) ([]T, error) {
 	}
 }
 
+// Tok renders a token as its decimal text with epoch.seq beside it.
+func Tok(t fence.Token) string {
+	if t == 0 {
+		return "0"
+	}
+	return fmt.Sprintf("%s(%d.%d)", t, t.Epoch(), t.Seq())
+}
+
 // Describe is a short human form of an operation, for reports.
 func (o *Op) Describe() string {
 	var in string
@@ -245,11 +253,11 @@ func (o *Op) Describe() string {
 		if h == "" {
 			h = "-"
 		}
-		in = fmt.Sprintf("verify(%s, %s, holder=%s)", o.Key, o.Token, h)
+		in = fmt.Sprintf("verify(%s, %s, holder=%s)", o.Key, Tok(o.Token), h)
 	case Write:
-		in = fmt.Sprintf("write(%s, %s, %s, v=%d)", o.Key, o.Holder, o.Token, o.Value)
+		in = fmt.Sprintf("write(%s, %s, %s, v=%d)", o.Key, o.Holder, Tok(o.Token), o.Value)
 	default:
-		in = fmt.Sprintf("%s(%s, %s, %s)", o.Kind, o.Key, o.Holder, o.Token)
+		in = fmt.Sprintf("%s(%s, %s, %s)", o.Kind, o.Key, o.Holder, Tok(o.Token))
 	}
 	var out string
 	switch {
@@ -264,12 +272,12 @@ func (o *Op) Describe() string {
 			out += " by " + o.HeldBy
 		}
 	case o.Kind == Acquire:
-		out = "ok " + o.Granted.String()
+		out = "ok " + Tok(o.Granted)
 		if o.Renewed {
 			out += " (renewed)"
 		}
 	case o.Kind == Verify:
-		out = fmt.Sprintf("allow=%v %s current=%s/%s", o.Allow, o.Code, o.Current, o.CurrentHolder)
+		out = fmt.Sprintf("allow=%v %s current=%s/%s", o.Allow, o.Code, Tok(o.Current), o.CurrentHolder)
 	case o.Kind == Read:
 		out = fmt.Sprintf("ok %v", o.Values)
 	default:

@@ -1,0 +1,522 @@
+// Package runner runs one chaos test of fenced end to end: start a cluster on
+// a backend, run the workload while the nemeses hurt it, heal, observe
+// recovery and convergence, check the history and write the artefacts.
+package runner
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/internal/proccluster"
+	"github.com/fenced/fenced/jepsen-like/backend"
+	"github.com/fenced/fenced/jepsen-like/checker"
+	"github.com/fenced/fenced/jepsen-like/history"
+	"github.com/fenced/fenced/jepsen-like/nemesis"
+	"github.com/fenced/fenced/jepsen-like/report"
+	"github.com/fenced/fenced/jepsen-like/resource"
+	"github.com/fenced/fenced/jepsen-like/workload"
+)
+
+// Config is one run's configuration. It is written to config.json.
+type Config struct {
+	// Schedule is "short" (each fault once) or "full" (random faults for Time).
+	Schedule string `json:"schedule"`
+	// Time is the length of a full schedule.
+	Time   time.Duration `json:"time"`
+	Faults []string      `json:"faults"`
+	Seed   int64         `json:"seed"`
+	Nodes  int           `json:"nodes"`
+	// Backend is "netns" or "local".
+	Backend string `json:"backend"`
+	Results string `json:"results"`
+	// Broken is a positive-control mode, or "".
+	Broken  string        `json:"broken,omitempty"`
+	TTL     time.Duration `json:"ttl"`
+	Clients int           `json:"clients"`
+	Keys    int           `json:"keys"`
+	// Hold is how long each fault stays; Quiet the calm before each.
+	Hold  time.Duration `json:"hold"`
+	Quiet time.Duration `json:"quiet"`
+	// fenced's own timing and snapshots.
+	HeartbeatTimeout  time.Duration `json:"heartbeat_timeout"`
+	ElectionTimeout   time.Duration `json:"election_timeout"`
+	SnapshotThreshold uint64        `json:"snapshot_threshold"`
+	SnapshotInterval  time.Duration `json:"snapshot_interval"`
+	// RecoveryLimit is the stated time within which the cluster must serve
+	// again after the final heal; ConvergeLimit bounds the wait for every
+	// node to reach the same state.
+	RecoveryLimit       time.Duration `json:"recovery_limit"`
+	ConvergeLimit       time.Duration `json:"converge_limit"`
+	LinearizableTimeout time.Duration `json:"linearizable_timeout"`
+	OpTimeout           time.Duration `json:"op_timeout"`
+	// Binary is the fenced binary; built from the module when empty.
+	Binary string `json:"binary,omitempty"`
+}
+
+// Defaults fills the zero fields.
+func (c *Config) Defaults() {
+	if c.Schedule == "" {
+		c.Schedule = "short"
+	}
+	if c.Time == 0 {
+		c.Time = 5 * time.Minute
+	}
+	if len(c.Faults) == 0 {
+		c.Faults = nemesis.All
+	}
+	if c.Nodes == 0 {
+		c.Nodes = 3
+	}
+	if c.Backend == "" {
+		c.Backend = DefaultBackend()
+	}
+	if c.Results == "" {
+		c.Results = filepath.Join("results", time.Now().Format("20060102-150405"))
+	}
+	if c.TTL == 0 {
+		c.TTL = 2 * time.Second
+	}
+	if c.Keys == 0 {
+		c.Keys = 3
+	}
+	if c.Clients == 0 {
+		c.Clients = 3 * c.Keys
+	}
+	if c.Hold == 0 {
+		c.Hold = 5 * time.Second
+	}
+	if c.Quiet == 0 {
+		c.Quiet = 2 * time.Second
+	}
+	if c.HeartbeatTimeout == 0 {
+		c.HeartbeatTimeout = 500 * time.Millisecond
+	}
+	if c.ElectionTimeout == 0 {
+		c.ElectionTimeout = 500 * time.Millisecond
+	}
+	if c.SnapshotThreshold == 0 {
+		c.SnapshotThreshold = 32
+	}
+	if c.SnapshotInterval == 0 {
+		c.SnapshotInterval = time.Second
+	}
+	if c.RecoveryLimit == 0 {
+		c.RecoveryLimit = 10 * time.Second
+	}
+	if c.ConvergeLimit == 0 {
+		c.ConvergeLimit = 30 * time.Second
+	}
+	if c.LinearizableTimeout == 0 {
+		c.LinearizableTimeout = 2 * time.Minute
+	}
+	if c.OpTimeout == 0 {
+		c.OpTimeout = 4 * time.Second
+	}
+}
+
+// DefaultBackend is netns where it can run (root, ip, iptables), else local.
+func DefaultBackend() string {
+	if backend.NetnsUsable() == nil {
+		return "netns"
+	}
+	return "local"
+}
+
+// Validate refuses a configuration that cannot run.
+func (c *Config) Validate() error {
+	if c.Schedule != "short" && c.Schedule != "full" {
+		return fmt.Errorf("--schedule must be short or full, not %q", c.Schedule)
+	}
+	if c.Nodes != 3 && c.Nodes != 5 {
+		return fmt.Errorf("--nodes must be 3 or 5, not %d", c.Nodes)
+	}
+	if c.Backend != "netns" && c.Backend != "local" {
+		return fmt.Errorf("--backend must be netns or local, not %q", c.Backend)
+	}
+	if c.Broken != "" {
+		ok := false
+		for _, m := range workload.BrokenModes {
+			ok = ok || m == c.Broken
+		}
+		if !ok {
+			return fmt.Errorf("--broken must be one of %s, not %q", strings.Join(workload.BrokenModes, ", "), c.Broken)
+		}
+	}
+	for _, f := range c.Faults {
+		ok := false
+		for _, n := range nemesis.All {
+			ok = ok || n == f
+		}
+		if !ok {
+			return fmt.Errorf("unknown fault %q (known: %s, or all)", f, strings.Join(nemesis.All, ", "))
+		}
+	}
+	if c.Clients < 1 || c.Keys < 1 || c.TTL < 100*time.Millisecond {
+		return errors.New("need at least one client and one key, and a TTL of at least 100ms")
+	}
+	return nil
+}
+
+// Result is the outcome of a run.
+type Result struct {
+	Dir      string
+	Results  []checker.Result
+	Passed   int
+	Failed   int
+	Ops      int
+	Faults   int
+	Skipped  []string
+	Duration time.Duration
+}
+
+// Run runs one test. out receives the human report, ending with the line
+// "N passed, N failed". An error means the run itself could not be carried
+// out (no cluster); checker failures are in the Result.
+func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Result, error) {
+	cfg.Defaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	began := time.Now()
+	if err := os.MkdirAll(cfg.Results, 0o755); err != nil {
+		return nil, fmt.Errorf("results dir: %w", err)
+	}
+	if err := writeJSON(filepath.Join(cfg.Results, "config.json"), cfg); err != nil {
+		return nil, err
+	}
+	if cfg.Binary == "" {
+		bin, err := proccluster.Fenced()
+		if err != nil {
+			return nil, fmt.Errorf("build fenced: %w", err)
+		}
+		cfg.Binary = bin
+	}
+	dataDir, err := os.MkdirTemp("", "fenced-jepsen-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.RemoveAll(dataDir)
+
+	bcfg := backend.Config{Nodes: cfg.Nodes, Binary: cfg.Binary, Dir: dataDir, Args: []string{
+		"--heartbeat-timeout", cfg.HeartbeatTimeout.String(), "--election-timeout", cfg.ElectionTimeout.String(),
+		"--snapshot-threshold", fmt.Sprint(cfg.SnapshotThreshold), "--snapshot-interval", cfg.SnapshotInterval.String(),
+		"--log-level", "debug",
+	}}
+	var b backend.Backend
+	if cfg.Backend == "netns" {
+		b = backend.NewNetns(bcfg, log)
+	} else {
+		b = backend.NewLocal(bcfg)
+	}
+	// The backend is torn down whatever happens: an error, a panic, or a
+	// signal (which cancels ctx).
+	defer func() {
+		if err := b.Close(); err != nil {
+			log.Warn("backend cleanup", "error", err)
+		}
+	}()
+	startCtx, cancel := context.WithTimeout(ctx, time.Minute)
+	err = b.Start(startCtx)
+	cancel()
+	if err != nil {
+		return nil, fmt.Errorf("start %s cluster: %w", b.Name(), err)
+	}
+	log.Info("cluster up", "backend", b.Name(), "nodes", cfg.Nodes, "endpoints", b.Endpoints())
+
+	rec := history.NewRecorder()
+	res := resource.New(cfg.Broken != workload.BrokenResourceNoCheck)
+	wl := workload.New(workload.Config{
+		Endpoints: b.Endpoints(), Clients: cfg.Clients, Keys: cfg.Keys, TTL: cfg.TTL,
+		OpTimeout: cfg.OpTimeout, AttemptTimeout: 1500 * time.Millisecond, Broken: cfg.Broken, Seed: cfg.Seed, Log: log.Named("workload"),
+	}, rec, res)
+	env := &nemesis.Env{B: b, Rec: rec, W: wl, Rng: rand.New(rand.NewSource(cfg.Seed)), Log: log.Named("nemesis"),
+		Hold: cfg.Hold, ElectionTimeout: cfg.ElectionTimeout, TTL: cfg.TTL, OnRestart: wl.NodeRestarted}
+
+	var names, skipped []string
+	for _, f := range cfg.Faults {
+		if err := env.Supported(f); err != nil {
+			skipped = append(skipped, fmt.Sprintf("%s: %v", f, err))
+			fmt.Fprintf(out, "skipping nemesis %s: %v\n", f, err)
+			continue
+		}
+		names = append(names, f)
+	}
+
+	wl.Start(ctx)
+	if len(names) > 0 {
+		for _, err := range env.Schedule(ctx, cfg.Schedule, names, cfg.Time, cfg.Quiet) {
+			log.Warn("nemesis", "error", err)
+		}
+	} else {
+		hold(ctx, cfg.Time)
+	}
+
+	// The final heal (each nemesis heals its own fault; this is the safety
+	// net), then the cluster must serve again within the limit, counted from
+	// the end of the last fault.
+	healCtx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	if err := env.HealAll(healCtx); err != nil {
+		log.Warn("final heal", "error", err)
+	}
+	cancel()
+	healedAt := time.Now()
+	final := &checker.Final{RecoveryLimit: cfg.RecoveryLimit, ConvergeLimit: cfg.ConvergeLimit}
+	probe(rec, b.Endpoints(), cfg, healedAt, final, cfg.Clients)
+	log.Info("recovery", "recovered", final.Recovered, "after", final.RecoveryTime)
+	// The clients go on for a while on the healed cluster: what a fault
+	// broke often shows only in the operations after it.
+	hold(ctx, 2*cfg.Quiet)
+	wl.Stop()
+	converge(b, cfg, final)
+	readFinal(rec, b, final)
+
+	ops, faults := rec.Ops(), rec.Faults()
+	results := checker.All(ops, final, checker.Options{TTL: cfg.TTL, LinearizableTimeout: cfg.LinearizableTimeout, Faults: faults})
+	r := &Result{Dir: cfg.Results, Results: results, Ops: len(ops), Faults: len(faults), Skipped: skipped}
+	for _, c := range results {
+		if c.Pass {
+			r.Passed++
+		} else {
+			r.Failed++
+		}
+	}
+	r.Duration = time.Since(began)
+	if cfg.Broken != "" {
+		fmt.Fprintf(out, "positive control %s: %d answers forged by the harness\n", cfg.Broken, wl.BrokenAnswers())
+	}
+	if err := writeArtefacts(cfg, b, ops, faults, final, results, r); err != nil {
+		log.Warn("artefacts", "error", err)
+	}
+	printReport(out, r)
+	return r, nil
+}
+
+func hold(ctx context.Context, d time.Duration) {
+	select {
+	case <-time.After(d):
+	case <-ctx.Done():
+	}
+}
+
+// probe measures recovery: the time from the final heal until an acquire, a
+// verify of its token and its release all succeed. The probe's operations go
+// into the history (their own key, their own client id).
+func probe(rec *history.Recorder, endpoints []string, cfg Config, healed time.Time, final *checker.Final, clientID int) {
+	cl := api.NewClient(endpoints, api.WithHTTPClient(&http.Client{Timeout: 1500 * time.Millisecond}))
+	key, holder := "jepsen/probe", "probe"
+	deadline := healed.Add(cfg.RecoveryLimit)
+	var last error
+	for attempt := 0; time.Now().Before(deadline) && attempt < 1000; attempt++ {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		last = probeOnce(ctx, rec, cl, key, holder, clientID)
+		cancel()
+		if last == nil {
+			final.Recovered, final.RecoveryTime = true, time.Since(healed)
+			return
+		}
+		time.Sleep(100 * time.Millisecond) // between probes; the deadline bounds the loop
+	}
+	final.RecoveryTime = time.Since(healed)
+	if last != nil {
+		final.RecoveryDetail = last.Error()
+	}
+}
+
+func probeOnce(ctx context.Context, rec *history.Recorder, cl *api.Client, key, holder string, clientID int) error {
+	op := rec.Invoke(history.Op{Client: clientID, Kind: history.Acquire, Key: key, Holder: holder})
+	g, err := cl.Acquire(ctx, api.AcquireRequest{Key: key, Holder: holder, TTL: "5s"})
+	rec.Complete(op, func(o *history.Op) {
+		if err != nil {
+			// Conservatively unknown: a probe's failure is not analysed.
+			o.Outcome, o.Code, o.Error = history.Info, "probe", err.Error()
+			return
+		}
+		o.Outcome, o.Granted = history.OK, g.Token
+	})
+	if err != nil {
+		return fmt.Errorf("acquire: %w", err)
+	}
+	vop := rec.Invoke(history.Op{Client: clientID, Kind: history.Verify, Key: key, Holder: holder, Token: g.Token, Own: true})
+	v, err := cl.Verify(ctx, key, g.Token.String(), holder)
+	rec.Complete(vop, func(o *history.Op) {
+		if err != nil || v.Reason == "unavailable" {
+			o.Outcome, o.Code = history.Info, "unavailable"
+			return
+		}
+		o.Outcome, o.Allow, o.Code, o.Current, o.CurrentHolder = history.OK, v.Allow, v.Reason, v.CurrentToken, v.Holder
+	})
+	if err != nil || !v.Allow {
+		return fmt.Errorf("verify of the probe's own token: allow=%v reason=%s err=%v", v.Allow, v.Reason, err)
+	}
+	rop := rec.Invoke(history.Op{Client: clientID, Kind: history.Release, Key: key, Holder: holder, Token: g.Token})
+	_, err = cl.Release(ctx, api.ReleaseRequest{Key: key, Holder: holder, Token: g.Token})
+	rec.Complete(rop, func(o *history.Op) {
+		if err != nil {
+			o.Outcome, o.Code, o.Error = history.Info, "probe", err.Error()
+			return
+		}
+		o.Outcome = history.OK
+	})
+	if err != nil {
+		return fmt.Errorf("release: %w", err)
+	}
+	return nil
+}
+
+// converge waits until every node reports, locally, the same commit index,
+// applied index, last index and key count, with everything committed applied.
+func converge(b backend.Backend, cfg Config, final *checker.Final) {
+	cl := api.NewClient(nil, api.WithHTTPClient(&http.Client{Timeout: time.Second}))
+	start := time.Now()
+	deadline := start.Add(cfg.ConvergeLimit)
+	for i := 0; i < 100000; i++ {
+		statuses := map[string]*api.Status{}
+		var detail []string
+		same := true
+		var ref *api.Status
+		for _, id := range b.Nodes() {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			st, err := cl.NodeStatus(ctx, "http://"+b.Endpoint(id))
+			cancel()
+			statuses[id] = st
+			if err != nil {
+				same = false
+				detail = append(detail, fmt.Sprintf("%s: %v", id, err))
+				continue
+			}
+			detail = append(detail, fmt.Sprintf("%s: %s term %d commit %d applied %d last %d keys %d",
+				id, st.State, st.Term, st.CommitIndex, st.AppliedIndex, st.LastIndex, st.Keys))
+			if st.AppliedIndex != st.CommitIndex {
+				same = false
+			}
+			if ref == nil {
+				ref = st
+			} else if st.AppliedIndex != ref.AppliedIndex || st.CommitIndex != ref.CommitIndex || st.LastIndex != ref.LastIndex || st.Keys != ref.Keys {
+				same = false
+			}
+		}
+		final.Statuses = statuses
+		final.ConvergeDetail = strings.Join(detail, "; ")
+		if same {
+			final.Converged, final.ConvergeWait = true, time.Since(start)
+			return
+		}
+		if time.Now().After(deadline) {
+			final.ConvergeWait = time.Since(start)
+			return
+		}
+		time.Sleep(200 * time.Millisecond) // polling interval; the deadline bounds the loop
+	}
+}
+
+// readFinal reads every key linearizably through each node.
+func readFinal(rec *history.Recorder, b backend.Backend, final *checker.Final) {
+	final.At = rec.Now()
+	final.Keys = map[string][]api.KeyInfo{}
+	for _, id := range b.Nodes() {
+		cl := api.NewClient([]string{b.Endpoint(id)})
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		keys, err := cl.Keys(ctx, "", 0)
+		cancel()
+		if err == nil {
+			final.Keys[id] = keys
+		}
+	}
+}
+
+func writeJSON(path string, v any) error {
+	data, err := json.MarshalIndent(v, "", "  ")
+	if err != nil {
+		return err
+	}
+	if err := os.WriteFile(path, append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return nil
+}
+
+func writeArtefacts(cfg Config, b backend.Backend, ops []history.Op, faults []history.Fault, final *checker.Final, results []checker.Result, r *Result) error {
+	dir := cfg.Results
+	var errs []error
+	errs = append(errs, history.WriteJSONL(filepath.Join(dir, "history.jsonl"), ops))
+	errs = append(errs, history.WriteJSONL(filepath.Join(dir, "faults.jsonl"), faults))
+	errs = append(errs, writeJSON(filepath.Join(dir, "final.json"), final))
+	errs = append(errs, writeJSON(filepath.Join(dir, "results.json"), results))
+	logDir := filepath.Join(dir, "nodes")
+	errs = append(errs, os.MkdirAll(logDir, 0o755))
+	paths := b.LogPaths()
+	var ids []string
+	for id := range paths {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	files := []string{"config.json", "history.jsonl", "faults.jsonl", "final.json", "results.json"}
+	for _, id := range ids {
+		errs = append(errs, copyFile(paths[id], filepath.Join(logDir, id+".log")))
+		files = append(files, "nodes/"+id+".log")
+	}
+	for _, c := range results {
+		if c.Info != nil {
+			errs = append(errs, report.Linearizability(filepath.Join(dir, "linearizability.html"), c))
+			files = append(files, "linearizability.html")
+		}
+	}
+	errs = append(errs, report.WriteSummary(dir, report.Summary{
+		Title:  fmt.Sprintf("fenced jepsen-like run, seed %d, %s backend, %d nodes, %s schedule%s", cfg.Seed, cfg.Backend, cfg.Nodes, cfg.Schedule, brokenTitle(cfg.Broken)),
+		Config: cfg, Results: results, Ops: ops, Faults: faults, Final: final,
+		Duration: r.Duration.Round(time.Second).String(), Files: files,
+	}))
+	return errors.Join(errs...)
+}
+
+func brokenTitle(b string) string {
+	if b == "" {
+		return ""
+	}
+	return ", positive control " + b
+}
+
+func copyFile(src, dst string) error {
+	in, err := os.Open(src)
+	if err != nil {
+		return err
+	}
+	defer in.Close()
+	out, err := os.Create(dst)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(out, in); err != nil {
+		out.Close()
+		return err
+	}
+	return out.Close()
+}
+
+func printReport(out io.Writer, r *Result) {
+	fmt.Fprintf(out, "%d operations, %d faults, %v; artefacts in %s\n", r.Ops, r.Faults, r.Duration.Round(time.Second), r.Dir)
+	for _, c := range r.Results {
+		verdict := "PASS"
+		if !c.Pass {
+			verdict = "FAIL"
+		}
+		fmt.Fprintf(out, "%-22s %s  %s\n", c.Name, verdict, c.Summary)
+		for _, v := range c.Violations {
+			fmt.Fprintf(out, "    %s\n", strings.ReplaceAll(v, "\n", "\n    "))
+		}
+	}
+	fmt.Fprintf(out, "%d passed, %d failed\n", r.Passed, r.Failed)
+}
