@@ -1,0 +1,184 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/pflag"
+)
+
+// runner is one invocation of a command: flags registers the command's own
+// flags on a fresh FlagSet, run does the work with the arguments left over.
+// A runner is built anew for every invocation, so flag values never leak from
+// one run to the next.
+type runner interface {
+	flags(fs *pflag.FlagSet)
+	run(ctx context.Context, e *env, args []string) error
+}
+
+// command is one entry of the command table.
+type command struct {
+	name     string
+	args     string // the synopsis after the flags, e.g. "KEY TOKEN"
+	summary  string // one line for the command list
+	help     string // what the command does, in a few paragraphs
+	examples string
+	new      func() runner
+}
+
+// commands is the command table, in the order the help lists them.
+var commands = []command{
+	statusCommand,
+	keysCommand,
+	keyCommand,
+	acquireCommand,
+	renewCommand,
+	releaseCommand,
+	keepaliveCommand,
+	verifyCommand,
+	lockCommand,
+	selftestCommand,
+}
+
+func lookup(name string) (command, bool) {
+	for _, c := range commands {
+		if c.name == name {
+			return c, true
+		}
+	}
+	return command{}, false
+}
+
+// run parses the command line, runs the command and returns the process exit
+// code. Global flags may come before or after the command name.
+func run(ctx context.Context, e *env, args []string) int {
+	gfs := e.g.flagSet()
+	gfs.SetInterspersed(false)
+	if err := gfs.Parse(args); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			printTopHelp(e.stdout)
+			return exitOK
+		}
+		return report(e, usageErr("", err.Error()))
+	}
+	rest := gfs.Args()
+	if len(rest) == 0 {
+		printTopHelp(e.stderr)
+		return exitUsage
+	}
+	name, rest := rest[0], rest[1:]
+	if name == "help" {
+		return report(e, helpCommand(e, rest))
+	}
+	c, ok := lookup(name)
+	if !ok {
+		return report(e, usageErr("", fmt.Sprintf("unknown command %q", name)))
+	}
+	r := c.new()
+	fs := newFlagSet(c.name)
+	r.flags(fs)
+	fs.AddFlagSet(gfs)
+	if err := fs.Parse(rest); err != nil {
+		if errors.Is(err, pflag.ErrHelp) {
+			printCommandHelp(e.stdout, c)
+			return exitOK
+		}
+		return report(e, usageErr(c.name, err.Error()))
+	}
+	if err := e.g.finish(gfs, e.getenv); err != nil {
+		return report(e, usageErr(c.name, err.Error()))
+	}
+	return report(e, r.run(ctx, e, fs.Args()))
+}
+
+// newFlagSet returns a FlagSet that reports errors to its caller instead of
+// printing usage itself, so every error comes out as one "fencectl:" line.
+func newFlagSet(name string) *pflag.FlagSet {
+	fs := pflag.NewFlagSet(name, pflag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	fs.SortFlags = false
+	return fs
+}
+
+// helpCommand serves "fencectl help [COMMAND]".
+func helpCommand(e *env, args []string) error {
+	switch len(args) {
+	case 0:
+		printTopHelp(e.stdout)
+		return nil
+	case 1:
+		c, ok := lookup(args[0])
+		if !ok {
+			return usageErr("", fmt.Sprintf("unknown command %q", args[0]))
+		}
+		printCommandHelp(e.stdout, c)
+		return nil
+	}
+	return usageErr("", "help takes at most one command name")
+}
+
+func printTopHelp(w io.Writer) {
+	var b strings.Builder
+	b.WriteString(`fencectl is the command-line client of fenced, a fencing-token coordinator.
+
+Usage:
+  fencectl [global flags] COMMAND [flags] [arguments]
+
+Commands:
+`)
+	for _, c := range commands {
+		fmt.Fprintf(&b, "  %-10s %s\n", c.name, c.summary)
+	}
+	fmt.Fprintf(&b, "  %-10s %s\n", "help", "show the help of a command")
+	b.WriteString("\nGlobal flags (also accepted after the command name):\n")
+	b.WriteString(globalsUsage())
+	b.WriteString("\n" + exitCodesHelp)
+	b.WriteString("\nRun 'fencectl help COMMAND' for a command's flags and examples.\n")
+	fmt.Fprint(w, b.String())
+}
+
+const exitCodesHelp = `Exit codes:
+  0    success; for verify: ALLOW
+  1    error (the message on stderr says what failed)
+  2    wrong usage: unknown command or flag, missing or extra arguments
+  3    verify: REFUSE (the reason on stderr), including anything fenced could not prove
+  4    lock: the lock was lost and the command was terminated
+  129+ fencectl was interrupted by a signal (130 SIGINT, 143 SIGTERM);
+       lock returns the command's own exit code, 128+N when a signal N ended it
+`
+
+func printCommandHelp(w io.Writer, c command) {
+	fs := newFlagSet(c.name)
+	c.new().flags(fs)
+	fmt.Fprintf(w, "Usage:\n  fencectl %s", c.name)
+	if fs.HasFlags() {
+		fmt.Fprint(w, " [flags]")
+	}
+	if c.args != "" {
+		fmt.Fprintf(w, " %s", c.args)
+	}
+	fmt.Fprintf(w, "\n\n%s\n", strings.TrimSpace(c.help))
+	if fs.HasFlags() {
+		fmt.Fprintf(w, "\nFlags:\n%s", fs.FlagUsages())
+	}
+	fmt.Fprintf(w, "\nGlobal flags:\n%s", globalsUsage())
+	fmt.Fprintf(w, "\nExamples:\n%s\n", indent(strings.TrimSpace(c.examples), "  "))
+}
+
+func globalsUsage() string {
+	var g globals
+	return g.flagSet().FlagUsages()
+}
+
+func indent(s, prefix string) string {
+	lines := strings.Split(s, "\n")
+	for i, l := range lines {
+		if l != "" {
+			lines[i] = prefix + l
+		}
+	}
+	return strings.Join(lines, "\n")
+}

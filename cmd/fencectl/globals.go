@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/fenced/fenced/api"
+)
+
+// defaultEndpoint is the HTTP address of a development node started with no flags.
+const defaultEndpoint = "127.0.0.1:7700"
+
+// envPrefix starts the environment variable of every global flag:
+// --endpoints is FENCE_ENDPOINTS, --timeout is FENCE_TIMEOUT.
+const envPrefix = "FENCE_"
+
+// Output formats.
+const (
+	outputTable = "table"
+	outputJSON  = "json"
+)
+
+// globals are the flags every command takes.
+type globals struct {
+	endpoints []string
+	output    string
+	timeout   time.Duration
+}
+
+// flagSet returns the global flags, bound to g.
+func (g *globals) flagSet() *pflag.FlagSet {
+	fs := newFlagSet("fencectl")
+	fs.StringSliceVar(&g.endpoints, "endpoints", []string{defaultEndpoint},
+		"comma-separated HTTP addresses of fenced nodes (env FENCE_ENDPOINTS)")
+	fs.StringVarP(&g.output, "output", "o", outputTable, "output format: table or json (env FENCE_OUTPUT)")
+	fs.DurationVar(&g.timeout, "timeout", 10*time.Second, "how long a request may take, retries included (env FENCE_TIMEOUT)")
+	return fs
+}
+
+// finish fills every global flag not given on the command line from its
+// environment variable, then checks the values. The command line wins over the
+// environment, which wins over the defaults.
+func (g *globals) finish(fs *pflag.FlagSet, getenv func(string) (string, bool)) error {
+	var err error
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Changed || err != nil {
+			return
+		}
+		name := envPrefix + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		if v, ok := getenv(name); ok && v != "" {
+			if serr := fs.Set(f.Name, v); serr != nil {
+				err = fmt.Errorf("%s=%q: %v", name, v, serr)
+			}
+		}
+	})
+	if err != nil {
+		return err
+	}
+	return g.check()
+}
+
+func (g *globals) check() error {
+	var eps []string
+	for _, ep := range g.endpoints {
+		if ep = strings.TrimSpace(ep); ep != "" {
+			eps = append(eps, ep)
+		}
+	}
+	if len(eps) == 0 {
+		return fmt.Errorf("--endpoints: no endpoint given")
+	}
+	g.endpoints = eps
+	if g.output != outputTable && g.output != outputJSON {
+		return fmt.Errorf("--output must be %s or %s, not %q", outputTable, outputJSON, g.output)
+	}
+	if g.timeout <= 0 {
+		return fmt.Errorf("--timeout must be positive, not %v", g.timeout)
+	}
+	return nil
+}
+
+// client returns a client of the endpoints.
+func (e *env) client() *api.Client { return api.NewClient(e.g.endpoints) }
+
+// withTimeout bounds one request, retries included, by --timeout plus extra
+// (the --wait of an acquire, which the server may spend queueing).
+func (e *env) withTimeout(ctx context.Context, extra time.Duration) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(ctx, e.g.timeout+extra)
+}
+
+func (e *env) jsonOutput() bool { return e.g.output == outputJSON }

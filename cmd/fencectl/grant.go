@@ -1,0 +1,244 @@
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/fence"
+)
+
+var acquireCommand = command{
+	name:    "acquire",
+	args:    "KEY",
+	summary: "acquire a key and print its fencing token",
+	help: `
+Asks fenced to grant KEY to a holder and prints the grant: the holder, the
+fencing token with its epoch and seq, and the TTL. Send the token with every
+write to the protected resource; the resource must refuse lower tokens.
+
+The grant lasts --ttl unless renewed ('fencectl renew' or 'fencectl keepalive')
+and ends with 'fencectl release'. Those commands need the holder: without
+--holder, acquire makes one up from the host name, the process id and a random
+suffix, and prints it. Acquiring a key the same holder already holds returns the
+same grant and restarts its lease.
+
+With --wait, a key held by someone else is waited for, first come first served,
+up to that long. Without it, or when the wait runs out, acquire fails (exit 1)
+with the current holder.`,
+	examples: `
+fencectl acquire db --holder alice --ttl 30s
+fencectl acquire db --holder alice --wait 1m
+TOKEN=$(fencectl acquire db --holder "$(hostname)" -o json | jq -r .token)`,
+	new: func() runner { return &acquireCmd{} },
+}
+
+type acquireCmd struct {
+	holder string
+	ttl    time.Duration
+	wait   time.Duration
+}
+
+func (a *acquireCmd) flags(fs *pflag.FlagSet) {
+	fs.StringVar(&a.holder, "holder", "", "holder identity (default: HOST/PID/RANDOM, printed)")
+	fs.DurationVar(&a.ttl, "ttl", api.DefaultTTL, "lease time of the grant without renewal")
+	fs.DurationVar(&a.wait, "wait", 0, "wait up to this long while another holder has the key")
+}
+
+func (a *acquireCmd) run(ctx context.Context, e *env, args []string) error {
+	if len(args) != 1 {
+		return usageErr("acquire", "acquire takes exactly one KEY")
+	}
+	if err := checkTTLWait(a.ttl, a.wait); err != nil {
+		return usageErr("acquire", err.Error())
+	}
+	holder := a.holder
+	if holder == "" {
+		holder = defaultHolder()
+	}
+	ctx, cancel := e.withTimeout(ctx, a.wait)
+	defer cancel()
+	g, err := e.client().Acquire(ctx, acquireRequest(args[0], holder, a.ttl, a.wait))
+	if err != nil {
+		return explain(err, subject{key: args[0], holder: holder}, e)
+	}
+	if e.jsonOutput() {
+		return printJSON(e.stdout, g)
+	}
+	return fields(e.stdout,
+		"key", g.Key,
+		"holder", g.Holder,
+		"token", tokenText(g.Token),
+		"ttl", g.TTL,
+		"renewed", yesNo(g.Renewed),
+	)
+}
+
+func acquireRequest(key, holder string, ttl, wait time.Duration) api.AcquireRequest {
+	req := api.AcquireRequest{Key: key, Holder: holder, TTL: ttl.String(), RequestID: api.NewRequestID()}
+	if wait > 0 {
+		req.Wait = wait.String()
+	}
+	return req
+}
+
+// checkTTLWait refuses durations fenced would refuse, before any request.
+func checkTTLWait(ttl, wait time.Duration) error {
+	if ttl < api.MinTTL || ttl > api.MaxTTL {
+		return fmt.Errorf("--ttl %v is outside %v..%v", ttl, api.MinTTL, api.MaxTTL)
+	}
+	if wait < 0 || wait > api.MaxWait {
+		return fmt.Errorf("--wait %v is outside 0..%v", wait, api.MaxWait)
+	}
+	return nil
+}
+
+// defaultHolder names this process: HOST/PID/RANDOM. The random part matters:
+// fenced treats an acquire by the current holder as a renewal of its grant, so
+// two processes that reused a pid on one host must still be different holders.
+func defaultHolder() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "localhost"
+	}
+	if len(host) > 64 {
+		host = host[:64]
+	}
+	return fmt.Sprintf("%s/%d/%s", host, os.Getpid(), randomHex(3))
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// parseToken reads a token argument strictly, as fenced does.
+func parseToken(cmd, s string) (fence.Token, error) {
+	t, err := fence.Parse(s)
+	if err != nil {
+		return 0, usageErr(cmd, fmt.Sprintf("TOKEN %q: %v", s, err))
+	}
+	return t, nil
+}
+
+var renewCommand = command{
+	name:    "renew",
+	args:    "KEY TOKEN",
+	summary: "extend the lease of a grant by its TTL",
+	help: `
+Extends the lease of the grant of KEY with TOKEN, held by --holder, by the
+grant's TTL from the moment the leader answers. It fails (exit 1) when the
+grant is no longer live: superseded, released or expired. A lease that has
+ended cannot be brought back; acquire the key again for a new token.`,
+	examples: `
+fencectl renew db 4294967297 --holder alice`,
+	new: func() runner { return &renewCmd{} },
+}
+
+type renewCmd struct {
+	holder string
+}
+
+func (r *renewCmd) flags(fs *pflag.FlagSet) {
+	fs.StringVar(&r.holder, "holder", "", "holder of the grant (required)")
+}
+
+func (r *renewCmd) run(ctx context.Context, e *env, args []string) error {
+	if len(args) != 2 {
+		return usageErr("renew", "renew takes KEY and TOKEN")
+	}
+	if r.holder == "" {
+		return usageErr("renew", "--holder is required")
+	}
+	tok, err := parseToken("renew", args[1])
+	if err != nil {
+		return err
+	}
+	ctx, cancel := e.withTimeout(ctx, 0)
+	defer cancel()
+	out, err := e.client().Renew(ctx, args[0], r.holder, tok)
+	if err != nil {
+		return explain(err, subject{key: args[0], holder: r.holder, token: args[1]}, e)
+	}
+	if e.jsonOutput() {
+		return printJSON(e.stdout, out)
+	}
+	return fields(e.stdout, "key", out.Key, "holder", out.Holder, "token", tokenText(out.Token), "ttl", out.TTL)
+}
+
+var releaseCommand = command{
+	name:    "release",
+	args:    "KEY TOKEN | --force KEY [TOKEN]",
+	summary: "end a grant (with --force: any key's current grant)",
+	help: `
+Ends the grant of KEY with TOKEN held by --holder, so the key can be granted
+again at once. Releasing a grant that was already released succeeds, so a
+release can be repeated safely.
+
+With --force an operator ends the current grant of KEY whoever holds it; TOKEN
+is then optional and, when given, must be the current grant's. The holder of a
+forced-out grant is not told: its token is simply no longer current, and
+fenced resources refuse it once a newer token has been used.`,
+	examples: `
+fencectl release db 4294967297 --holder alice
+fencectl release --force db`,
+	new: func() runner { return &releaseCmd{} },
+}
+
+type releaseCmd struct {
+	holder string
+	force  bool
+}
+
+func (r *releaseCmd) flags(fs *pflag.FlagSet) {
+	fs.StringVar(&r.holder, "holder", "", "holder of the grant (required without --force)")
+	fs.BoolVar(&r.force, "force", false, "end the key's current grant whoever holds it (operators)")
+}
+
+func (r *releaseCmd) run(ctx context.Context, e *env, args []string) error {
+	req, err := r.request(args)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := e.withTimeout(ctx, 0)
+	defer cancel()
+	out, err := e.client().Release(ctx, req)
+	if err != nil {
+		tok := ""
+		if req.Token != 0 {
+			tok = req.Token.String()
+		}
+		return explain(err, subject{key: req.Key, holder: req.Holder, token: tok}, e)
+	}
+	if e.jsonOutput() {
+		return printJSON(e.stdout, out)
+	}
+	return fields(e.stdout, "key", out.Key, "token", tokenText(out.Token), "state", out.State)
+}
+
+func (r *releaseCmd) request(args []string) (api.ReleaseRequest, error) {
+	switch {
+	case r.force && (len(args) < 1 || len(args) > 2):
+		return api.ReleaseRequest{}, usageErr("release", "release --force takes KEY and an optional TOKEN")
+	case !r.force && len(args) != 2:
+		return api.ReleaseRequest{}, usageErr("release", "release takes KEY and TOKEN (or --force KEY)")
+	case !r.force && r.holder == "":
+		return api.ReleaseRequest{}, usageErr("release", "--holder is required (or --force)")
+	}
+	req := api.ReleaseRequest{Key: args[0], Holder: r.holder, Force: r.force}
+	if len(args) == 2 {
+		tok, err := parseToken("release", args[1])
+		if err != nil {
+			return api.ReleaseRequest{}, err
+		}
+		req.Token = tok
+	}
+	return req, nil
+}

@@ -1,0 +1,115 @@
+package main
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/spf13/pflag"
+
+	"github.com/fenced/fenced/api"
+)
+
+var keysCommand = command{
+	name:    "keys",
+	args:    "[PREFIX]",
+	summary: "list keys with their holder, token, state and remaining lease",
+	help: `
+Lists the keys whose names start with PREFIX (every key without one), in name
+order, read linearizably from the leader. A key stays listed after its grant
+ends: fenced never forgets a key, so that its tokens keep growing.
+
+REMAINING is the lease time left on the leader's clock, for held keys.`,
+	examples: `
+fencectl keys
+fencectl keys deploy/
+fencectl keys --limit 20 -o json | jq -r '.keys[] | select(.state == "held") | .key'`,
+	new: func() runner { return &keysCmd{} },
+}
+
+type keysCmd struct {
+	limit int
+}
+
+func (k *keysCmd) flags(fs *pflag.FlagSet) {
+	fs.IntVar(&k.limit, "limit", 0, "list at most this many keys (0: all)")
+}
+
+func (k *keysCmd) run(ctx context.Context, e *env, args []string) error {
+	if len(args) > 1 {
+		return usageErr("keys", "keys takes at most one PREFIX")
+	}
+	if k.limit < 0 {
+		return usageErr("keys", "--limit must not be negative")
+	}
+	prefix := ""
+	if len(args) == 1 {
+		prefix = args[0]
+	}
+	ctx, cancel := e.withTimeout(ctx, 0)
+	defer cancel()
+	ks, err := e.client().Keys(ctx, prefix, k.limit)
+	if err != nil {
+		return explain(err, subject{key: prefix}, e)
+	}
+	if ks == nil {
+		ks = []api.KeyInfo{}
+	}
+	if e.jsonOutput() {
+		return printJSON(e.stdout, api.KeysResponse{Keys: ks})
+	}
+	t := newTable(e.stdout, "KEY", "HOLDER", "TOKEN", "EPOCH", "SEQ", "STATE", "TTL", "REMAINING")
+	for _, ki := range ks {
+		t.row(ki.Key, ki.Holder, ki.Token.String(), strconv.FormatUint(ki.Epoch, 10), strconv.FormatUint(ki.Seq, 10),
+			ki.State, ki.TTL, ki.LeaseRemaining)
+	}
+	return t.flush()
+}
+
+var keyCommand = command{
+	name:    "key",
+	args:    "KEY",
+	summary: "show one key: holder, token (epoch, seq), state and remaining lease",
+	help: `
+Shows one key, read linearizably from the leader: its current or last holder,
+the token of its last grant with the token's epoch and seq, the state of that
+grant (held, released, expired), its TTL and, when held, the lease time left on
+the leader's clock.
+
+A key that was never granted is an error (exit 1).`,
+	examples: `
+fencectl key db
+fencectl key db -o json | jq -r .token`,
+	new: func() runner { return &keyCmd{} },
+}
+
+type keyCmd struct{}
+
+func (*keyCmd) flags(*pflag.FlagSet) {}
+
+func (*keyCmd) run(ctx context.Context, e *env, args []string) error {
+	if len(args) != 1 {
+		return usageErr("key", "key takes exactly one KEY")
+	}
+	ctx, cancel := e.withTimeout(ctx, 0)
+	defer cancel()
+	ki, err := e.client().Key(ctx, args[0])
+	if err != nil {
+		return explain(err, subject{key: args[0]}, e)
+	}
+	if e.jsonOutput() {
+		return printJSON(e.stdout, ki)
+	}
+	return printKeyInfo(e, ki)
+}
+
+func printKeyInfo(e *env, ki *api.KeyInfo) error {
+	return fields(e.stdout,
+		"key", ki.Key,
+		"holder", ki.Holder,
+		"token", tokenText(ki.Token),
+		"state", ki.State,
+		"ttl", ki.TTL,
+		"remaining", ki.LeaseRemaining,
+		"index", strconv.FormatUint(ki.Index, 10),
+	)
+}

@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"strconv"
+	"sync"
+
+	"github.com/spf13/pflag"
+
+	"github.com/fenced/fenced/api"
+)
+
+var statusCommand = command{
+	name:    "status",
+	summary: "show members, leader, term, commit and applied index, and each node's health",
+	help: `
+Shows the cluster as its members see it. fencectl asks the first endpoint that
+answers for the member list, then asks every member, at its own HTTP address,
+for its view (GET /v1/cluster) and its readiness (GET /readyz). A member that
+does not answer is shown as unreachable; one that answers but knows no leader
+as not ready.
+
+The exit code is 0 when a leader is known, 1 when no node is reachable or no
+leader is known.`,
+	examples: `
+fencectl status
+fencectl status --endpoints 10.0.0.1:7700,10.0.0.2:7700
+fencectl status -o json | jq '.members[] | select(.health != "ready")'`,
+	new: func() runner { return &statusCmd{} },
+}
+
+type statusCmd struct{}
+
+func (*statusCmd) flags(*pflag.FlagSet) {}
+
+// memberHealth is one member as fencectl status reports it.
+type memberHealth struct {
+	ID       string      `json:"id"`
+	HTTPAddr string      `json:"http_addr"`
+	RaftAddr string      `json:"raft_addr"`
+	Voter    bool        `json:"voter"`
+	Leader   bool        `json:"leader"`
+	Health   string      `json:"health"` // ready, not_ready, unreachable
+	Error    string      `json:"error,omitempty"`
+	Status   *api.Status `json:"status,omitempty"`
+}
+
+// clusterHealth is the JSON document of fencectl status.
+type clusterHealth struct {
+	Leader     string         `json:"leader"`
+	LeaderHTTP string         `json:"leader_http,omitempty"`
+	Term       uint64         `json:"term"`
+	Members    []memberHealth `json:"members"`
+}
+
+// Health values of a member.
+const (
+	healthReady       = "ready"
+	healthNotReady    = "not_ready"
+	healthUnreachable = "unreachable"
+)
+
+func (*statusCmd) run(ctx context.Context, e *env, args []string) error {
+	if len(args) != 0 {
+		return usageErr("status", "status takes no arguments")
+	}
+	ctx, cancel := e.withTimeout(ctx, 0)
+	defer cancel()
+	c := e.client()
+	first, err := c.Status(ctx)
+	if err != nil {
+		return explain(err, subject{}, e)
+	}
+	h := gatherHealth(ctx, c, schemeOf(c.Endpoints()), first)
+	if e.jsonOutput() {
+		if err := printJSON(e.stdout, h); err != nil {
+			return err
+		}
+	} else if err := printHealth(e, h); err != nil {
+		return err
+	}
+	if h.Leader == "" {
+		return errors.New("the cluster has no leader")
+	}
+	return nil
+}
+
+// gatherHealth asks every member, in parallel, for its status and readiness.
+// The leader and term come from the leader's own answer when it gives one.
+func gatherHealth(ctx context.Context, c *api.Client, scheme string, first *api.Status) clusterHealth {
+	h := clusterHealth{Leader: first.LeaderID, LeaderHTTP: first.LeaderHTTP, Term: first.Term}
+	h.Members = make([]memberHealth, len(first.Members))
+	var wg sync.WaitGroup
+	for i, m := range first.Members {
+		h.Members[i] = memberHealth{ID: m.ID, HTTPAddr: m.HTTPAddr, RaftAddr: m.RaftAddr, Voter: m.Voter, Leader: m.Leader}
+		if m.HTTPAddr == "" {
+			h.Members[i].Health, h.Members[i].Error = healthUnreachable, "its HTTP address is not known yet"
+			continue
+		}
+		wg.Add(1)
+		go func(mh *memberHealth) {
+			defer wg.Done()
+			probe(ctx, c, scheme+"://"+mh.HTTPAddr, mh)
+		}(&h.Members[i])
+	}
+	wg.Wait()
+	for _, m := range h.Members {
+		if m.Status != nil && m.Status.LeaderID == m.ID && m.Status.Ready {
+			h.Leader, h.LeaderHTTP, h.Term = m.ID, m.HTTPAddr, m.Status.Term
+		}
+	}
+	return h
+}
+
+func probe(ctx context.Context, c *api.Client, endpoint string, mh *memberHealth) {
+	st, err := c.NodeStatus(ctx, endpoint)
+	if err != nil {
+		mh.Health, mh.Error = healthUnreachable, oneLine(err.Error())
+		return
+	}
+	mh.Status = st
+	if err := c.NodeReady(ctx, endpoint); err != nil {
+		mh.Health, mh.Error = healthNotReady, oneLine(err.Error())
+		return
+	}
+	mh.Health = healthReady
+}
+
+// schemeOf returns the URL scheme of the endpoints, so members are reached
+// the same way (http or https) as the endpoints given.
+func schemeOf(endpoints []string) string {
+	for _, ep := range endpoints {
+		if u, err := url.Parse(ep); err == nil && u.Scheme != "" {
+			return u.Scheme
+		}
+	}
+	return "http"
+}
+
+func printHealth(e *env, h clusterHealth) error {
+	ready := 0
+	for _, m := range h.Members {
+		if m.Health == healthReady {
+			ready++
+		}
+	}
+	leader := h.Leader
+	if leader == "" {
+		leader = "none"
+	}
+	fmt.Fprintf(e.stdout, "leader: %s  term: %d  members: %d (%d ready)\n\n", leader, h.Term, len(h.Members), ready)
+	t := newTable(e.stdout, "ID", "HTTP", "RAFT", "ROLE", "VOTER", "TERM", "COMMIT", "APPLIED", "KEYS", "HEALTH")
+	for _, m := range h.Members {
+		role, term, commit, applied, keys := "", "", "", "", ""
+		if st := m.Status; st != nil {
+			role = st.State
+			term, commit = strconv.FormatUint(st.Term, 10), strconv.FormatUint(st.CommitIndex, 10)
+			applied, keys = strconv.FormatUint(st.AppliedIndex, 10), strconv.Itoa(st.Keys)
+		}
+		health := m.Health
+		if m.Error != "" {
+			health += ": " + m.Error
+		}
+		t.row(m.ID, m.HTTPAddr, m.RaftAddr, role, yesNo(m.Voter), term, commit, applied, keys, health)
+	}
+	return t.flush()
+}
