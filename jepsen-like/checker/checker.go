@@ -286,10 +286,16 @@ func NoLostGrant(ops []history.Op, final *Final) Result {
 			if o.Current < m {
 				r.violate("verify saw current token %s after grant %s was acknowledged:\n  %s\n  %s", history.Tok(o.Current), history.Tok(m), mo.Describe(), o.Describe())
 			}
-		case history.Renew, history.Release:
+		case history.Renew, history.Release, history.Keepalive:
+			tok := o.Token
+			if o.Kind == history.Keepalive {
+				if tok = o.Granted; tok == 0 {
+					continue
+				}
+			}
 			r.Checked++
-			if o.Token < m {
-				r.violate("%s of token %s accepted after grant %s was acknowledged:\n  %s\n  %s", o.Kind, history.Tok(o.Token), history.Tok(m), mo.Describe(), o.Describe())
+			if tok < m {
+				r.violate("%s of token %s accepted after grant %s was acknowledged:\n  %s\n  %s", o.Kind, history.Tok(tok), history.Tok(m), mo.Describe(), o.Describe())
 			}
 		}
 	}
@@ -405,8 +411,8 @@ func Resource(ops []history.Op) Result {
 		case history.Write:
 			g.values = append(g.values, o.Value)
 		case history.Read:
-			if !equalInts(o.Values, g.values) {
-				r.violate("read of %s returned %d values, %d writes were admitted before it (acknowledged write lost):\n  %s", o.Key, len(o.Values), len(g.values), o.Describe())
+			if o.Count != len(g.values) || o.Digest != history.Digest(g.values) || !equalInts(o.Values, history.Tail(g.values)) {
+				r.violate("read of %s returned %d values, not the %d writes admitted before it (an acknowledged write lost or changed):\n  %s", o.Key, o.Count, len(g.values), o.Describe())
 			}
 		}
 	}
@@ -452,8 +458,11 @@ func LeaseNoEarlyExpiry(ops []history.Op, ttl time.Duration) Result {
 			if p := lastRenew[k]; p == nil || o.Invoke > p.Invoke {
 				lastRenew[k] = o
 			}
-		case o.Kind == history.Renew && o.Outcome == history.OK:
+		case o.Kind == history.Renew && o.Outcome == history.OK, o.Kind == history.Keepalive && o.Outcome == history.OK && o.Granted != 0:
 			k := kt{o.Key, o.Token}
+			if o.Kind == history.Keepalive {
+				k.tok = o.Granted
+			}
 			if p := lastRenew[k]; p == nil || o.Invoke > p.Invoke {
 				lastRenew[k] = o
 			}

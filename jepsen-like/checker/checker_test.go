@@ -72,7 +72,7 @@ func write(holder string, t fence.Token, v, seq int, ok bool) history.Op {
 }
 
 func read(holder string, t fence.Token, seq int, values ...int) history.Op {
-	return history.Op{Kind: history.Read, Holder: holder, Token: t, Seq: seq, Values: values}
+	return history.Op{Kind: history.Read, Holder: holder, Token: t, Seq: seq, Count: len(values), Digest: history.Digest(values), Values: history.Tail(values)}
 }
 
 func lin(t *testing.T, ops []history.Op) Result {
@@ -140,6 +140,11 @@ func TestLinearizableGood(t *testing.T) {
 			add(acq("a", a1), 0, 10).
 			add(rel("a", a1), 20, 30).
 			add(acq("b", a2), 40, 50),
+		"keepalive renews the current grant, or nothing": new(h).
+			add(acq("a", a1), 0, 10).
+			add(history.Op{Kind: history.Keepalive, Holder: "a", Granted: a1}, 20, 30).
+			add(history.Op{Kind: history.Keepalive, Holder: "a"}, 40, 50).
+			add(ver(a1, "b", false, "holder_mismatch", a1, "a"), 60, 70),
 		"expired release refusal after expiry": new(h).
 			add(acq("a", a1), 0, 10).
 			add(history.Op{Kind: history.Release, Holder: "a", Token: a1, Outcome: history.Fail, Code: "expired"}, 20, 30).
@@ -177,6 +182,10 @@ func TestLinearizableBad(t *testing.T) {
 			add(acq("a", a1), 0, 10).
 			add(acq("b", b1), 20, 30).
 			add(rel("a", a1), 40, 50),
+		"keepalive renewed a superseded grant": new(h).
+			add(acq("a", a1), 0, 10).
+			add(acq("b", b1), 20, 30).
+			add(history.Op{Kind: history.Keepalive, Holder: "a", Granted: a1}, 40, 50),
 		"held refusal names a holder that does not hold": new(h).
 			add(acq("a", a1), 0, 10).
 			add(rel("a", a1), 20, 30).
@@ -277,6 +286,20 @@ func TestResource(t *testing.T) {
 	expect(t, Resource(shared.ops), false)
 	lost := new(h).add(write("a", a1, 1, 1, true), 0, 1).add(read("a", a1, 2), 2, 3)
 	expect(t, Resource(lost.ops), false)
+	var many []int
+	for i := 1; i <= 20; i++ {
+		many = append(many, i)
+	}
+	long := new(h)
+	for i, v := range many {
+		long.add(write("a", a1, v, i+1, true), int64(i), int64(i))
+	}
+	long.add(read("a", a1, 21, many...), 30, 31)
+	expect(t, Resource(long.ops), true)
+	changed := append(append([]int(nil), many[:3]...), append([]int{99}, many[4:]...)...)
+	long.ops[len(long.ops)-1] = read("a", a1, 21, changed...)
+	long.ops[len(long.ops)-1].Index, long.ops[len(long.ops)-1].Key = 20, "k"
+	expect(t, Resource(long.ops), false)
 	wrongRefusal := new(h).add(write("a", a1, 1, 1, true), 0, 1).add(write("b", b1, 2, 2, false), 2, 3)
 	expect(t, Resource(wrongRefusal.ops), false)
 }

@@ -113,6 +113,13 @@ func stepOne(s lockState, op *history.Op) []lockState {
 		return stepRelease(s, op)
 	case history.Renew:
 		return stepRenew(s, op)
+	case history.Keepalive:
+		if op.Outcome != history.OK || op.Granted == 0 {
+			return []lockState{s} // no lease renewed: it may have been dead
+		}
+		renewal := *op
+		renewal.Token = op.Granted
+		return stepRenew(s, &renewal)
 	case history.Verify:
 		return stepVerify(s, op)
 	}
@@ -363,7 +370,7 @@ func LockOps(ops []history.Op) []porcupine.Operation {
 		o := &ops[i]
 		switch o.Kind {
 		case history.Acquire, history.Release:
-		case history.Renew, history.Verify:
+		case history.Renew, history.Verify, history.Keepalive:
 			if o.Outcome == history.Info {
 				continue
 			}

@@ -22,6 +22,9 @@ const (
 	Renew   = "renew"
 	Release = "release"
 	Verify  = "verify"
+	// Keepalive renews every lease of a holder; Granted is the token of the
+	// key's grant it renewed, 0 if none.
+	Keepalive = "keepalive"
 	// Write and Read go to the harness's fenced resource, not to fenced.
 	Write = "write"
 	Read  = "read"
@@ -73,8 +76,11 @@ type Op struct {
 	Allow         bool        `json:"allow,omitempty"`
 	Current       fence.Token `json:"current,omitempty"`
 	CurrentHolder string      `json:"current_holder,omitempty"`
-	// Values is what a read of the resource returned; Seq is the position
-	// of the operation in the resource's own order.
+	// A read of the resource returned Count values whose digest is Digest
+	// (see Digest); Values keeps the last few of them, for people. Seq is
+	// the position of the operation in the resource's own order.
+	Count  int    `json:"count,omitempty"`
+	Digest uint64 `json:"digest,omitempty"`
 	Values []int  `json:"values,omitempty"`
 	Seq    int    `json:"seq,omitempty"`
 	Error  string `json:"error,omitempty"`
@@ -91,6 +97,30 @@ type Fault struct {
 	End     int64    `json:"end"`
 	Nodes   []string `json:"nodes,omitempty"`
 	Detail  string   `json:"detail,omitempty"`
+}
+
+// TailLen is how many of a read's last values the history keeps.
+const TailLen = 5
+
+// Digest is the FNV-1a hash of a sequence of values: a read's content in a
+// few bytes, so the history does not grow with the square of the writes.
+func Digest(values []int) uint64 {
+	h := uint64(14695981039346656037)
+	for _, v := range values {
+		for i := 0; i < 8; i++ {
+			h ^= uint64(byte(v >> (8 * i)))
+			h *= 1099511628211
+		}
+	}
+	return h
+}
+
+// Tail returns the last TailLen values.
+func Tail(values []int) []int {
+	if len(values) > TailLen {
+		values = values[len(values)-TailLen:]
+	}
+	return append([]int(nil), values...)
 }
 
 // Recorder collects operations and faults from concurrent clients.
@@ -248,6 +278,8 @@ func (o *Op) Describe() string {
 	switch o.Kind {
 	case Acquire:
 		in = fmt.Sprintf("acquire(%s, %s)", o.Key, o.Holder)
+	case Keepalive:
+		in = fmt.Sprintf("keepalive(%s, %s)", o.Key, o.Holder)
 	case Verify:
 		h := o.Holder
 		if h == "" {
@@ -271,7 +303,7 @@ func (o *Op) Describe() string {
 		if o.HeldBy != "" {
 			out += " by " + o.HeldBy
 		}
-	case o.Kind == Acquire:
+	case o.Kind == Acquire, o.Kind == Keepalive:
 		out = "ok " + Tok(o.Granted)
 		if o.Renewed {
 			out += " (renewed)"
@@ -279,7 +311,7 @@ func (o *Op) Describe() string {
 	case o.Kind == Verify:
 		out = fmt.Sprintf("allow=%v %s current=%s/%s", o.Allow, o.Code, Tok(o.Current), o.CurrentHolder)
 	case o.Kind == Read:
-		out = fmt.Sprintf("ok %v", o.Values)
+		out = fmt.Sprintf("ok %d values, ending %v", o.Count, o.Values)
 	default:
 		out = "ok"
 	}

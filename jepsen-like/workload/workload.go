@@ -236,8 +236,10 @@ func (c *client) hold(ctx context.Context, tok fence.Token) {
 			c.verify(ctx, tok, c.holder, true)
 		case r < 4:
 			c.verifyOther(ctx)
-		case r < 6:
+		case r < 5:
 			lost = !c.renew(ctx, tok)
+		case r < 6:
+			c.keepalive(ctx)
 		case r < 9:
 			lost = !c.write(tok)
 		default:
@@ -419,7 +421,34 @@ func (c *client) verifyOther(ctx context.Context) {
 	if tok == 0 {
 		return
 	}
-	c.verify(ctx, tok, "", false)
+	// Sometimes name this client as the holder: a token of someone else's
+	// current grant must then be refused (holder_mismatch).
+	holder := ""
+	if c.rng.Intn(3) == 0 {
+		holder = c.holder
+	}
+	c.verify(ctx, tok, holder, false)
+}
+
+// keepalive renews every lease of the client's holder (its key's, if any).
+func (c *client) keepalive(ctx context.Context) {
+	op := c.w.rec.Invoke(history.Op{Client: c.id, Kind: history.Keepalive, Key: c.key, Holder: c.holder})
+	octx, cancel := c.opCtx(ctx)
+	out, err := c.api.Keepalive(octx, c.holder)
+	cancel()
+	c.w.rec.Complete(op, func(o *history.Op) {
+		if err != nil {
+			o.Outcome, o.Code = classify(err, true, nil)
+			o.Error = err.Error()
+			return
+		}
+		o.Outcome = history.OK
+		for _, r := range out.Renewed {
+			if r.Key == c.key {
+				o.Granted = r.Token
+			}
+		}
+	})
 }
 
 func (c *client) verify(ctx context.Context, tok fence.Token, holder string, own bool) {
@@ -502,7 +531,7 @@ func (c *client) read(tok fence.Token) bool {
 		o.Seq = r.Seq
 		o.Current = r.High
 		if r.Accepted {
-			o.Outcome, o.Values = history.OK, r.Values
+			o.Outcome, o.Count, o.Digest, o.Values = history.OK, len(r.Values), history.Digest(r.Values), history.Tail(r.Values)
 		} else {
 			o.Outcome, o.Code = history.Fail, "stale_token"
 		}
