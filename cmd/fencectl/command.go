@@ -53,29 +53,48 @@ func lookup(name string) (command, bool) {
 }
 
 // run parses the command line, runs the command and returns the process exit
-// code. Global flags may come before or after the command name.
+// code.
 func run(ctx context.Context, e *env, args []string) int {
+	inv, err := parse(e, args)
+	if err != nil || inv.r == nil {
+		return report(e, err)
+	}
+	return report(e, inv.r.run(ctx, e, inv.args))
+}
+
+// invocation is a parsed command line. A nil runner means there is nothing
+// left to do (help was printed).
+type invocation struct {
+	cmd  command
+	r    runner
+	args []string
+}
+
+// parse reads global flags, the command name, the command's flags (global
+// flags may come before or after the command name) and the environment
+// fallbacks of the global flags into e.g.
+func parse(e *env, args []string) (invocation, error) {
 	gfs := e.g.flagSet()
 	gfs.SetInterspersed(false)
 	if err := gfs.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			printTopHelp(e.stdout)
-			return exitOK
+			return invocation{}, nil
 		}
-		return report(e, usageErr("", err.Error()))
+		return invocation{}, usageErr("", err.Error())
 	}
 	rest := gfs.Args()
 	if len(rest) == 0 {
 		printTopHelp(e.stderr)
-		return exitUsage
+		return invocation{}, &exitError{code: exitUsage}
 	}
 	name, rest := rest[0], rest[1:]
 	if name == "help" {
-		return report(e, helpCommand(e, rest))
+		return invocation{}, helpCommand(e, rest)
 	}
 	c, ok := lookup(name)
 	if !ok {
-		return report(e, usageErr("", fmt.Sprintf("unknown command %q", name)))
+		return invocation{}, usageErr("", fmt.Sprintf("unknown command %q", name))
 	}
 	r := c.new()
 	fs := newFlagSet(c.name)
@@ -84,14 +103,14 @@ func run(ctx context.Context, e *env, args []string) int {
 	if err := fs.Parse(rest); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			printCommandHelp(e.stdout, c)
-			return exitOK
+			return invocation{}, nil
 		}
-		return report(e, usageErr(c.name, err.Error()))
+		return invocation{}, usageErr(c.name, err.Error())
 	}
 	if err := e.g.finish(gfs, e.getenv); err != nil {
-		return report(e, usageErr(c.name, err.Error()))
+		return invocation{}, usageErr(c.name, err.Error())
 	}
-	return report(e, r.run(ctx, e, fs.Args()))
+	return invocation{cmd: c, r: r, args: fs.Args()}, nil
 }
 
 // newFlagSet returns a FlagSet that reports errors to its caller instead of

@@ -23,8 +23,8 @@ for its view (GET /v1/cluster) and its readiness (GET /readyz). A member that
 does not answer is shown as unreachable; one that answers but knows no leader
 as not ready.
 
-The exit code is 0 when a leader is known, 1 when no node is reachable or no
-leader is known.`,
+The exit code is 0 when a member answers that it is the ready leader, 1 when
+no node is reachable or no leader answers.`,
 	examples: `
 fencectl status
 fencectl status --endpoints 10.0.0.1:7700,10.0.0.2:7700
@@ -74,7 +74,11 @@ func (*statusCmd) run(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return explain(err, subject{}, e)
 	}
-	h := gatherHealth(ctx, c, schemeOf(c.Endpoints()), first)
+	// Half the timeout for the probes: a member that hangs is shown as
+	// unreachable while the command still ends within --timeout.
+	pctx, pcancel := context.WithTimeout(ctx, e.g.timeout/2)
+	defer pcancel()
+	h := gatherHealth(pctx, c, schemeOf(c.Endpoints()), first)
 	if e.jsonOutput() {
 		if err := printJSON(e.stdout, h); err != nil {
 			return err
@@ -83,36 +87,73 @@ func (*statusCmd) run(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if h.Leader == "" {
-		return errors.New("the cluster has no leader")
+		return errors.New("the cluster has no leader: no member answered that it is the ready leader")
 	}
 	return nil
 }
 
 // gatherHealth asks every member, in parallel, for its status and readiness.
-// The leader and term come from the leader's own answer when it gives one.
+// The leader is the member that answers itself that it is the ready leader:
+// a leader another node merely remembers may be gone.
 func gatherHealth(ctx context.Context, c *api.Client, scheme string, first *api.Status) clusterHealth {
-	h := clusterHealth{Leader: first.LeaderID, LeaderHTTP: first.LeaderHTTP, Term: first.Term}
+	h := clusterHealth{Term: first.Term}
 	h.Members = make([]memberHealth, len(first.Members))
+	known := endpointIDs(ctx, c, first.Members)
 	var wg sync.WaitGroup
 	for i, m := range first.Members {
 		h.Members[i] = memberHealth{ID: m.ID, HTTPAddr: m.HTTPAddr, RaftAddr: m.RaftAddr, Voter: m.Voter, Leader: m.Leader}
+		endpoint := scheme + "://" + m.HTTPAddr
 		if m.HTTPAddr == "" {
-			h.Members[i].Health, h.Members[i].Error = healthUnreachable, "its HTTP address is not known yet"
-			continue
+			if endpoint = known[m.ID]; endpoint == "" {
+				h.Members[i].Health, h.Members[i].Error = healthUnreachable, "its HTTP address is not known yet"
+				continue
+			}
 		}
 		wg.Add(1)
 		go func(mh *memberHealth) {
 			defer wg.Done()
-			probe(ctx, c, scheme+"://"+mh.HTTPAddr, mh)
+			probe(ctx, c, endpoint, mh)
 		}(&h.Members[i])
 	}
 	wg.Wait()
 	for _, m := range h.Members {
+		if m.Status != nil && m.Status.Term > h.Term {
+			h.Term = m.Status.Term
+		}
 		if m.Status != nil && m.Status.LeaderID == m.ID && m.Status.Ready {
-			h.Leader, h.LeaderHTTP, h.Term = m.ID, m.HTTPAddr, m.Status.Term
+			h.Leader, h.LeaderHTTP = m.ID, m.HTTPAddr
 		}
 	}
 	return h
+}
+
+// endpointIDs maps member ids to the given endpoints that answer as them,
+// for members whose HTTP address the cluster has not recorded yet (a node
+// that just started announces it within a second or so).
+func endpointIDs(ctx context.Context, c *api.Client, members []api.Member) map[string]string {
+	missing := false
+	for _, m := range members {
+		missing = missing || m.HTTPAddr == ""
+	}
+	out := map[string]string{}
+	if !missing {
+		return out
+	}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for _, ep := range c.Endpoints() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if st, err := c.NodeStatus(ctx, ep); err == nil {
+				mu.Lock()
+				out[st.ID] = ep
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	return out
 }
 
 func probe(ctx context.Context, c *api.Client, endpoint string, mh *memberHealth) {
