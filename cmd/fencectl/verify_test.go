@@ -96,7 +96,9 @@ func TestVerifyExitCodes(t *testing.T) {
 	if _, err := c.Release(ctx, api.ReleaseRequest{Key: key, Holder: "alice", Token: g1.Token}); err != nil {
 		t.Fatal(err)
 	}
-	t.Run("released", func(t *testing.T) { check(t, verifyCase{"released", []string{"verify", key, t1}, exitRefused, "released"}) })
+	t.Run("released", func(t *testing.T) {
+		check(t, verifyCase{"released", []string{"verify", key, t1}, exitRefused, "released"})
+	})
 	g2, err := c.Acquire(ctx, api.AcquireRequest{Key: key, Holder: "bob", TTL: "30s"})
 	if err != nil {
 		t.Fatal(err)
