@@ -12,6 +12,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -465,6 +466,38 @@ func TestCompose5Nodes(t *testing.T) {
 	}
 	if v, err := p.client("fenced1").Verify(ctx, "five", g.Token.String(), "a"); err != nil || !v.Allow {
 		t.Fatalf("verify through fenced1 of a grant made through fenced5: %+v %v", v, err)
+	}
+
+	// fencectl inside a container sees every member ready, at the addresses
+	// the members advertise on the compose network.
+	var h struct {
+		Leader  string `json:"leader"`
+		Members []struct {
+			ID     string `json:"id"`
+			Health string `json:"health"`
+		} `json:"members"`
+	}
+	out := p.docker("exec", p.container("fenced3"), "/fencectl", "status", "-o", "json")
+	if err := json.Unmarshal([]byte(out), &h); err != nil {
+		t.Fatalf("fencectl status -o json in fenced3: %v\n%s", err, out)
+	}
+	if h.Leader == "" || len(h.Members) != 5 {
+		t.Fatalf("fencectl status in fenced3: %s", out)
+	}
+	for _, m := range h.Members {
+		if m.Health != "ready" {
+			t.Fatalf("fencectl status in fenced3: %s is %s\n%s", m.ID, m.Health, out)
+		}
+	}
+
+	// fencectl on the host works through the published ports.
+	fencectl, err := proccluster.Fencectl()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.CommandContext(ctx, fencectl, "selftest", "--endpoints", strings.Join(p.endpoints(p.services), ","))
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("fencectl selftest from the host: %v\n%s", err, out)
 	}
 }
 
