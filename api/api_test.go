@@ -59,7 +59,7 @@ func startCluster(t *testing.T, size int) []*testNode {
 		srv.Start()
 		tn := &testNode{node: n, srv: srv, url: srv.URL}
 		out = append(out, tn)
-		t.Cleanup(func() { srv.Close(); n.Close() })
+		t.Cleanup(func() { n.Close(); srv.Close() })
 	}
 	// Ready when a leader is ready and every node knows the leader's address.
 	testutil.Eventually(t, 15*time.Second, func() error {
@@ -321,5 +321,50 @@ func TestTokenIsNeverAJSONNumber(t *testing.T) {
 	b, _ := json.Marshal(Grant{Token: fence.MaxToken})
 	if !bytes.Contains(b, []byte(`"token":"9223372036854775807"`)) {
 		t.Fatalf("%s", b)
+	}
+}
+
+func TestBackupRestoreAndTransferOverHTTP(t *testing.T) {
+	nodes := startCluster(t, 3)
+	_, fol := leaderOf(t, nodes)
+	c := NewClient([]string{fol.url})
+	ctx := context.Background()
+	g, err := c.Acquire(ctx, AcquireRequest{Key: "b", Holder: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	data, meta, err := c.Backup(ctx)
+	if err != nil || meta.Keys != 1 || len(data) == 0 {
+		t.Fatalf("backup: %d bytes, %+v, %v", len(data), meta, err)
+	}
+	if _, err := c.Release(ctx, ReleaseRequest{Key: "b", Holder: "a", Token: g.Token}); err != nil {
+		t.Fatal(err)
+	}
+	g2, err := c.Acquire(ctx, AcquireRequest{Key: "b", Holder: "b"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Restore(ctx, data, 0, 0)
+	if err != nil || !res.SameCluster {
+		t.Fatalf("restore: %+v %v", res, err)
+	}
+	g3, err := c.Acquire(ctx, AcquireRequest{Key: "b", Holder: "c"})
+	if err != nil || g3.Token <= g2.Token {
+		t.Fatalf("after restore: %+v %v (before: %s)", g3, err, g2.Token)
+	}
+	if _, err := c.Restore(ctx, []byte("junk"), 0, 0); !errors.Is(err, ErrBadRequest) {
+		t.Fatalf("junk restore: %v", err)
+	}
+	lead, _ := leaderOf(t, nodes)
+	var target string
+	for _, tn := range nodes {
+		if tn != lead {
+			target = tn.node.ID()
+			break
+		}
+	}
+	leader, err := c.Transfer(ctx, target)
+	if err != nil || leader != target {
+		t.Fatalf("transfer to %s: %q %v", target, leader, err)
 	}
 }

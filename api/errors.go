@@ -26,6 +26,7 @@ var (
 	ErrBadRequest     = cluster.ErrBadRequest
 	ErrMalformedToken = fence.ErrMalformed
 	ErrNoLease        = cluster.ErrNoLease
+	ErrLockDelay      = cluster.ErrLockDelay
 	// ErrUnknownOutcome: a write may or may not have been committed. The
 	// client retries such writes itself (they are idempotent); it returns this
 	// only when its context ends first. Never read it as "failed".
@@ -50,6 +51,7 @@ var wireErrors = []struct {
 	{"expired", http.StatusConflict, fsm.ErrExpired},
 	{"grant_ended", http.StatusConflict, fsm.ErrGrantEnded},
 	{"no_lease", http.StatusConflict, cluster.ErrNoLease},
+	{"lock_delay", http.StatusConflict, cluster.ErrLockDelay},
 	{"unknown_key", http.StatusNotFound, fsm.ErrUnknownKey},
 	{"seq_exhausted", http.StatusServiceUnavailable, fsm.ErrSeqExhausted},
 	{"epoch_exhausted", http.StatusServiceUnavailable, fsm.ErrEpochExhausted},

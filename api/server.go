@@ -34,6 +34,9 @@ type Node interface {
 	Keys(ctx context.Context, prefix string, limit int) ([]cluster.KeyInfo, error)
 	Join(ctx context.Context, id, raftAddr, httpAddr string) error
 	Remove(ctx context.Context, id string) error
+	TransferLeadership(id string) error
+	Backup(ctx context.Context) ([]byte, cluster.BackupMeta, error)
+	Restore(ctx context.Context, data []byte, o cluster.RestoreOptions) (cluster.RestoreResult, error)
 	Status() cluster.Status
 	Ready() bool
 	Leader() (id, httpAddr string)
@@ -45,6 +48,8 @@ const (
 	MaxTTL     = 24 * time.Hour
 	DefaultTTL = 10 * time.Second
 	MaxWait    = 5 * time.Minute
+	// MaxLockDelay bounds the lock-delay of a grant.
+	MaxLockDelay = 5 * time.Minute
 )
 
 // forwardedHeader marks a request a follower forwarded, so it is forwarded at
@@ -97,6 +102,9 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /v1/cluster", s.cluster)
 	s.mux.HandleFunc("POST /v1/cluster/join", s.write(s.join))
 	s.mux.HandleFunc("POST /v1/cluster/remove", s.write(s.remove))
+	s.mux.HandleFunc("POST /v1/cluster/transfer", s.write(s.transfer))
+	s.mux.HandleFunc("GET /v1/snapshot", s.snapshotSave)
+	s.mux.HandleFunc("POST /v1/snapshot/restore", s.snapshotRestore)
 	s.mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, r *http.Request) {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
@@ -157,13 +165,17 @@ func (s *Server) serve(h handlerFunc, write bool) http.HandlerFunc {
 }
 
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	return readBodyLimit(w, r, MaxBodyBytes)
+}
+
+func readBodyLimit(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
 	if r.Body == nil {
 		return nil, nil
 	}
-	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, MaxBodyBytes))
+	b, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
 	var mbe *http.MaxBytesError
 	if errors.As(err, &mbe) {
-		return nil, fmt.Errorf("%w: body larger than %d bytes", cluster.ErrBadRequest, MaxBodyBytes)
+		return nil, fmt.Errorf("%w: body larger than %d bytes", cluster.ErrBadRequest, limit)
 	}
 	return b, err
 }
@@ -201,7 +213,11 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, body []byte, writ
 		return
 	}
 	defer resp.Body.Close()
-	w.Header().Set("Content-Type", "application/json")
+	for _, h := range []string{"Content-Type", BackupMetaHeader} {
+		if v := resp.Header.Get(h); v != "" {
+			w.Header().Set(h, v)
+		}
+	}
 	w.WriteHeader(resp.StatusCode)
 	_, _ = io.Copy(w, resp.Body)
 }
@@ -288,6 +304,86 @@ func checkToken(t fence.Token) error {
 	return nil
 }
 
+// MaxRestoreBytes bounds the size of a backup given to restore.
+const MaxRestoreBytes = 4 << 30
+
+// BackupMetaHeader carries a backup's metadata (JSON) beside its bytes.
+const BackupMetaHeader = "X-Fenced-Backup"
+
+func (s *Server) snapshotSave(w http.ResponseWriter, r *http.Request) {
+	if !s.node.Ready() && r.Header.Get(forwardedHeader) == "" {
+		s.proxy(w, r, nil, false)
+		return
+	}
+	data, meta, err := s.node.Backup(r.Context())
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	hdr, _ := json.Marshal(meta)
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set(BackupMetaHeader, string(hdr))
+	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
+	_, _ = w.Write(data)
+}
+
+func (s *Server) snapshotRestore(w http.ResponseWriter, r *http.Request) {
+	body, err := readBodyLimit(w, r, MaxRestoreBytes)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	var o cluster.RestoreOptions
+	for name, dst := range map[string]*uint64{"above_epoch": &o.AboveEpoch, "margin": &o.Margin} {
+		if v := r.URL.Query().Get(name); v != "" {
+			n, err := strconv.ParseUint(v, 10, 64)
+			if err != nil || n > fence.MaxEpoch {
+				writeErr(w, fmt.Errorf("%w: %s must be an epoch (0..%d)", cluster.ErrBadRequest, name, fence.MaxEpoch))
+				return
+			}
+			*dst = n
+		}
+	}
+	if !s.node.Ready() && r.Header.Get(forwardedHeader) == "" {
+		s.proxy(w, r, body, true)
+		return
+	}
+	res, err := s.node.Restore(r.Context(), body, o)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	s.log.Warn("restored from backup", "backup_cluster", res.Meta.ClusterID, "new_floor", res.NewFloor, "attested", res.Attested)
+	writeJSON(w, http.StatusOK, res)
+}
+
+// TransferRequest is the body of POST /v1/cluster/transfer; an empty ID
+// lets raft pick the most up-to-date voter.
+type TransferRequest struct {
+	ID string `json:"id,omitempty"`
+}
+
+func (s *Server) transfer(ctx context.Context, body []byte, _ *http.Request) (any, error) {
+	var req TransferRequest
+	if err := decode(body, &req); err != nil {
+		return nil, err
+	}
+	if err := checkName("id", req.ID, MaxHolderLen, false); err != nil {
+		return nil, err
+	}
+	if err := s.node.TransferLeadership(req.ID); err != nil {
+		return nil, err
+	}
+	// The old leader learns the new one with its first heartbeat.
+	deadline := time.Now().Add(5 * time.Second)
+	id, _ := s.node.Leader()
+	for (id == "" || (req.ID != "" && id != req.ID)) && time.Now().Before(deadline) && ctx.Err() == nil {
+		time.Sleep(10 * time.Millisecond)
+		id, _ = s.node.Leader()
+	}
+	return map[string]string{"leader": id}, nil
+}
+
 func (s *Server) acquire(ctx context.Context, body []byte, _ *http.Request) (any, error) {
 	var req AcquireRequest
 	if err := decode(body, &req); err != nil {
@@ -305,7 +401,11 @@ func (s *Server) acquire(ctx context.Context, body []byte, _ *http.Request) (any
 	if err != nil {
 		return nil, err
 	}
-	g, err := s.node.Acquire(ctx, cluster.AcquireArgs{Key: req.Key, Holder: req.Holder, TTL: ttl, Wait: wait, RequestID: req.RequestID})
+	delay, err := parseDuration("lock_delay", req.LockDelay, 0, 0, MaxLockDelay)
+	if err != nil {
+		return nil, err
+	}
+	g, err := s.node.Acquire(ctx, cluster.AcquireArgs{Key: req.Key, Holder: req.Holder, TTL: ttl, Wait: wait, RequestID: req.RequestID, LockDelay: delay})
 	if err != nil {
 		return nil, err
 	}
@@ -568,6 +668,10 @@ func writeErr(w http.ResponseWriter, err error) {
 	var che *cluster.HeldError
 	if errors.As(err, &che) {
 		resp.RetryAfter = che.RetryAfter.String()
+	}
+	var lde *cluster.LockDelayError
+	if errors.As(err, &lde) {
+		resp.RetryAfter = lde.RetryAfter.String()
 	}
 	writeJSON(w, status, resp)
 }

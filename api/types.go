@@ -25,6 +25,9 @@ type AcquireRequest struct {
 	TTL       string `json:"ttl,omitempty"`
 	Wait      string `json:"wait,omitempty"`
 	RequestID string `json:"request_id,omitempty"`
+	// LockDelay keeps the key from new holders this long after this grant
+	// expires (not after a release), as Chubby and Consul do; off when empty.
+	LockDelay string `json:"lock_delay,omitempty"`
 }
 
 // Grant is the answer to a successful acquire: the key, its holder and the
@@ -141,6 +144,12 @@ type ErrorResponse struct {
 	Allow  *bool  `json:"allow,omitempty"`
 	Reason string `json:"reason,omitempty"`
 }
+
+// BackupMeta describes a backup (GET /v1/snapshot, header X-Fenced-Backup).
+type BackupMeta = cluster.BackupMeta
+
+// RestoreResult is the answer of POST /v1/snapshot/restore.
+type RestoreResult = cluster.RestoreResult
 
 // Status is a node's view of the cluster, the answer of GET /v1/cluster.
 type Status = cluster.Status

@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"errors"
+	"fmt"
+	"time"
 
 	"github.com/hashicorp/raft"
 )
@@ -25,10 +27,26 @@ var (
 	ErrShutdown = errors.New("node is shutting down")
 	// ErrBadRequest: the request's fields are invalid.
 	ErrBadRequest = errors.New("bad request")
+	// ErrLockDelay: the key's last grant expired moments ago and its
+	// lock-delay still keeps it from new holders; see LockDelayError.
+	ErrLockDelay = errors.New("key is in its lock-delay after an expiry")
 	// ErrNoLease: renew of a grant that this leader does not hold a live lease
 	// for: it is superseded, released, expired or unknown.
 	ErrNoLease = errors.New("no live lease for this grant")
 )
+
+// LockDelayError says how long a key's lock-delay lasts.
+type LockDelayError struct {
+	Key        string
+	RetryAfter time.Duration
+}
+
+func (e *LockDelayError) Error() string {
+	return fmt.Sprintf("key %q is in its lock-delay for %v after an expiry", e.Key, e.RetryAfter)
+}
+
+// Is makes errors.Is(err, ErrLockDelay) true.
+func (e *LockDelayError) Is(target error) bool { return target == ErrLockDelay }
 
 // translate maps raft's errors to this package's, keeping apart "nothing was
 // proposed" (safe to retry) and "proposed, outcome unknown".

@@ -34,20 +34,28 @@ type leases struct {
 	gen      uint64 // 0: inactive
 	byKey    map[string]*lease
 	byHolder map[string]map[string]*lease
+	// delays holds the end of each key's lock-delay after an expiry.
+	delays map[string]time.Time
 }
 
 func newLeases(log hclog.Logger, expire func(gen uint64, e fsm.Expire)) *leases {
-	return &leases{log: log, expire: expire, byKey: map[string]*lease{}, byHolder: map[string]map[string]*lease{}}
+	return &leases{log: log, expire: expire, byKey: map[string]*lease{}, byHolder: map[string]map[string]*lease{}, delays: map[string]time.Time{}}
 }
 
-// activate arms a full TTL for every live grant, from now, for generation gen.
-func (l *leases) activate(gen uint64, live []fsm.KeyState) {
+// activate arms a full TTL for every live grant, from now, for generation gen,
+// and a full lock-delay for every expired grant that has one: a new leader
+// cannot know when an expiry happened, so it assumes just now.
+func (l *leases) activate(gen uint64, live, delayed []fsm.KeyState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.stopLocked()
 	l.gen = gen
 	for _, k := range live {
 		l.armLocked(k)
+	}
+	now := time.Now()
+	for _, k := range delayed {
+		l.delays[k.Key] = now.Add(k.LockDelay)
 	}
 	l.log.Info("leases re-armed for a full TTL", "generation", gen, "live", len(live))
 }
@@ -67,6 +75,7 @@ func (l *leases) stopLocked() {
 	}
 	l.byKey = map[string]*lease{}
 	l.byHolder = map[string]map[string]*lease{}
+	l.delays = map[string]time.Time{}
 }
 
 // granted arms (or re-arms, for a renewal by acquire) the lease of a grant.
@@ -85,6 +94,25 @@ func (l *leases) ended(k fsm.KeyState) {
 	if ls := l.byKey[k.Key]; ls != nil && ls.token == k.Token {
 		l.removeLocked(ls)
 	}
+	if l.gen != 0 && k.State == fsm.Expired && k.LockDelay > 0 {
+		l.delays[k.Key] = time.Now().Add(k.LockDelay)
+	}
+}
+
+// delayed returns how long a key's lock-delay still lasts.
+func (l *leases) delayed(key string) (time.Duration, bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	until, ok := l.delays[key]
+	if !ok {
+		return 0, false
+	}
+	left := time.Until(until)
+	if left <= 0 {
+		delete(l.delays, key)
+		return 0, false
+	}
+	return left, true
 }
 
 func (l *leases) armLocked(k fsm.KeyState) {

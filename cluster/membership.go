@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"sort"
+	"time"
 
 	"github.com/hashicorp/raft"
 
@@ -67,6 +68,18 @@ func (n *Node) Status() Status {
 	return st
 }
 
+// awaitOtherLeader waits, briefly, until this node sees a leader that is not
+// itself, so a forwarded request has somewhere to go.
+func (n *Node) awaitOtherLeader(ctx context.Context) {
+	deadline := time.Now().Add(5 * time.Second)
+	for time.Now().Before(deadline) && ctx.Err() == nil {
+		if id, addr := n.Leader(); id != "" && id != n.cfg.ID && addr != "" {
+			return
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
 // Stats returns raft's own statistics.
 func (n *Node) Stats() map[string]string { return n.r().Stats() }
 
@@ -118,9 +131,12 @@ func (n *Node) Remove(ctx context.Context, id string) error {
 		return err
 	}
 	if id == n.cfg.ID {
-		if err := n.TransferLeadership(); err != nil {
+		// Hand leadership over first; the request is then served by the new
+		// leader (the API layer forwards on ErrNotLeader).
+		if err := n.TransferLeadership(""); err != nil {
 			return err
 		}
+		n.awaitOtherLeader(ctx)
 		return ErrNotLeader
 	}
 	if err := n.r().RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout).Error(); err != nil {

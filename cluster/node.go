@@ -230,7 +230,7 @@ func (n *Node) establish(r *raft.Raft, gen uint64) {
 	if n.gen.Load() != gen {
 		return
 	}
-	n.leases.activate(gen, n.fsm.Live())
+	n.leases.activate(gen, n.fsm.Live(), n.fsm.LockDelayed())
 	if n.gen.Load() != gen {
 		n.leases.deactivate()
 		return
@@ -243,6 +243,11 @@ func (n *Node) establish(r *raft.Raft, gen uint64) {
 // registerSelf records this node's HTTP address in the replicated state, so
 // followers can forward to it.
 func (n *Node) registerSelf(r *raft.Raft, gen uint64) {
+	if n.fsm.ClusterID() == "" {
+		if err := r.Apply(fsm.Encode(fsm.SetClusterID{ID: newClusterID()}), n.cfg.ApplyTimeout).Error(); err != nil && n.gen.Load() == gen {
+			n.log.Warn("could not record the cluster id", "error", err)
+		}
+	}
 	if n.cfg.HTTPAdvertise == "" || n.fsm.Members()[n.cfg.ID] == n.cfg.HTTPAdvertise {
 		return
 	}
@@ -265,7 +270,7 @@ func (n *Node) Ended(k fsm.KeyState) {
 // peer; if its state is replaced anyway, the lease table follows the new state.
 func (n *Node) Restored() {
 	if gen := n.ready.Load(); gen != 0 {
-		n.leases.activate(gen, n.fsm.Live())
+		n.leases.activate(gen, n.fsm.Live(), n.fsm.LockDelayed())
 	}
 }
 
@@ -314,8 +319,9 @@ func (n *Node) Close() error {
 // IsLeader reports whether this node is the leader.
 func (n *Node) IsLeader() bool { return n.r().State() == raft.Leader }
 
-// Ready reports whether this node leads and has finished establishing.
-func (n *Node) Ready() bool { return n.ready.Load() != 0 }
+// Ready reports whether this node leads and has finished establishing. Raft
+// steps down before the node hears of it, so raft's own state is checked too.
+func (n *Node) Ready() bool { return n.ready.Load() != 0 && n.IsLeader() }
 
 // Leader returns the leader's server ID and the HTTP address recorded for it;
 // empty when unknown.
@@ -327,7 +333,26 @@ func (n *Node) Leader() (id, httpAddr string) {
 	return string(lid), n.fsm.Members()[string(lid)]
 }
 
-// TransferLeadership hands leadership to another voter and waits for it.
-func (n *Node) TransferLeadership() error {
-	return translate(n.r().LeadershipTransfer().Error())
+// TransferLeadership hands leadership to the voter id, or to the most
+// up-to-date voter when id is empty, and waits for it.
+func (n *Node) TransferLeadership(id string) error {
+	if !n.IsLeader() {
+		return ErrNotLeader
+	}
+	if id == "" {
+		return translate(n.r().LeadershipTransfer().Error())
+	}
+	f := n.r().GetConfiguration()
+	if err := f.Error(); err != nil {
+		return translate(err)
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == id {
+			if id == n.cfg.ID {
+				return nil // already the leader
+			}
+			return translate(n.r().LeadershipTransferToServer(s.ID, s.Address).Error())
+		}
+	}
+	return fmt.Errorf("%w: no member %q", ErrBadRequest, id)
 }

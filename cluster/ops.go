@@ -20,6 +20,9 @@ type AcquireArgs struct {
 	TTL       time.Duration
 	Wait      time.Duration
 	RequestID string
+	// LockDelay keeps the key from new holders this long after this grant
+	// expires (not after a release); 0 is off.
+	LockDelay time.Duration
 }
 
 // Grant is a successful acquire.
@@ -31,7 +34,7 @@ type Grant struct {
 
 // requireReady refuses work on a node that is not a ready leader.
 func (n *Node) requireReady() (uint64, error) {
-	if gen := n.ready.Load(); gen != 0 {
+	if gen := n.ready.Load(); gen != 0 && n.IsLeader() {
 		return gen, nil
 	}
 	if n.IsLeader() {
@@ -76,6 +79,13 @@ func (n *Node) Acquire(ctx context.Context, a AcquireArgs) (Grant, error) {
 		mustQueue := w == nil && n.waiters.waiting(a.Key) && !n.holds(a.Key, a.Holder)
 		if !mustQueue && (w == nil || n.waiters.isHead(a.Key, w)) {
 			g, err := n.tryAcquire(a)
+			var lde *LockDelayError
+			if errors.As(err, &lde) && !deadline.IsZero() && time.Now().Add(lde.RetryAfter).Before(deadline) {
+				if err := sleepCtx(ctx, lde.RetryAfter); err != nil {
+					return Grant{}, err
+				}
+				continue
+			}
 			if !errors.Is(err, fsm.ErrHeld) || deadline.IsZero() || !time.Now().Before(deadline) {
 				return g, err
 			}
@@ -98,6 +108,17 @@ func (n *Node) Acquire(ctx context.Context, a AcquireArgs) (Grant, error) {
 }
 
 var errWaitTimeout = errors.New("wait timed out")
+
+func sleepCtx(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
 
 // HeldError is fsm.HeldError with the time left on the holder's lease, as the
 // leader sees it: a hint of when to try again. errors.As with *fsm.HeldError
@@ -151,7 +172,10 @@ func (n *Node) holds(key, holder string) bool {
 }
 
 func (n *Node) tryAcquire(a AcquireArgs) (Grant, error) {
-	res, err := n.apply(fsm.Acquire{Key: a.Key, Holder: a.Holder, TTL: a.TTL, RequestID: a.RequestID})
+	if left, ok := n.leases.delayed(a.Key); ok && !n.holds(a.Key, a.Holder) {
+		return Grant{}, &LockDelayError{Key: a.Key, RetryAfter: left.Round(time.Millisecond)}
+	}
+	res, err := n.apply(fsm.Acquire{Key: a.Key, Holder: a.Holder, TTL: a.TTL, RequestID: a.RequestID, LockDelay: a.LockDelay})
 	if err != nil {
 		return Grant{}, err
 	}

@@ -50,7 +50,7 @@ func BenchmarkSnapshotRestore1M(b *testing.B) {
 	f := New(Config{})
 	fill(f, 1_000_000)
 	var buf bytes.Buffer
-	if err := f.image().encode(&buf); err != nil {
+	if err := f.Image().Encode(&buf); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportMetric(float64(buf.Len())/1e6, "MB")
@@ -67,7 +67,7 @@ func BenchmarkSnapshotPersist1M(b *testing.B) {
 	fill(f, 1_000_000)
 	for b.Loop() {
 		var buf bytes.Buffer
-		if err := f.image().encode(&buf); err != nil {
+		if err := f.Image().Encode(&buf); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -20,6 +20,7 @@ const (
 	typeRaiseFloor byte = 5
 	typeDelMember  byte = 6
 	typeBarrier    byte = 7
+	typeClusterID  byte = 8
 
 	version1 byte = 1
 )
@@ -30,7 +31,8 @@ const (
 var ErrCorrupt = errors.New("fsm: corrupt command")
 
 // Command is one change of the replicated state. It is implemented by
-// Acquire, Release, Expire, SetMember, DelMember, RaiseFloor and Barrier.
+// Acquire, Release, Expire, SetMember, DelMember, RaiseFloor, Barrier and
+// SetClusterID.
 type Command interface {
 	encode(b []byte) []byte
 }
@@ -42,6 +44,9 @@ type Acquire struct {
 	Holder    string
 	TTL       time.Duration
 	RequestID string
+	// LockDelay keeps the key from other holders for this long after the
+	// grant expires; 0 is off.
+	LockDelay time.Duration
 }
 
 // Release ends a holder's grant. Force lets an operator end a grant without
@@ -86,6 +91,13 @@ type RaiseFloor struct {
 // entries never reach the FSM, so they cannot move that index).
 type Barrier struct{}
 
+// SetClusterID names the cluster, once: the first leader proposes a random
+// ID, and later proposals are ignored. Backups carry it, so a restore can tell
+// its own cluster from another.
+type SetClusterID struct {
+	ID string
+}
+
 // Encode returns the log-entry bytes of a command.
 func Encode(c Command) []byte { return c.encode(make([]byte, 0, 64)) }
 
@@ -94,7 +106,8 @@ func (c Acquire) encode(b []byte) []byte {
 	b = appendString(b, c.Key)
 	b = appendString(b, c.Holder)
 	b = binary.AppendUvarint(b, uint64(c.TTL))
-	return appendString(b, c.RequestID)
+	b = appendString(b, c.RequestID)
+	return binary.AppendUvarint(b, uint64(c.LockDelay))
 }
 
 func (c Release) encode(b []byte) []byte {
@@ -125,6 +138,11 @@ func (c DelMember) encode(b []byte) []byte {
 
 func (c Barrier) encode(b []byte) []byte { return append(b, typeBarrier, version1) }
 
+func (c SetClusterID) encode(b []byte) []byte {
+	b = append(b, typeClusterID, version1)
+	return appendString(b, c.ID)
+}
+
 func (c RaiseFloor) encode(b []byte) []byte {
 	b = append(b, typeRaiseFloor, version1)
 	return binary.AppendUvarint(b, c.Floor)
@@ -142,7 +160,7 @@ func Decode(b []byte) (Command, error) {
 	var c Command
 	switch b[0] {
 	case typeAcquire:
-		c = Acquire{Key: d.str(), Holder: d.str(), TTL: time.Duration(d.int64()), RequestID: d.str()}
+		c = Acquire{Key: d.str(), Holder: d.str(), TTL: time.Duration(d.int64()), RequestID: d.str(), LockDelay: time.Duration(d.int64())}
 	case typeRelease:
 		c = Release{Key: d.str(), Holder: d.str(), Token: fence.Token(d.uvarint()), Force: d.bool()}
 	case typeExpire:
@@ -155,6 +173,8 @@ func Decode(b []byte) (Command, error) {
 		c = RaiseFloor{Floor: d.uvarint()}
 	case typeBarrier:
 		c = Barrier{}
+	case typeClusterID:
+		c = SetClusterID{ID: d.str()}
 	default:
 		return nil, fmt.Errorf("%w: unknown type %d", ErrCorrupt, b[0])
 	}

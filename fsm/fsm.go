@@ -55,6 +55,9 @@ type KeyState struct {
 	// (an acquire by its holder). An expiry names it, so an expiry decided
 	// before a renewal cannot end the renewed lease.
 	Armed uint64
+	// LockDelay is how long the leader keeps the key from other holders after
+	// this grant expires (not after a release); 0 is off.
+	LockDelay time.Duration
 }
 
 // Result is what Apply returns for a command; raft hands it to the proposer
@@ -98,8 +101,9 @@ type FSM struct {
 	mu      sync.RWMutex
 	keys    map[string]KeyState
 	members map[string]string
-	floor   uint64
-	applied uint64
+	floor     uint64
+	clusterID string
+	applied   uint64
 	// notify is closed and replaced after an apply when someone waits on it.
 	notify  chan struct{}
 	waiting bool
@@ -176,7 +180,8 @@ func (f *FSM) Reset() {
 	f.mu.Lock()
 	f.keys = make(map[string]KeyState)
 	f.members = make(map[string]string)
-	f.floor, f.applied = 0, 0
+	f.floor, f.applied, f.clusterID = 0, 0, ""
+
 	f.mu.Unlock()
 }
 
@@ -229,6 +234,12 @@ func (f *FSM) apply(cmd Command, term, index uint64, events []event) (*Result, [
 		return &Result{Changed: true}, events
 	case Barrier:
 		return &Result{}, events
+	case SetClusterID:
+		if f.clusterID == "" {
+			f.clusterID = c.ID
+			return &Result{Changed: true}, events
+		}
+		return &Result{}, events
 	case RaiseFloor:
 		if c.Floor > f.floor {
 			f.floor = c.Floor
@@ -243,7 +254,7 @@ func (f *FSM) apply(cmd Command, term, index uint64, events []event) (*Result, [
 // plus the floor: never the node's current term, so every node computes the
 // same token for the same entry.
 func (f *FSM) acquire(c Acquire, term, index uint64) *Result {
-	if c.Key == "" || c.Holder == "" || c.TTL <= 0 {
+	if c.Key == "" || c.Holder == "" || c.TTL <= 0 || c.LockDelay < 0 {
 		return &Result{Err: fmt.Errorf("%w: key, holder and a positive ttl are required", ErrInvalid)}
 	}
 	k, exists := f.keys[c.Key]
@@ -251,7 +262,7 @@ func (f *FSM) acquire(c Acquire, term, index uint64) *Result {
 		if k.Holder != c.Holder {
 			return &Result{Key: k, Err: &HeldError{Key: k.Key, Holder: k.Holder, Token: k.Token}}
 		}
-		k.TTL, k.Armed = c.TTL, index
+		k.TTL, k.Armed, k.LockDelay = c.TTL, index, c.LockDelay
 		f.keys[c.Key] = k
 		return &Result{Key: k, Renewed: true, Changed: true}
 	}
@@ -262,7 +273,7 @@ func (f *FSM) acquire(c Acquire, term, index uint64) *Result {
 	if err != nil {
 		return &Result{Key: k, Err: err}
 	}
-	k = KeyState{Key: c.Key, Holder: c.Holder, Token: tok, TTL: c.TTL, State: Held, RequestID: c.RequestID, Index: index, Armed: index}
+	k = KeyState{Key: c.Key, Holder: c.Holder, Token: tok, TTL: c.TTL, State: Held, RequestID: c.RequestID, Index: index, Armed: index, LockDelay: c.LockDelay}
 	f.keys[c.Key] = k
 	return &Result{Key: k, Changed: true}
 }
@@ -357,6 +368,19 @@ func (f *FSM) Live() []KeyState {
 	return out
 }
 
+// LockDelayed returns every expired key whose grant had a lock-delay.
+func (f *FSM) LockDelayed() []KeyState {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	var out []KeyState
+	for _, k := range f.keys {
+		if k.State == Expired && k.LockDelay > 0 {
+			out = append(out, k)
+		}
+	}
+	return out
+}
+
 // Len returns the number of keys ever granted.
 func (f *FSM) Len() int {
 	f.mu.RLock()
@@ -373,6 +397,13 @@ func (f *FSM) Members() map[string]string {
 		out[id] = a
 	}
 	return out
+}
+
+// ClusterID returns the ID the cluster's first leader recorded.
+func (f *FSM) ClusterID() string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.clusterID
 }
 
 // Floor returns the epoch floor.

@@ -231,7 +231,8 @@ func TestCorruptEntryPanics(t *testing.T) {
 
 func TestCommandRoundTrip(t *testing.T) {
 	cmds := []Command{
-		Acquire{Key: "k", Holder: "h", TTL: 3 * time.Second, RequestID: "r"},
+		Acquire{Key: "k", Holder: "h", TTL: 3 * time.Second, RequestID: "r", LockDelay: time.Second},
+		SetClusterID{ID: "c1"},
 		Release{Key: "k", Holder: "h", Token: 1<<40 | 7, Force: true},
 		Expire{Key: "k", Token: 5, Armed: 9},
 		SetMember{ID: "n1", HTTPAddr: "127.0.0.1:1"},
@@ -328,7 +329,7 @@ func TestPropertyTokensStrictlyIncrease(t *testing.T) {
 
 func assertRoundTrip(t interface{ Fatalf(string, ...any) }, f *FSM) {
 	var buf bytes.Buffer
-	if err := f.image().encode(&buf); err != nil {
+	if err := f.Image().Encode(&buf); err != nil {
 		t.Fatalf("snapshot: %v", err)
 	}
 	g := New(Config{})
@@ -339,11 +340,11 @@ func assertRoundTrip(t interface{ Fatalf(string, ...any) }, f *FSM) {
 	if _, ok := g.Get("stale"); ok && func() bool { _, had := f.Get("stale"); return !had }() {
 		t.Fatalf("restore kept earlier state")
 	}
-	if !reflect.DeepEqual(f.image().sort(), g.image().sort()) {
-		t.Fatalf("restored state differs:\n%+v\n%+v", f.image(), g.image())
+	if !reflect.DeepEqual(f.Image().sort(), g.Image().sort()) {
+		t.Fatalf("restored state differs:\n%+v\n%+v", f.Image(), g.Image())
 	}
 	var again bytes.Buffer
-	if err := g.image().encode(&again); err != nil || !bytes.Equal(buf.Bytes(), again.Bytes()) {
+	if err := g.Image().Encode(&again); err != nil || !bytes.Equal(buf.Bytes(), again.Bytes()) {
 		t.Fatalf("snapshot bytes differ after restore")
 	}
 }
@@ -359,7 +360,7 @@ func TestSnapshotKeepsReleasedKeys(t *testing.T) {
 	a.at(4, SetMember{ID: "n1", HTTPAddr: "x:1"})
 	a.at(4, RaiseFloor{Floor: 2})
 	var buf bytes.Buffer
-	if err := a.f.image().encode(&buf); err != nil {
+	if err := a.f.Image().Encode(&buf); err != nil {
 		t.Fatal(err)
 	}
 	g := New(Config{})
@@ -379,7 +380,7 @@ func TestRestoreRejectsDamage(t *testing.T) {
 	a := &applier{f: New(Config{})}
 	a.at(1, Acquire{Key: "k", Holder: "h", TTL: time.Second})
 	var buf bytes.Buffer
-	if err := a.f.image().encode(&buf); err != nil {
+	if err := a.f.Image().Encode(&buf); err != nil {
 		t.Fatal(err)
 	}
 	good := buf.Bytes()
@@ -416,13 +417,13 @@ func FuzzRestore(f *testing.F) {
 	a := &applier{f: New(Config{})}
 	a.at(1, Acquire{Key: "k", Holder: "h", TTL: time.Second})
 	var buf bytes.Buffer
-	_ = a.f.image().encode(&buf)
+	_ = a.f.Image().Encode(&buf)
 	f.Add(buf.Bytes())
 	f.Fuzz(func(t *testing.T, b []byte) {
 		g := New(Config{})
-		before := g.image().sort()
+		before := g.Image().sort()
 		if err := g.Restore(nopCloser{bytes.NewReader(b)}); err != nil {
-			if !reflect.DeepEqual(before, g.image().sort()) {
+			if !reflect.DeepEqual(before, g.Image().sort()) {
 				t.Fatal("rejected snapshot changed state")
 			}
 		}

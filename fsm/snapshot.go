@@ -27,28 +27,45 @@ const (
 // Restore leaves the FSM unchanged when it returns it.
 var ErrBadSnapshot = errors.New("fsm: bad snapshot")
 
-// image is a point-in-time copy of the state, detached from the FSM.
-type image struct {
-	applied uint64
-	floor   uint64
-	members map[string]string
-	keys    []KeyState
+// Image is a point-in-time copy of the whole state, detached from the FSM:
+// what a snapshot holds, and what a backup carries.
+type Image struct {
+	// Applied is the index of the last entry applied to this state.
+	Applied uint64
+	// Floor is the epoch floor.
+	Floor uint64
+	// ClusterID names the cluster that made the state.
+	ClusterID string
+	// Members maps server IDs to HTTP addresses.
+	Members map[string]string
+	// Keys holds every key, in name order once encoded.
+	Keys []KeyState
+}
+
+// MaxEpoch returns the highest epoch of any key's last grant.
+func (img *Image) MaxEpoch() uint64 {
+	var m uint64
+	for _, k := range img.Keys {
+		m = max(m, k.Token.Epoch())
+	}
+	return m
 }
 
 // Snapshot implements raft.FSM. It copies the state; Persist encodes it off the
 // apply goroutine.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
-	return f.image(), nil
+	return f.Image(), nil
 }
 
-func (f *FSM) image() *image {
+// Image copies the state.
+func (f *FSM) Image() *Image {
 	f.mu.RLock()
-	img := &image{applied: f.applied, floor: f.floor, members: make(map[string]string, len(f.members)), keys: make([]KeyState, 0, len(f.keys))}
+	img := &Image{Applied: f.applied, Floor: f.floor, ClusterID: f.clusterID, Members: make(map[string]string, len(f.members)), Keys: make([]KeyState, 0, len(f.keys))}
 	for id, a := range f.members {
-		img.members[id] = a
+		img.Members[id] = a
 	}
 	for _, k := range f.keys {
-		img.keys = append(img.keys, k)
+		img.Keys = append(img.Keys, k)
 	}
 	f.mu.RUnlock()
 	return img
@@ -56,14 +73,14 @@ func (f *FSM) image() *image {
 
 // sort puts the keys in name order. It runs in Persist, off the apply
 // goroutine, because sorting a million keys takes longer than an apply should.
-func (img *image) sort() *image {
-	sort.Slice(img.keys, func(i, j int) bool { return img.keys[i].Key < img.keys[j].Key })
+func (img *Image) sort() *Image {
+	sort.Slice(img.Keys, func(i, j int) bool { return img.Keys[i].Key < img.Keys[j].Key })
 	return img
 }
 
 // Persist implements raft.FSMSnapshot.
-func (img *image) Persist(sink raft.SnapshotSink) error {
-	if err := img.encode(sink); err != nil {
+func (img *Image) Persist(sink raft.SnapshotSink) error {
+	if err := img.Encode(sink); err != nil {
 		_ = sink.Cancel()
 		return err
 	}
@@ -71,30 +88,31 @@ func (img *image) Persist(sink raft.SnapshotSink) error {
 }
 
 // Release implements raft.FSMSnapshot.
-func (img *image) Release() {}
+func (img *Image) Release() {}
 
-// encode writes the image in the snapshot layout.
-func (img *image) encode(w io.Writer) error {
+// Encode writes the image in the snapshot layout, keys in name order.
+func (img *Image) Encode(w io.Writer) error {
 	img.sort()
 	crc := crc32.NewIEEE()
 	bw := bufio.NewWriterSize(io.MultiWriter(w, crc), 64<<10)
 	var b []byte
 	b = append(b, snapMagic...)
 	b = append(b, snapVersion)
-	b = binary.AppendUvarint(b, img.applied)
-	b = binary.AppendUvarint(b, img.floor)
-	b = binary.AppendUvarint(b, uint64(len(img.members)))
-	ids := make([]string, 0, len(img.members))
-	for id := range img.members {
+	b = binary.AppendUvarint(b, img.Applied)
+	b = binary.AppendUvarint(b, img.Floor)
+	b = appendString(b, img.ClusterID)
+	b = binary.AppendUvarint(b, uint64(len(img.Members)))
+	ids := make([]string, 0, len(img.Members))
+	for id := range img.Members {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
 		b = appendString(b, id)
-		b = appendString(b, img.members[id])
+		b = appendString(b, img.Members[id])
 	}
-	b = binary.AppendUvarint(b, uint64(len(img.keys)))
-	for _, k := range img.keys {
+	b = binary.AppendUvarint(b, uint64(len(img.Keys)))
+	for _, k := range img.Keys {
 		b = appendKey(b, k)
 		if len(b) > 32<<10 {
 			if _, err := bw.Write(b); err != nil {
@@ -120,7 +138,8 @@ func appendKey(b []byte, k KeyState) []byte {
 	b = append(b, byte(k.State))
 	b = appendString(b, k.RequestID)
 	b = binary.AppendUvarint(b, k.Index)
-	return binary.AppendUvarint(b, k.Armed)
+	b = binary.AppendUvarint(b, k.Armed)
+	return binary.AppendUvarint(b, uint64(k.LockDelay))
 }
 
 // Restore implements raft.FSM: it replaces the whole state with the snapshot's.
@@ -131,19 +150,20 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return err
 	}
-	img, err := decodeImage(data)
+	img, err := DecodeImage(data)
 	if err != nil {
 		return err
 	}
-	keys := make(map[string]KeyState, len(img.keys))
-	for _, k := range img.keys {
+	keys := make(map[string]KeyState, len(img.Keys))
+	for _, k := range img.Keys {
 		keys[k.Key] = k
 	}
 	f.mu.Lock()
 	f.keys = keys
-	f.members = img.members
-	f.floor = img.floor
-	f.applied = img.applied
+	f.members = img.Members
+	f.floor = img.Floor
+	f.clusterID = img.ClusterID
+	f.applied = img.Applied
 	f.wake()
 	f.mu.Unlock()
 	if f.obs != nil {
@@ -152,17 +172,8 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	return nil
 }
 
-// DecodeSnapshot checks and decodes snapshot bytes into a summary of the state
-// they hold, without touching any FSM. Backup tooling uses it.
-func DecodeSnapshot(data []byte) (applied, floor uint64, keys []KeyState, err error) {
-	img, err := decodeImage(data)
-	if err != nil {
-		return 0, 0, nil, err
-	}
-	return img.applied, img.floor, img.keys, nil
-}
-
-func decodeImage(data []byte) (*image, error) {
+// DecodeImage checks and decodes snapshot bytes, without touching any FSM.
+func DecodeImage(data []byte) (*Image, error) {
 	if len(data) < len(snapMagic)+1+4 {
 		return nil, fmt.Errorf("%w: %d bytes", ErrBadSnapshot, len(data))
 	}
@@ -174,14 +185,14 @@ func decodeImage(data []byte) (*image, error) {
 		return nil, fmt.Errorf("%w: unknown format", ErrBadSnapshot)
 	}
 	d := decoder{buf: body[5:]}
-	img := &image{applied: d.uvarint(), floor: d.uvarint(), members: map[string]string{}}
+	img := &Image{Applied: d.uvarint(), Floor: d.uvarint(), ClusterID: d.str(), Members: map[string]string{}}
 	n := d.count(2)
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		id := d.str()
-		img.members[id] = d.str()
+		img.Members[id] = d.str()
 	}
-	n = d.count(10)
-	img.keys = make([]KeyState, 0, n)
+	n = d.count(11)
+	img.Keys = make([]KeyState, 0, n)
 	prev := ""
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		k := d.key()
@@ -189,7 +200,7 @@ func decodeImage(data []byte) (*image, error) {
 			d.fail("key record")
 		}
 		prev = k.Key
-		img.keys = append(img.keys, k)
+		img.Keys = append(img.Keys, k)
 	}
 	if err := d.done(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
@@ -219,10 +230,11 @@ func (d *decoder) key() KeyState {
 	k.RequestID = d.str()
 	k.Index = d.uvarint()
 	k.Armed = d.uvarint()
+	k.LockDelay = time.Duration(d.int64())
 	return k
 }
 
 func validKeyState(k KeyState) bool {
-	return k.Key != "" && k.Holder != "" && k.TTL > 0 && k.Token.Seq() != 0 && k.Token <= fence.MaxToken &&
+	return k.Key != "" && k.Holder != "" && k.TTL > 0 && k.LockDelay >= 0 && k.Token.Seq() != 0 && k.Token <= fence.MaxToken &&
 		(k.State == Held || k.State == Released || k.State == Expired)
 }

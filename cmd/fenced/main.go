@@ -49,6 +49,7 @@ type options struct {
 	snapshotInterval             time.Duration
 	maxSeq                       uint64
 	noSync                       bool
+	leaveOnTerminate             bool
 	shutdownTimeout              time.Duration
 	readHeaderTimeout, idleTimeo time.Duration
 }
@@ -77,6 +78,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.snapshotInterval, "snapshot-interval", 30*time.Second, "how often to check whether to snapshot")
 	fs.Uint64Var(&o.maxSeq, "max-seq", 0, "lower the per-epoch grant limit per key (testing only; same on every node)")
 	fs.BoolVar(&o.noSync, "unsafe-no-fsync", false, "do not fsync the Raft log (testing only: acknowledged grants can be lost on power failure)")
+	fs.BoolVar(&o.leaveOnTerminate, "leave-on-terminate", false, "on SIGTERM, leave the cluster (hand leadership over, then remove this node) before exiting")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful shutdown may take")
 	fs.DurationVar(&o.readHeaderTimeout, "http-read-header-timeout", 5*time.Second, "time allowed to read request headers")
 	fs.DurationVar(&o.idleTimeo, "http-idle-timeout", 120*time.Second, "keep-alive idle timeout of HTTP connections")
@@ -188,6 +190,9 @@ func run(o *options) error {
 	defer stop()
 	go announce(ctx, log, node, o, httpAdvertise)
 	<-ctx.Done()
+	if o.leaveOnTerminate {
+		leave(log, node, httpAdvertise, o.shutdownTimeout)
+	}
 	return shutdown(log, node, srv, o.shutdownTimeout)
 }
 
@@ -226,12 +231,29 @@ func announce(ctx context.Context, log hclog.Logger, node *cluster.Node, o *opti
 	}
 }
 
+// leave removes this node from the cluster: leadership is handed over first,
+// then the new leader takes the node out of the configuration, so the
+// remaining members keep their quorum without it.
+func leave(log hclog.Logger, node *cluster.Node, self string, timeout time.Duration) {
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	if node.Voters() <= 1 {
+		log.Warn("the last member does not leave its own cluster")
+		return
+	}
+	if err := api.NewClient([]string{self}).Remove(ctx, node.ID()); err != nil {
+		log.Error("leaving the cluster failed", "error", err)
+		return
+	}
+	log.Info("left the cluster")
+}
+
 // shutdown hands leadership over first when this node leads, so the cluster
 // does not wait an election timeout, then stops serving and closes Raft.
 func shutdown(log hclog.Logger, node *cluster.Node, srv *http.Server, timeout time.Duration) error {
 	log.Info("shutting down")
 	if node.IsLeader() && node.Voters() > 1 {
-		if err := node.TransferLeadership(); err != nil {
+		if err := node.TransferLeadership(""); err != nil {
 			log.Warn("leadership transfer before shutdown failed", "error", err)
 		}
 	}
