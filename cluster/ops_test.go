@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -228,6 +229,17 @@ func TestMembershipChangesUnderLoad(t *testing.T) {
 		from, to time.Time
 	}
 	acks := make(chan ack, 100000)
+	var live atomic.Pointer[[]*Node] // the workers' view of the running nodes
+	setLive := func() {
+		var ns []*Node
+		for _, n := range tc.nodes {
+			if n != nil {
+				ns = append(ns, n)
+			}
+		}
+		live.Store(&ns)
+	}
+	setLive()
 	stop := make(chan struct{})
 	done := make(chan struct{})
 	const workers = 4
@@ -244,8 +256,8 @@ func TestMembershipChangesUnderLoad(t *testing.T) {
 				from := time.Now()
 				var g Grant
 				var err error
-				for _, n := range tc.nodes { // whichever node leads now
-					if n != nil && n.Ready() {
+				for _, n := range *live.Load() { // whichever node leads now
+					if n.Ready() {
 						g, err = n.Acquire(ctx, AcquireArgs{Key: key, Holder: fmt.Sprintf("w%d", w), TTL: time.Minute, RequestID: fmt.Sprintf("w%d-%d", w, i)})
 						if err == nil {
 							if !g.Renewed { // a renewal is the same grant again
@@ -267,6 +279,7 @@ func TestMembershipChangesUnderLoad(t *testing.T) {
 	tc.cfgs = append(tc.cfgs, cfg)
 	tc.nodes = append(tc.nodes, nil)
 	tc.start(3)
+	setLive()
 	if err := lead.Join(ctx, "n4", addr, "http-n4"); err != nil {
 		t.Fatal(err)
 	}
@@ -286,7 +299,10 @@ func TestMembershipChangesUnderLoad(t *testing.T) {
 	if err := lead.Remove(ctx, "n1"); err != nil {
 		t.Fatal(err)
 	}
-	tc.stop(0)
+	n1 := tc.nodes[0]
+	tc.nodes[0] = nil
+	setLive()
+	_ = n1.Close()
 	testutil.Eventually(t, 10*time.Second, func() error {
 		if v := lead.Voters(); v != 3 {
 			return fmt.Errorf("%d voters", v)

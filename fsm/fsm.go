@@ -98,9 +98,9 @@ type FSM struct {
 	maxSeq uint64
 	obs    Observer
 
-	mu      sync.RWMutex
-	keys    map[string]KeyState
-	members map[string]string
+	mu        sync.RWMutex
+	keys      map[string]KeyState
+	members   map[string]string
 	floor     uint64
 	clusterID string
 	applied   uint64
