@@ -368,3 +368,23 @@ func TestBackupRestoreAndTransferOverHTTP(t *testing.T) {
 		t.Fatalf("transfer to %s: %q %v", target, leader, err)
 	}
 }
+
+// A lease whose acquire waited longer than its TTL is not lost on arrival.
+func TestLeaseAfterLongWait(t *testing.T) {
+	nodes := startCluster(t, 3)
+	c := NewClient([]string{nodes[0].url, nodes[1].url, nodes[2].url})
+	ctx := context.Background()
+	if _, err := c.Acquire(ctx, AcquireRequest{Key: "w", Holder: "first", TTL: "1500ms"}); err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Lease(ctx, "w", "second", LeaseOptions{TTL: 600 * time.Millisecond, Wait: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(ctx)
+	select {
+	case <-l.Done():
+		t.Fatalf("lease lost right after a long wait: %v", l.Err())
+	case <-time.After(time.Second):
+	}
+}

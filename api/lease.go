@@ -56,6 +56,16 @@ func (c *Client) Lease(ctx context.Context, key, holder string, o LeaseOptions) 
 	if err != nil {
 		return nil, err
 	}
+	// A waited acquire may return long after it was sent; the lease is only
+	// known to run from the send time, so renew once to count from now.
+	if time.Since(sent) > o.TTL/3 {
+		rsent := time.Now()
+		if _, err := c.Renew(ctx, key, holder, g.Token); err != nil {
+			_, _ = c.Release(context.WithoutCancel(ctx), ReleaseRequest{Key: key, Holder: holder, Token: g.Token})
+			return nil, errors.Join(ErrLeaseLost, err)
+		}
+		sent = rsent
+	}
 	kctx, cancel := context.WithCancel(context.Background())
 	l := &Lease{c: c, grant: *g, ttl: o.TTL, margin: o.Margin, cancel: cancel, done: make(chan struct{}), deadline: sent.Add(o.TTL - o.Margin)}
 	go l.keepalive(kctx)

@@ -19,6 +19,7 @@ type lease struct {
 	token    fence.Token
 	ttl      time.Duration
 	armed    uint64
+	delay    time.Duration // lock-delay after an expiry
 	deadline time.Time
 	timer    *time.Timer
 }
@@ -28,7 +29,7 @@ type lease struct {
 // timer of a lost term can never propose an expiry.
 type leases struct {
 	log    hclog.Logger
-	expire func(gen uint64, e fsm.Expire)
+	expire func(gen uint64, e fsm.Expire, lockDelay time.Duration)
 
 	mu       sync.Mutex
 	gen      uint64 // 0: inactive
@@ -38,7 +39,7 @@ type leases struct {
 	delays map[string]time.Time
 }
 
-func newLeases(log hclog.Logger, expire func(gen uint64, e fsm.Expire)) *leases {
+func newLeases(log hclog.Logger, expire func(gen uint64, e fsm.Expire, lockDelay time.Duration)) *leases {
 	return &leases{log: log, expire: expire, byKey: map[string]*lease{}, byHolder: map[string]map[string]*lease{}, delays: map[string]time.Time{}}
 }
 
@@ -119,7 +120,7 @@ func (l *leases) armLocked(k fsm.KeyState) {
 	if old := l.byKey[k.Key]; old != nil {
 		l.removeLocked(old)
 	}
-	ls := &lease{key: k.Key, holder: k.Holder, token: k.Token, ttl: k.TTL, armed: k.Armed, deadline: time.Now().Add(k.TTL)}
+	ls := &lease{key: k.Key, holder: k.Holder, token: k.Token, ttl: k.TTL, armed: k.Armed, delay: k.LockDelay, deadline: time.Now().Add(k.TTL)}
 	gen := l.gen
 	ls.timer = time.AfterFunc(k.TTL, func() { l.fire(gen, ls) })
 	l.byKey[k.Key] = ls
@@ -157,7 +158,7 @@ func (l *leases) fire(gen uint64, ls *lease) {
 	}
 	l.removeLocked(ls)
 	l.mu.Unlock()
-	l.expire(gen, fsm.Expire{Key: ls.key, Token: ls.token, Armed: ls.armed})
+	l.expire(gen, fsm.Expire{Key: ls.key, Token: ls.token, Armed: ls.armed}, ls.delay)
 }
 
 // live reports whether the grant has a live lease, and its deadline.
@@ -200,7 +201,7 @@ func (l *leases) renewHolder(holder string) []RenewedLease {
 }
 
 func (ls *lease) state() fsm.KeyState {
-	return fsm.KeyState{Key: ls.key, Holder: ls.holder, Token: ls.token, TTL: ls.ttl, State: fsm.Held, Armed: ls.armed}
+	return fsm.KeyState{Key: ls.key, Holder: ls.holder, Token: ls.token, TTL: ls.ttl, State: fsm.Held, Armed: ls.armed, LockDelay: ls.delay}
 }
 
 // RenewedLease is a grant whose lease a renewal extended, and its new deadline.

@@ -277,14 +277,21 @@ func (n *Node) Restored() {
 // proposeExpire ends a grant whose lease ran out, retrying while this node
 // still leads in the same generation: a grant must not stay held forever
 // because one proposal failed.
-func (n *Node) proposeExpire(gen uint64, e fsm.Expire) {
+func (n *Node) proposeExpire(gen uint64, e fsm.Expire, lockDelay time.Duration) {
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
 		backoff := 10 * time.Millisecond
 		for n.ready.Load() == gen {
-			f := n.r().Apply(fsm.Encode(e), n.cfg.ApplyTimeout)
-			err := f.Error()
+			cmd := e
+			var next *waiter
+			if lockDelay == 0 { // a lock-delay keeps even waiters out for a while
+				if next = n.waiters.claim(e.Key); next != nil {
+					cmd.Next = next.acquire()
+				}
+			}
+			res, err := n.apply(cmd)
+			n.settleHandoff(e.Key, next, res, err)
 			if err == nil {
 				n.log.Debug("lease expired", "key", e.Key, "token", e.Token)
 				return

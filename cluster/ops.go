@@ -74,6 +74,13 @@ func (n *Node) Acquire(ctx context.Context, a AcquireArgs) (Grant, error) {
 		}
 	}()
 	for {
+		if w != nil {
+			select {
+			case h := <-w.handoff:
+				return h.grant, h.err
+			default:
+			}
+		}
 		// Waiters are served first come, first served: a newcomer does not
 		// overtake them, except the current holder renewing its own grant.
 		mustQueue := w == nil && n.waiters.waiting(a.Key) && !n.holds(a.Key, a.Holder)
@@ -93,12 +100,19 @@ func (n *Node) Acquire(ctx context.Context, a AcquireArgs) (Grant, error) {
 			return Grant{}, n.heldError(a.Key)
 		}
 		if w == nil {
-			w = n.waiters.join(a.Key, a.Holder)
+			w = n.waiters.join(a)
 		}
 		if k, ok := n.fsm.Get(a.Key); !ok || k.State != fsm.Held {
 			n.waiters.kick(a.Key) // freed before we joined: do not miss it
 		}
 		if err := n.await(ctx, w, deadline); err != nil {
+			if n.waiters.leave(a.Key, w) {
+				// A release already carries our acquire: its outcome is ours.
+				h := <-w.handoff
+				w = nil
+				return h.grant, h.err
+			}
+			w = nil
 			if errors.Is(err, errWaitTimeout) {
 				return Grant{}, n.heldError(a.Key)
 			}
@@ -153,6 +167,8 @@ func (n *Node) await(ctx context.Context, w *waiter, deadline time.Time) error {
 	defer t.Stop()
 	select {
 	case <-w.wake:
+	case h := <-w.handoff:
+		w.handoff <- h // for the caller's loop to take
 	case <-t.C:
 		return errWaitTimeout
 	case <-ctx.Done():
@@ -252,15 +268,64 @@ func (n *Node) restartRaft() error {
 }
 
 // Release ends a holder's grant; force lets an operator end any current grant.
+// When others wait for the key, the first of them gets it in the same commit.
 func (n *Node) Release(ctx context.Context, key, holder string, tok fence.Token, force bool) (fsm.KeyState, error) {
 	if _, err := n.requireReady(); err != nil {
 		return fsm.KeyState{}, err
 	}
-	res, err := n.apply(fsm.Release{Key: key, Holder: holder, Token: tok, Force: force})
+	cmd := fsm.Release{Key: key, Holder: holder, Token: tok, Force: force}
+	next := n.claimNext(key)
+	if next != nil {
+		cmd.Next = next.acquire()
+	}
+	res, err := n.apply(cmd)
+	n.settleHandoff(key, next, res, err)
 	if err != nil {
 		return fsm.KeyState{}, err
 	}
 	return res.Key, res.Err
+}
+
+// claimNext claims the first waiter of key for a handoff, unless the key has
+// a lock-delay in force.
+func (n *Node) claimNext(key string) *waiter {
+	if _, delayed := n.leases.delayed(key); delayed {
+		return nil
+	}
+	return n.waiters.claim(key)
+}
+
+func (w *waiter) acquire() *fsm.Acquire {
+	return &fsm.Acquire{Key: w.args.Key, Holder: w.args.Holder, TTL: w.args.TTL, RequestID: w.args.RequestID, LockDelay: w.args.LockDelay}
+}
+
+// settleHandoff gives a claimed waiter the outcome of the command that
+// carried its acquire, or returns it to the line if the key was not freed.
+func (n *Node) settleHandoff(key string, w *waiter, res *fsm.Result, err error) {
+	switch {
+	case w == nil:
+	case err != nil:
+		// The entry may or may not commit: so may the waiter's grant.
+		w.handoff <- handoffResult{err: err}
+	case res.Next == nil:
+		n.waiters.unclaim(key, w)
+	case res.Next.Err != nil:
+		w.handoff <- handoffResult{err: n.refusal(res.Next.Err)}
+	default:
+		w.handoff <- handoffResult{grant: Grant{KeyState: res.Next.Key, Renewed: res.Next.Renewed}}
+	}
+}
+
+// refusal adds the leader's hints to an FSM refusal.
+func (n *Node) refusal(err error) error {
+	var he *fsm.HeldError
+	if errors.As(err, &he) {
+		return n.withRetryAfter(he)
+	}
+	if errors.Is(err, fsm.ErrSeqExhausted) {
+		n.forceNewTerm()
+	}
+	return err
 }
 
 // Renew extends the lease of a live grant by a full TTL without a log write,

@@ -13,15 +13,27 @@ type waitq struct {
 }
 
 type waiter struct {
-	holder string
-	wake   chan struct{} // buffered: a wake-up is never lost
+	args AcquireArgs
+	wake chan struct{} // buffered: a wake-up is never lost
+	// claimed is set (under the queue's lock) when a release or expiry
+	// carries this waiter's acquire; the outcome arrives on handoff.
+	claimed bool
+	handoff chan handoffResult
+}
+
+// handoffResult is the outcome of a waiter's acquire carried by a release or
+// an expiry.
+type handoffResult struct {
+	grant Grant
+	err   error
 }
 
 func newWaitq() *waitq { return &waitq{queue: map[string][]*waiter{}} }
 
 // join appends a waiter for key.
-func (q *waitq) join(key, holder string) *waiter {
-	w := &waiter{holder: holder, wake: make(chan struct{}, 1)}
+func (q *waitq) join(a AcquireArgs) *waiter {
+	key := a.Key
+	w := &waiter{args: a, wake: make(chan struct{}, 1), handoff: make(chan handoffResult, 1)}
 	q.mu.Lock()
 	q.queue[key] = append(q.queue[key], w)
 	q.mu.Unlock()
@@ -29,10 +41,12 @@ func (q *waitq) join(key, holder string) *waiter {
 }
 
 // leave removes w; if it was the head, the next waiter is woken so the key is
-// not left idle while others wait.
-func (q *waitq) leave(key string, w *waiter) {
+// not left idle while others wait. It reports whether w was claimed by a
+// handoff, whose outcome the caller must then take.
+func (q *waitq) leave(key string, w *waiter) (claimed bool) {
 	q.mu.Lock()
 	defer q.mu.Unlock()
+	claimed = w.claimed
 	ws := q.queue[key]
 	for i, x := range ws {
 		if x != w {
@@ -41,14 +55,35 @@ func (q *waitq) leave(key string, w *waiter) {
 		ws = append(ws[:i:i], ws[i+1:]...)
 		if len(ws) == 0 {
 			delete(q.queue, key)
-			return
+			return claimed
 		}
 		q.queue[key] = ws
 		if i == 0 {
 			notify(ws[0])
 		}
-		return
+		return claimed
 	}
+	return claimed
+}
+
+// claim marks the head waiter of key as the one a release hands the key to.
+func (q *waitq) claim(key string) *waiter {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	ws := q.queue[key]
+	if len(ws) == 0 || ws[0].claimed {
+		return nil
+	}
+	ws[0].claimed = true
+	return ws[0]
+}
+
+// unclaim returns a waiter to the line when its handoff did not happen.
+func (q *waitq) unclaim(key string, w *waiter) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	w.claimed = false
+	notify(w)
 }
 
 // isHead reports whether w is first in line for key.

@@ -56,6 +56,10 @@ type Release struct {
 	Holder string
 	Token  fence.Token
 	Force  bool
+	// Next, when set, is the acquire of the first holder waiting for the key,
+	// applied in the same entry once the key is free: a contended key passes
+	// from holder to holder in one commit instead of two.
+	Next *Acquire
 }
 
 // Expire ends a grant whose lease ran out on the leader's clock. It is proposed
@@ -65,6 +69,8 @@ type Expire struct {
 	Key   string
 	Token fence.Token
 	Armed uint64
+	// Next, as in Release, hands the key to the first waiter.
+	Next *Acquire
 }
 
 // SetMember records the HTTP address of a cluster member, so any node can
@@ -115,14 +121,26 @@ func (c Release) encode(b []byte) []byte {
 	b = appendString(b, c.Key)
 	b = appendString(b, c.Holder)
 	b = binary.AppendUvarint(b, uint64(c.Token))
-	return append(b, boolByte(c.Force))
+	b = append(b, boolByte(c.Force))
+	return appendNext(b, c.Next)
+}
+
+// appendNext encodes an optional handoff: a presence byte, then the acquire's
+// own encoding.
+func appendNext(b []byte, next *Acquire) []byte {
+	if next == nil {
+		return append(b, 0)
+	}
+	b = append(b, 1)
+	return next.encode(b)
 }
 
 func (c Expire) encode(b []byte) []byte {
 	b = append(b, typeExpire, version1)
 	b = appendString(b, c.Key)
 	b = binary.AppendUvarint(b, uint64(c.Token))
-	return binary.AppendUvarint(b, c.Armed)
+	b = binary.AppendUvarint(b, c.Armed)
+	return appendNext(b, c.Next)
 }
 
 func (c SetMember) encode(b []byte) []byte {
@@ -160,11 +178,11 @@ func Decode(b []byte) (Command, error) {
 	var c Command
 	switch b[0] {
 	case typeAcquire:
-		c = Acquire{Key: d.str(), Holder: d.str(), TTL: time.Duration(d.int64()), RequestID: d.str(), LockDelay: time.Duration(d.int64())}
+		c = d.acquire()
 	case typeRelease:
-		c = Release{Key: d.str(), Holder: d.str(), Token: fence.Token(d.uvarint()), Force: d.bool()}
+		c = Release{Key: d.str(), Holder: d.str(), Token: fence.Token(d.uvarint()), Force: d.bool(), Next: d.next()}
 	case typeExpire:
-		c = Expire{Key: d.str(), Token: fence.Token(d.uvarint()), Armed: d.uvarint()}
+		c = Expire{Key: d.str(), Token: fence.Token(d.uvarint()), Armed: d.uvarint(), Next: d.next()}
 	case typeSetMember:
 		c = SetMember{ID: d.str(), HTTPAddr: d.str()}
 	case typeDelMember:
@@ -182,6 +200,25 @@ func Decode(b []byte) (Command, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+func (d *decoder) acquire() Acquire {
+	return Acquire{Key: d.str(), Holder: d.str(), TTL: time.Duration(d.int64()), RequestID: d.str(), LockDelay: time.Duration(d.int64())}
+}
+
+// next decodes an optional handoff; the nested acquire carries its own type
+// and version bytes.
+func (d *decoder) next() *Acquire {
+	if !d.bool() {
+		return nil
+	}
+	if d.err != nil || len(d.buf) < 2 || d.buf[0] != typeAcquire || d.buf[1] != version1 {
+		d.fail("handoff")
+		return nil
+	}
+	d.buf = d.buf[2:]
+	a := d.acquire()
+	return &a
 }
 
 func appendString(b []byte, s string) []byte {

@@ -72,6 +72,9 @@ type Result struct {
 	Changed bool
 	// Err is the refusal, one of the errors of this package, or nil.
 	Err error
+	// Next is the result of a handoff's acquire, when the command carried one
+	// and freed the key.
+	Next *Result
 }
 
 // Observer hears of grants and of their ends, in log order, after the state
@@ -219,11 +222,17 @@ func (f *FSM) apply(cmd Command, term, index uint64, events []event) (*Result, [
 		if r.Changed {
 			events = append(events, event{key: r.Key})
 		}
+		if r.Err == nil && c.Next != nil {
+			events = f.handoff(r, *c.Next, term, index, events)
+		}
 		return r, events
 	case Expire:
 		r := f.expire(c)
 		if r.Changed {
 			events = append(events, event{key: r.Key})
+			if c.Next != nil {
+				events = f.handoff(r, *c.Next, term, index, events)
+			}
 		}
 		return r, events
 	case SetMember:
@@ -248,6 +257,19 @@ func (f *FSM) apply(cmd Command, term, index uint64, events []event) (*Result, [
 		return &Result{}, events
 	}
 	panic(fmt.Sprintf("fsm: unhandled command %T", cmd))
+}
+
+// handoff applies a waiter's acquire in the entry that freed the key.
+func (f *FSM) handoff(r *Result, next Acquire, term, index uint64, events []event) []event {
+	if next.Key != r.Key.Key && r.Key.Key != "" {
+		r.Next = &Result{Err: fmt.Errorf("%w: handoff of another key", ErrInvalid)}
+		return events
+	}
+	r.Next = f.acquire(next, term, index)
+	if r.Next.Err == nil {
+		events = append(events, event{key: r.Next.Key, granted: true, renewed: r.Next.Renewed})
+	}
+	return events
 }
 
 // acquire decides a grant. The epoch is the term of the entry being applied

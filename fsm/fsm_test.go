@@ -170,6 +170,28 @@ func TestExpiryBeforeRenewalIsIgnored(t *testing.T) {
 	}
 }
 
+// A release or an expiry can hand the key to the next waiter in the same
+// entry; the waiter's token is above the released one.
+func TestHandoff(t *testing.T) {
+	a := &applier{f: New(Config{})}
+	g := a.at(2, Acquire{Key: "k", Holder: "a", TTL: time.Second})
+	next := &Acquire{Key: "k", Holder: "b", TTL: time.Second, RequestID: "rb"}
+	r := a.at(2, Release{Key: "k", Holder: "a", Token: g.Key.Token, Next: next})
+	if r.Err != nil || r.Key.State != Released || r.Next == nil || r.Next.Err != nil || r.Next.Key.Holder != "b" || r.Next.Key.Token != g.Key.Token+1 {
+		t.Fatalf("release with handoff: %+v next %+v", r, r.Next)
+	}
+	// A release that fails hands nothing over.
+	r = a.at(2, Release{Key: "k", Holder: "a", Token: g.Key.Token, Next: &Acquire{Key: "k", Holder: "c", TTL: time.Second}})
+	if r.Err == nil || r.Next != nil {
+		t.Fatalf("failed release: %+v", r)
+	}
+	cur, _ := a.f.Get("k")
+	r = a.at(3, Expire{Key: "k", Token: cur.Token, Armed: cur.Armed, Next: &Acquire{Key: "k", Holder: "c", TTL: time.Second}})
+	if !r.Changed || r.Next == nil || r.Next.Key.Holder != "c" || r.Next.Key.Token != 3<<32|1 {
+		t.Fatalf("expiry with handoff: %+v next %+v", r, r.Next)
+	}
+}
+
 func TestHeldErrorNamesHolder(t *testing.T) {
 	a := &applier{f: New(Config{})}
 	a.at(1, Acquire{Key: "k", Holder: "alice", TTL: time.Second})
@@ -234,7 +256,9 @@ func TestCommandRoundTrip(t *testing.T) {
 		Acquire{Key: "k", Holder: "h", TTL: 3 * time.Second, RequestID: "r", LockDelay: time.Second},
 		SetClusterID{ID: "c1"},
 		Release{Key: "k", Holder: "h", Token: 1<<40 | 7, Force: true},
+		Release{Key: "k", Holder: "h", Token: 1<<40 | 7, Next: &Acquire{Key: "k", Holder: "w", TTL: time.Second, RequestID: "x"}},
 		Expire{Key: "k", Token: 5, Armed: 9},
+		Expire{Key: "k", Token: 5, Armed: 9, Next: &Acquire{Key: "k", Holder: "w", TTL: time.Second}},
 		SetMember{ID: "n1", HTTPAddr: "127.0.0.1:1"},
 		DelMember{ID: "n1"},
 		RaiseFloor{Floor: 77},
@@ -278,7 +302,11 @@ func genCommand(t *rapid.T, f *FSM) Command {
 		return Acquire{Key: key, Holder: holder, TTL: time.Second, RequestID: rapid.SampledFrom([]string{"", "r1", "r2"}).Draw(t, "rid")}
 	case 2:
 		if rapid.Bool().Draw(t, "current") {
-			return Release{Key: key, Holder: cur.Holder, Token: cur.Token}
+			rel := Release{Key: key, Holder: cur.Holder, Token: cur.Token}
+			if rapid.Bool().Draw(t, "handoff") {
+				rel.Next = &Acquire{Key: key, Holder: holder, TTL: time.Second}
+			}
+			return rel
 		}
 		return Release{Key: key, Holder: holder, Token: fence.Token(rapid.Uint64Range(1, 1<<40).Draw(t, "tok"))}
 	case 3:
@@ -304,6 +332,9 @@ func TestPropertyTokensStrictlyIncrease(t *testing.T) {
 			c := genCommand(t, f)
 			r := a.at(term, c)
 			acq, ok := c.(Acquire)
+			if rel, isRel := c.(Release); isRel && r.Next != nil {
+				acq, ok, r = *rel.Next, true, r.Next
+			}
 			if !ok || r.Err != nil || r.Renewed {
 				continue
 			}
