@@ -23,6 +23,7 @@ cp docker/rootfs/etc/passwd docker/rootfs/etc/group "$ctx/etc/"
 CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$ctx/" ./cmd/fenced ./cmd/fencectl
 
 rev=$(git rev-parse --short HEAD 2>/dev/null || echo unknown)
+old=$(docker image inspect -f '{{.Id}}' "$tag" 2>/dev/null || true)
 # The classic builder works everywhere, with or without BuildKit installed;
 # its deprecation notice is shown only when the build fails.
 if ! out=$(DOCKER_BUILDKIT=${DOCKER_BUILDKIT:-0} docker build --quiet \
@@ -31,5 +32,11 @@ if ! out=$(DOCKER_BUILDKIT=${DOCKER_BUILDKIT:-0} docker build --quiet \
 	-f Dockerfile -t "$tag" "$ctx" 2>&1); then
 	echo "$out" >&2
 	exit 1
+fi
+# The image the tag named before, unless a container still uses it or it has
+# other tags, would be left behind untagged: remove it.
+new=$(docker image inspect -f '{{.Id}}' "$tag")
+if [ -n "$old" ] && [ "$old" != "$new" ]; then
+	docker rmi "$old" >/dev/null 2>&1 || true
 fi
 echo "built $tag ($(docker image inspect -f '{{.Size}}' "$tag" | awk '{printf "%.1f MB", $1/1e6}'))"
