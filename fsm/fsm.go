@@ -9,6 +9,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -107,6 +108,8 @@ type FSM struct {
 	floor     uint64
 	clusterID string
 	applied   uint64
+	// appliedFast mirrors applied for lock-free reads on the hot read path.
+	appliedFast atomic.Uint64
 	// notify is closed and replaced after an apply when someone waits on it.
 	notify  chan struct{}
 	waiting bool
@@ -170,6 +173,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		f.mu.Lock()
 		if last := logs[len(logs)-1].Index; last > f.applied {
 			f.applied = last
+			f.appliedFast.Store(last)
 		}
 		f.wake()
 		f.mu.Unlock()
@@ -184,7 +188,7 @@ func (f *FSM) Reset() {
 	f.keys = make(map[string]KeyState)
 	f.members = make(map[string]string)
 	f.floor, f.applied, f.clusterID = 0, 0, ""
-
+	f.appliedFast.Store(0)
 	f.mu.Unlock()
 }
 
@@ -457,6 +461,9 @@ func (f *FSM) Applied() uint64 {
 
 // WaitApplied blocks until the entry at index has been applied or ctx ends.
 func (f *FSM) WaitApplied(ctx context.Context, index uint64) error {
+	if f.appliedFast.Load() >= index {
+		return nil
+	}
 	for {
 		f.mu.Lock()
 		if f.applied >= index {

@@ -164,6 +164,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.floor = img.Floor
 	f.clusterID = img.ClusterID
 	f.applied = img.Applied
+	f.appliedFast.Store(img.Applied)
 	f.wake()
 	f.mu.Unlock()
 	if f.obs != nil {

@@ -41,6 +41,7 @@ var commands = []command{
 	verifyCommand,
 	lockCommand,
 	selftestCommand,
+	benchCommand,
 }
 
 func lookup(name string) (command, bool) {

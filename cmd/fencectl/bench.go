@@ -1,0 +1,158 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/spf13/pflag"
+
+	"github.com/fenced/fenced/internal/bench"
+)
+
+var benchCommand = command{
+	name:    "bench",
+	args:    "[WORKLOAD...]",
+	summary: "measure throughput and latency of a cluster",
+	help: `
+Drives a workload against the cluster for --duration at each client count of
+--clients and prints ops/s and latency percentiles, with a histogram of the
+latencies of the last run. Workloads:
+
+  acquire    fresh keys, never released (one grant per operation)
+  cycle      acquire then release of a key per client (two commits)
+  verify     linearizable verify of a held grant
+  keepalive  keepalive of a holder with four keys (no log write)
+  contended  clients take turns on one key with waiting acquires; an
+             operation is one grant and its release
+  mix        70% verify, 20% keepalive, 10% cycle
+
+With no WORKLOAD, all of them run in that order. Point --endpoints at the
+leader to measure fenced rather than forwarding. Keys are written under a
+bench/ prefix and stay in the cluster (every key's high-water mark is kept).`,
+	examples: `
+fencectl bench verify --clients 1,16,64 --duration 10s
+fencectl bench cycle acquire -o json > results.json`,
+	new: func() runner { return &benchCmd{} },
+}
+
+type benchCmd struct {
+	clients  string
+	duration time.Duration
+	ttl      time.Duration
+	noHist   bool
+}
+
+func (b *benchCmd) flags(fs *pflag.FlagSet) {
+	fs.StringVar(&b.clients, "clients", "1,16,64", "comma-separated client counts; each is one run")
+	fs.DurationVar(&b.duration, "duration", 10*time.Second, "length of each run")
+	fs.DurationVar(&b.ttl, "ttl", 30*time.Second, "TTL of the grants the workloads make")
+	fs.BoolVar(&b.noHist, "no-histogram", false, "do not print the latency histogram")
+}
+
+func (b *benchCmd) run(ctx context.Context, e *env, args []string) error {
+	workloads := args
+	if len(workloads) == 0 {
+		workloads = bench.Workloads
+	}
+	counts, err := parseCounts(b.clients)
+	if err != nil {
+		return usageErr("bench", err.Error())
+	}
+	if b.duration <= 0 {
+		return usageErr("bench", "--duration must be positive")
+	}
+	var results []*bench.Result
+	for _, w := range workloads {
+		for _, n := range counts {
+			r, err := bench.Run(ctx, e.client(), bench.Config{Workload: w, Clients: n, Duration: b.duration, TTL: b.ttl,
+				Progress: progressBar(e.stderr, w, n, b.duration)})
+			fmt.Fprint(e.stderr, "\r\033[K")
+			if err != nil {
+				return fmt.Errorf("%s with %d clients: %w", w, n, err)
+			}
+			results = append(results, r)
+		}
+	}
+	if e.jsonOutput() {
+		return printJSON(e.stdout, results)
+	}
+	t := newTable(e.stdout, "WORKLOAD", "CLIENTS", "OPS/S", "P50", "P90", "P99", "MAX", "ERRORS")
+	for _, r := range results {
+		t.row(r.Workload, strconv.Itoa(r.Clients), fmt.Sprintf("%.0f", r.OpsPerSec), ms(r.P50), ms(r.P90), ms(r.P99), ms(r.Max), strconv.FormatInt(r.Errors, 10))
+	}
+	if err := t.flush(); err != nil {
+		return err
+	}
+	for _, r := range results {
+		if r.FirstErr != "" {
+			fmt.Fprintf(e.stderr, "%s/%d: first error: %s\n", r.Workload, r.Clients, r.FirstErr)
+		}
+	}
+	if !b.noHist && len(results) > 0 {
+		last := results[len(results)-1]
+		fmt.Fprintf(e.stdout, "\nlatency histogram of %s with %d clients\n", last.Workload, last.Clients)
+		histogram(e.stdout, last.Latencies)
+	}
+	return nil
+}
+
+func parseCounts(s string) ([]int, error) {
+	var out []int
+	for _, f := range strings.Split(s, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil || n < 1 || n > 4096 {
+			return nil, fmt.Errorf("--clients: %q is not a client count (1..4096)", f)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/1e6) }
+
+// progressBar draws a one-line bar on w while a run goes.
+func progressBar(w io.Writer, workload string, clients int, total time.Duration) func(int64, time.Duration) {
+	return func(done int64, elapsed time.Duration) {
+		frac := min(1, float64(elapsed)/float64(total))
+		const width = 30
+		filled := int(frac * width)
+		fmt.Fprintf(w, "\r\033[K%-9s %3d clients [%s%s] %3.0f%% %d ops", workload, clients,
+			strings.Repeat("#", filled), strings.Repeat(".", width-filled), frac*100, done)
+	}
+}
+
+// histogram prints latencies in logarithmic buckets (powers of two from
+// 50µs), one bar per bucket.
+func histogram(w io.Writer, lats []time.Duration) {
+	if len(lats) == 0 {
+		return
+	}
+	const first = 50 * time.Microsecond
+	counts := map[int]int{}
+	top := 0
+	for _, l := range lats {
+		b := 0
+		if l > first {
+			b = int(math.Ceil(math.Log2(float64(l) / float64(first))))
+		}
+		counts[b]++
+		top = max(top, b)
+	}
+	most := 0
+	for _, c := range counts {
+		most = max(most, c)
+	}
+	for b := 0; b <= top; b++ {
+		upper := first << b
+		bar := strings.Repeat("█", int(math.Ceil(40*float64(counts[b])/float64(most))))
+		if counts[b] == 0 {
+			bar = ""
+		}
+		fmt.Fprintf(w, "  <= %-9s %-40s %d\n", upper, bar, counts[b])
+	}
+}
