@@ -21,6 +21,7 @@ import (
 	"github.com/fenced/fenced/cluster"
 	"github.com/fenced/fenced/fence"
 	"github.com/fenced/fenced/internal/testutil"
+	"github.com/fenced/fenced/metrics"
 )
 
 // testNode is an in-process node with its HTTP API on a real socket.
@@ -386,5 +387,37 @@ func TestLeaseAfterLongWait(t *testing.T) {
 	case <-l.Done():
 		t.Fatalf("lease lost right after a long wait: %v", l.Err())
 	case <-time.After(time.Second):
+	}
+}
+
+func TestMetrics(t *testing.T) {
+	if err := metrics.InstallRaftSink(); err != nil {
+		t.Fatal(err)
+	}
+	nodes := startCluster(t, 3)
+	lead, _ := leaderOf(t, nodes)
+	c := NewClient([]string{lead.url})
+	ctx := context.Background()
+	g, err := c.Acquire(ctx, AcquireRequest{Key: "m", Holder: "a"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, _ = c.Verify(ctx, "m", g.Token.String(), "")
+	_, _ = c.Acquire(ctx, AcquireRequest{Key: "m", Holder: "b"})
+	resp, err := http.Get(lead.url + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, want := range []string{
+		"fenced_grants_total", `fenced_verifies_total{reason="ok",result="allow"}`, `fenced_refusals_total{reason="held"}`,
+		`fenced_apply_seconds_bucket{command="acquire"`, "fenced_is_leader 1", "fenced_leadership_confirm_seconds",
+		`fenced_http_requests_total{code="200",route="POST /v1/acquire"}`,
+		"fenced_raft_apply", // hashicorp/raft's own, through the go-metrics sink
+	} {
+		if !strings.Contains(string(body), want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 }

@@ -21,6 +21,7 @@ import (
 	"github.com/fenced/fenced/cluster"
 	"github.com/fenced/fenced/fence"
 	"github.com/fenced/fenced/fsm"
+	"github.com/fenced/fenced/metrics"
 )
 
 // Node is what the server needs of a cluster node.
@@ -62,8 +63,6 @@ type Server struct {
 	log     hclog.Logger
 	forward *http.Client
 	mux     *http.ServeMux
-	// Extra lets the daemon mount more handlers (metrics) on the same mux.
-	Extra *http.ServeMux
 }
 
 // NewServer returns the API server of node.
@@ -86,7 +85,22 @@ func NewServer(node Node, log hclog.Logger) *Server {
 }
 
 // ServeHTTP implements http.Handler.
-func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) { s.mux.ServeHTTP(w, r) }
+func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	s.mux.ServeHTTP(sw, r)
+	metrics.Requests.WithLabelValues(r.Pattern, strconv.Itoa(sw.status)).Inc()
+}
+
+// statusWriter remembers the status code, for the request metrics.
+type statusWriter struct {
+	http.ResponseWriter
+	status int
+}
+
+func (w *statusWriter) WriteHeader(code int) {
+	w.status = code
+	w.ResponseWriter.WriteHeader(code)
+}
 
 // Handle mounts an extra handler (for example /metrics) on the server's mux.
 func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, h) }
@@ -109,6 +123,7 @@ func (s *Server) routes() {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	s.mux.HandleFunc("GET /readyz", s.readyz)
+	s.mux.Handle("GET /metrics", metrics.Handler())
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if m := s.methodOf(r.URL.Path); m != "" {
 			w.Header().Set("Allow", m)
@@ -659,6 +674,7 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 // writeErr translates an error of any layer to its wire form.
 func writeErr(w http.ResponseWriter, err error) {
 	code, status := codeOf(err)
+	metrics.Refusals.WithLabelValues(code).Inc()
 	resp := ErrorResponse{Code: code, Message: err.Error()}
 	var he *fsm.HeldError
 	if errors.As(err, &he) {

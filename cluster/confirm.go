@@ -3,6 +3,9 @@ package cluster
 import (
 	"context"
 	"sync"
+	"time"
+
+	"github.com/fenced/fenced/metrics"
 )
 
 // confirmer shares leadership confirmations: every request that waits for one
@@ -18,8 +21,9 @@ type confirmer struct {
 }
 
 type round struct {
-	done chan struct{}
-	err  error
+	done    chan struct{}
+	err     error
+	members int
 }
 
 func (c *confirmer) confirm(ctx context.Context) error {
@@ -28,6 +32,7 @@ func (c *confirmer) confirm(ctx context.Context) error {
 		c.next = &round{done: make(chan struct{})}
 	}
 	r := c.next
+	r.members++
 	if !c.running {
 		c.running = true
 		go c.loop()
@@ -52,7 +57,10 @@ func (c *confirmer) loop() {
 			return
 		}
 		c.mu.Unlock()
+		start := time.Now()
 		r.err = c.verify()
+		metrics.ConfirmLatency.Observe(time.Since(start).Seconds())
+		metrics.ConfirmBatch.Observe(float64(r.members))
 		close(r.done)
 	}
 }

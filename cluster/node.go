@@ -3,6 +3,7 @@
 package cluster
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"os"
@@ -16,6 +17,7 @@ import (
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 
 	"github.com/fenced/fenced/fsm"
+	"github.com/fenced/fenced/metrics"
 )
 
 // Node is one member of a fenced cluster.
@@ -42,7 +44,8 @@ type Node struct {
 	// newTerm is set while a new term is being forced (seq exhaustion).
 	newTerm atomic.Bool
 
-	leaderChanges atomic.Uint64
+	leaderChanges    atomic.Uint64
+	stopStoreMetrics context.CancelFunc
 	stop          chan struct{}
 	wg            sync.WaitGroup
 	closeOnce     sync.Once
@@ -67,6 +70,9 @@ func New(cfg Config) (*Node, error) {
 		return nil, fmt.Errorf("open raft store: %w", err)
 	}
 	n.store = store
+	storeCtx, stopStoreMetrics := context.WithCancel(context.Background())
+	n.stopStoreMetrics = stopStoreMetrics
+	go store.RunMetrics(storeCtx, 10*time.Second)
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, cfg.Logger.Named("snapshots"))
 	if err != nil {
 		store.Close()
@@ -186,6 +192,7 @@ func (n *Node) watchLeadership(r *raft.Raft, notify <-chan bool, done <-chan str
 		select {
 		case leader := <-notify:
 			n.leaderChanges.Add(1)
+			metrics.LeaderChanges.Inc()
 			if leader {
 				gen := n.gen.Add(1)
 				n.log.Info("gained leadership", "generation", gen, "term", r.CurrentTerm())
@@ -205,6 +212,7 @@ func (n *Node) watchLeadership(r *raft.Raft, notify <-chan bool, done <-chan str
 func (n *Node) revoke() {
 	n.gen.Add(1)
 	n.ready.Store(0)
+	metrics.IsLeader.Set(0)
 	n.leases.deactivate()
 	n.waiters.kickAll()
 	n.log.Info("lost leadership: leases stopped, not ready")
@@ -236,6 +244,7 @@ func (n *Node) establish(r *raft.Raft, gen uint64) {
 		return
 	}
 	n.ready.Store(gen)
+	metrics.IsLeader.Set(1)
 	n.log.Info("leader ready", "generation", gen, "term", r.CurrentTerm())
 	n.registerSelf(r, gen)
 }
@@ -258,12 +267,28 @@ func (n *Node) registerSelf(r *raft.Raft, gen uint64) {
 }
 
 // Granted implements fsm.Observer.
-func (n *Node) Granted(k fsm.KeyState, renewed bool) { n.leases.granted(k) }
+func (n *Node) Granted(k fsm.KeyState, renewed bool) {
+	n.leases.granted(k)
+	if n.ready.Load() != 0 {
+		if renewed {
+			metrics.Renewals.WithLabelValues("acquire").Inc()
+		} else {
+			metrics.Grants.Inc()
+		}
+	}
+}
 
 // Ended implements fsm.Observer.
 func (n *Node) Ended(k fsm.KeyState) {
 	n.leases.ended(k)
 	n.waiters.kick(k.Key)
+	if n.ready.Load() != 0 {
+		if k.State == fsm.Expired {
+			metrics.Expiries.Inc()
+		} else {
+			metrics.Releases.Inc()
+		}
+	}
 }
 
 // Restored implements fsm.Observer. A leader never installs a snapshot from a
@@ -316,6 +341,7 @@ func (n *Node) Close() error {
 		close(n.stop)
 		err = n.r().Shutdown().Error()
 		n.wg.Wait()
+		n.stopStoreMetrics()
 		if cerr := n.store.Close(); err == nil {
 			err = cerr
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/fenced/fenced/fence"
 	"github.com/fenced/fenced/fsm"
+	"github.com/fenced/fenced/metrics"
 )
 
 // AcquireArgs is an acquire request. Wait > 0 blocks up to that long while
@@ -45,6 +46,7 @@ func (n *Node) requireReady() (uint64, error) {
 
 // apply proposes a command and returns the FSM's result.
 func (n *Node) apply(cmd fsm.Command) (*fsm.Result, error) {
+	defer metrics.ObserveApply(commandName(cmd), time.Now())
 	f := n.r().Apply(fsm.Encode(cmd), n.cfg.ApplyTimeout)
 	if err := f.Error(); err != nil {
 		return nil, translate(err)
@@ -54,6 +56,18 @@ func (n *Node) apply(cmd fsm.Command) (*fsm.Result, error) {
 		return nil, fmt.Errorf("unexpected apply response %T", f.Response())
 	}
 	return res, nil
+}
+
+func commandName(c fsm.Command) string {
+	switch c.(type) {
+	case fsm.Acquire:
+		return "acquire"
+	case fsm.Release:
+		return "release"
+	case fsm.Expire:
+		return "expire"
+	}
+	return "other"
 }
 
 // Acquire grants a key to a holder. A refusal of the FSM comes back as the
@@ -312,6 +326,7 @@ func (n *Node) settleHandoff(key string, w *waiter, res *fsm.Result, err error) 
 	case res.Next.Err != nil:
 		w.handoff <- handoffResult{err: n.refusal(res.Next.Err)}
 	default:
+		metrics.Handoffs.Inc()
 		w.handoff <- handoffResult{grant: Grant{KeyState: res.Next.Key, Renewed: res.Next.Renewed}}
 	}
 }
@@ -338,6 +353,7 @@ func (n *Node) Renew(ctx context.Context, key, holder string, tok fence.Token) (
 	if !ok {
 		return fsm.KeyState{}, time.Time{}, n.whyNoLease(key, holder, tok)
 	}
+	metrics.Renewals.WithLabelValues("renew").Inc()
 	return k, deadline, nil
 }
 
@@ -362,7 +378,9 @@ func (n *Node) Keepalive(ctx context.Context, holder string) ([]RenewedLease, er
 	if err := n.confirmReady(ctx); err != nil {
 		return nil, err
 	}
-	return n.leases.renewHolder(holder), nil
+	ls := n.leases.renewHolder(holder)
+	metrics.Renewals.WithLabelValues("keepalive").Add(float64(len(ls)))
+	return ls, nil
 }
 
 // confirmReady checks that this node is a ready leader and confirms with a
@@ -424,7 +442,14 @@ type Verdict struct {
 // Verify answers, linearizably, whether tok is the current live grant of key
 // (and of holder, when given). It fails closed: an error is always returned
 // with a refusing verdict whose reason is unavailable.
-func (n *Node) Verify(ctx context.Context, key string, tok fence.Token, holder string) (Verdict, error) {
+func (n *Node) Verify(ctx context.Context, key string, tok fence.Token, holder string) (v Verdict, err error) {
+	defer func() {
+		result := "refuse"
+		if v.Allow {
+			result = "allow"
+		}
+		metrics.Verifies.WithLabelValues(result, string(v.Reason)).Inc()
+	}()
 	if err := n.linearizable(ctx); err != nil {
 		return Verdict{Reason: ReasonUnavailable}, err
 	}
@@ -432,7 +457,7 @@ func (n *Node) Verify(ctx context.Context, key string, tok fence.Token, holder s
 	if !ok {
 		return Verdict{Reason: ReasonUnknownKey}, nil
 	}
-	v := Verdict{Current: &k}
+	v = Verdict{Current: &k}
 	switch {
 	case tok > k.Token:
 		v.Reason = ReasonNotGrantedYet

@@ -2,6 +2,8 @@ package cluster
 
 import (
 	"sync"
+
+	"github.com/fenced/fenced/metrics"
 )
 
 // waitq holds, per key, the acquires waiting for the key on the leader, in
@@ -37,6 +39,7 @@ func (q *waitq) join(a AcquireArgs) *waiter {
 	q.mu.Lock()
 	q.queue[key] = append(q.queue[key], w)
 	q.mu.Unlock()
+	metrics.Waiters.Inc()
 	return w
 }
 
@@ -52,6 +55,7 @@ func (q *waitq) leave(key string, w *waiter) (claimed bool) {
 		if x != w {
 			continue
 		}
+		metrics.Waiters.Dec()
 		ws = append(ws[:i:i], ws[i+1:]...)
 		if len(ws) == 0 {
 			delete(q.queue, key)

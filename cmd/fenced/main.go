@@ -19,6 +19,7 @@ import (
 
 	"github.com/fenced/fenced/api"
 	"github.com/fenced/fenced/cluster"
+	"github.com/fenced/fenced/metrics"
 )
 
 const usage = `fenced — a Raft-replicated fencing-token coordinator.
@@ -160,6 +161,9 @@ func run(o *options) error {
 	httpAdvertise := o.httpAdvertise
 	if httpAdvertise == "" {
 		httpAdvertise = o.httpAddr
+	}
+	if err := metrics.InstallRaftSink(); err != nil {
+		return fmt.Errorf("metrics: %w", err)
 	}
 	ln, err := net.Listen("tcp", o.httpAddr)
 	if err != nil {

@@ -1,0 +1,83 @@
+// Package metrics holds fenced's Prometheus metrics, and wires the metrics of
+// hashicorp/raft and raft-boltdb into the same registry.
+package metrics
+
+import (
+	"net/http"
+	"sync"
+	"time"
+
+	gometrics "github.com/hashicorp/go-metrics/compat"
+	gmprom "github.com/hashicorp/go-metrics/compat/prometheus"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promauto"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+const ns = "fenced"
+
+// The metrics a node exports. Counters of grant events are counted by the
+// leader only, so summing them over the cluster counts each event once.
+var (
+	Grants = promauto.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "grants_total",
+		Help: "New grants made (each with a new token)."})
+	Renewals = promauto.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "renewals_total",
+		Help: "Lease renewals, by how: acquire (by the holder), renew, keepalive."}, []string{"how"})
+	Releases = promauto.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "releases_total",
+		Help: "Grants ended by a release."})
+	Expiries = promauto.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "expiries_total",
+		Help: "Grants ended because their lease ran out on the leader's clock."})
+	Handoffs = promauto.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "handoffs_total",
+		Help: "Grants made to a waiter in the same commit that freed the key."})
+	Refusals = promauto.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "refusals_total",
+		Help: "Requests refused, by reason (the API error code)."}, []string{"reason"})
+	Verifies = promauto.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "verifies_total",
+		Help: "Verify verdicts, by result (allow, refuse) and reason."}, []string{"result", "reason"})
+	Waiters = promauto.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "waiters",
+		Help: "Acquires waiting for a key on this node."})
+	LeaderChanges = promauto.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "leader_changes_total",
+		Help: "Times this node gained or lost leadership."})
+	IsLeader = promauto.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "is_leader",
+		Help: "1 while this node is the ready leader."})
+	ApplyLatency = promauto.NewHistogramVec(prometheus.HistogramOpts{Namespace: ns, Name: "apply_seconds",
+		Help:    "Time from proposing a command to its result, by command.",
+		Buckets: prometheus.ExponentialBuckets(0.0001, 2, 16)}, []string{"command"})
+	ConfirmLatency = promauto.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "leadership_confirm_seconds",
+		Help:    "Time of one shared leadership confirmation round.",
+		Buckets: prometheus.ExponentialBuckets(0.00005, 2, 16)})
+	ConfirmBatch = promauto.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "leadership_confirm_batch",
+		Help:    "Requests served by one leadership confirmation round.",
+		Buckets: prometheus.ExponentialBuckets(1, 2, 10)})
+	Requests = promauto.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "http_requests_total",
+		Help: "HTTP API requests, by route and status code."}, []string{"route", "code"})
+)
+
+// ObserveApply records one proposal's latency.
+func ObserveApply(command string, start time.Time) {
+	ApplyLatency.WithLabelValues(command).Observe(time.Since(start).Seconds())
+}
+
+var sinkOnce sync.Once
+
+// InstallRaftSink routes the go-metrics that hashicorp/raft and raft-boltdb
+// emit (through go-metrics' compat package, as they do) into the Prometheus
+// registry that Handler serves. Call it once per process, before the node
+// starts.
+func InstallRaftSink() error {
+	var err error
+	sinkOnce.Do(func() {
+		var sink *gmprom.PrometheusSink
+		sink, err = gmprom.NewPrometheusSinkFrom(gmprom.PrometheusOpts{Expiration: time.Minute})
+		if err != nil {
+			return
+		}
+		cfg := gometrics.DefaultConfig(ns)
+		cfg.EnableHostname = false
+		cfg.EnableRuntimeMetrics = false // the Go collector already exports them
+		_, err = gometrics.NewGlobal(cfg, sink)
+	})
+	return err
+}
+
+// Handler serves the metrics in the Prometheus text format.
+func Handler() http.Handler { return promhttp.Handler() }
