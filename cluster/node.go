@@ -46,9 +46,9 @@ type Node struct {
 
 	leaderChanges    atomic.Uint64
 	stopStoreMetrics context.CancelFunc
-	stop          chan struct{}
-	wg            sync.WaitGroup
-	closeOnce     sync.Once
+	stop             chan struct{}
+	wg               sync.WaitGroup
+	closeOnce        sync.Once
 }
 
 // New opens the node's stores, starts Raft and, for a fresh data dir,
