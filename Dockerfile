@@ -22,6 +22,6 @@ EXPOSE 7700 7701
 
 # Healthy when this node answers and knows a leader (fencectl status exits 0).
 HEALTHCHECK --interval=5s --timeout=5s --start-period=30s --retries=3 \
-    CMD ["/fencectl", "status", "--endpoints", "127.0.0.1:7700", "--timeout", "4s"]
+    CMD ["/fencectl", "health", "--endpoints", "127.0.0.1:7700", "--timeout", "3s"]
 
 ENTRYPOINT ["/fenced"]

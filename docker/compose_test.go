@@ -293,7 +293,7 @@ func (p *project) waitAgreed(ctx context.Context, svcs []string, minTerm uint64,
 }
 
 // waitHealthy waits until Docker reports every container healthy: the
-// image's HEALTHCHECK (fencectl status) passes inside each of them.
+// image's HEALTHCHECK (fencectl health) passes inside each of them.
 func (p *project) waitHealthy(timeout time.Duration) {
 	p.t.Helper()
 	testutil.Eventually(p.t, timeout, func() error {

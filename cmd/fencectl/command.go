@@ -32,6 +32,7 @@ type command struct {
 // commands is the command table, in the order the help lists them.
 var commands = []command{
 	statusCommand,
+	healthCommand,
 	keysCommand,
 	keyCommand,
 	acquireCommand,

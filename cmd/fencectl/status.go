@@ -102,12 +102,16 @@ func gatherHealth(ctx context.Context, c *api.Client, scheme string, first *api.
 	var wg sync.WaitGroup
 	for i, m := range first.Members {
 		h.Members[i] = memberHealth{ID: m.ID, HTTPAddr: m.HTTPAddr, RaftAddr: m.RaftAddr, Voter: m.Voter, Leader: m.Leader}
-		endpoint := scheme + "://" + m.HTTPAddr
-		if m.HTTPAddr == "" {
-			if endpoint = known[m.ID]; endpoint == "" {
-				h.Members[i].Health, h.Members[i].Error = healthUnreachable, "its HTTP address is not known yet"
-				continue
-			}
+		// A given endpoint that answers as the member is reachable from
+		// here; the address the member advertises may only resolve inside
+		// the cluster's own network (containers, NAT).
+		endpoint := known[m.ID]
+		if endpoint == "" && m.HTTPAddr != "" {
+			endpoint = scheme + "://" + m.HTTPAddr
+		}
+		if endpoint == "" {
+			h.Members[i].Health, h.Members[i].Error = healthUnreachable, "its HTTP address is not known yet"
+			continue
 		}
 		wg.Add(1)
 		go func(mh *memberHealth) {
@@ -127,18 +131,12 @@ func gatherHealth(ctx context.Context, c *api.Client, scheme string, first *api.
 	return h
 }
 
-// endpointIDs maps member ids to the given endpoints that answer as them,
-// for members whose HTTP address the cluster has not recorded yet (a node
-// that just started announces it within a second or so).
+// endpointIDs maps member ids to the given endpoints that answer as them.
+// They are preferred to the addresses members advertise, which may not be
+// reachable from where fencectl runs, and they cover members whose address
+// the cluster has not recorded yet.
 func endpointIDs(ctx context.Context, c *api.Client, members []api.Member) map[string]string {
-	missing := false
-	for _, m := range members {
-		missing = missing || m.HTTPAddr == ""
-	}
 	out := map[string]string{}
-	if !missing {
-		return out
-	}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
 	for _, ep := range c.Endpoints() {
