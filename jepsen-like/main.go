@@ -26,6 +26,9 @@ import (
 	"github.com/fenced/fenced/jepsen-like/workload"
 )
 
+// recheck is the --check directory.
+var recheck string
+
 func main() {
 	os.Exit(run(os.Args[1:]))
 }
@@ -34,6 +37,7 @@ func parse(args []string) (runner.Config, string, error) {
 	var cfg runner.Config
 	var faults, logLevel string
 	fs := pflag.NewFlagSet("jepsen-like", pflag.ContinueOnError)
+	fs.StringVar(&recheck, "check", "", "run no cluster: check the recorded run in this results directory again and rewrite its reports")
 	fs.DurationVar(&cfg.Time, "time", 5*time.Minute, "length of a full schedule (the short schedule takes what its faults need)")
 	fs.StringVar(&faults, "faults", "all", "faults to inject, comma-separated, or all: "+strings.Join(nemesis.All, ","))
 	fs.Int64Var(&cfg.Seed, "seed", 0, "random seed of the schedule and the clients (0: from the clock)")
@@ -83,6 +87,17 @@ func run(args []string) int {
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "jepsen-like:", err)
 		return 2
+	}
+	if recheck != "" {
+		res, err := runner.Recheck(recheck, os.Stdout)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "jepsen-like:", err)
+			return 2
+		}
+		if res.Failed > 0 {
+			return 1
+		}
+		return 0
 	}
 	log := hclog.New(&hclog.LoggerOptions{Name: "jepsen", Level: hclog.LevelFromString(level), Output: os.Stderr})
 	// SIGINT/SIGTERM end the schedule early; the run still heals, checks

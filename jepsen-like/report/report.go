@@ -53,6 +53,7 @@ type bar struct {
 
 type band struct {
 	X, W, Y, H float64
+	LabelX     float64
 	Label      string
 	Title      string
 	LabelY     float64
@@ -123,17 +124,20 @@ func layout(ops []history.Op, faults []history.Fault) timeline {
 	plotW := svgWidth - leftMargin - 10
 	x := func(t int64) float64 { return leftMargin + plotW*float64(t)/float64(end) }
 
-	// Fault lanes: greedy interval packing so overlapping faults stack.
-	var laneEnds []int64
+	// Fault label lanes: greedy packing in pixels, by the extent of the band
+	// or of its label, whichever is wider, so labels never overlap.
+	var laneEnds []float64
 	faultLane := make([]int, len(faults))
 	for i, f := range faults {
+		x0 := x(f.Start)
+		x1 := max(x(f.End), x0+6.7*float64(len(f.Nemesis))+4)
 		l := 0
-		for ; l < len(laneEnds) && laneEnds[l] > f.Start; l++ {
+		for ; l < len(laneEnds) && laneEnds[l] > x0; l++ {
 		}
 		if l == len(laneEnds) {
 			laneEnds = append(laneEnds, 0)
 		}
-		laneEnds[l] = f.End
+		laneEnds[l] = x1
 		faultLane[i] = l
 	}
 	top := 10 + faultLaneH*float64(max(1, len(laneEnds)))
@@ -211,6 +215,7 @@ func layout(ops []history.Op, faults []history.Fault) timeline {
 	}
 	for i, f := range faults {
 		tl.Bands = append(tl.Bands, band{X: x(f.Start), W: max(x(f.End)-x(f.Start), 2), Y: top, H: lanesBottom - top,
+			LabelX: min(x(f.Start), svgWidth-6.7*float64(len(f.Nemesis))),
 			Label: f.Nemesis, LabelY: 10 + faultLaneH*float64(faultLane[i]) + 11,
 			Title: fmt.Sprintf("%s %v %.3fs..%.3fs %s", f.Nemesis, f.Nodes, float64(f.Start)/1e9, float64(f.End)/1e9, f.Detail)})
 	}
@@ -278,7 +283,7 @@ svg text{font-size:11px;font-family:monospace}
 <p>Each row is a key; each bar a grant, coloured by holder and labelled epoch.seq, from its acknowledgement to its release or the next grant (expiry is not drawn: it is decided on the leader's clock). Red ticks: acquires with an unknown outcome. Shaded bands: faults. Below: the epoch (Raft term) of every grant.</p>
 <svg xmlns="http://www.w3.org/2000/svg" width="{{.T.Width}}" height="{{.T.Height}}">
 {{range .T.Bands}}<rect x="{{.X}}" y="{{.Y}}" width="{{.W}}" height="{{.H}}" fill="#f8d7da" fill-opacity="0.55"><title>{{.Title}}</title></rect>
-<text x="{{.X}}" y="{{.LabelY}}" fill="#a02030">{{.Label}}<title>{{.Title}}</title></text>
+<text x="{{.LabelX}}" y="{{.LabelY}}" fill="#a02030">{{.Label}}<title>{{.Title}}</title></text>
 {{end}}
 {{range .T.Lanes}}<text x="4" y="{{.Y}}" dy="17">{{.Label}}</text><line x1="{{$.T.Left}}" x2="{{$.T.Width}}" y1="{{.Y}}" y2="{{.Y}}" stroke="#eee"/>
 {{end}}

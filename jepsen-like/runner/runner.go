@@ -304,6 +304,56 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 	return r, nil
 }
 
+// Recheck runs the checkers again on a recorded run's history, fault
+// timeline and final observation, and rewrites its results and reports: for
+// reading an old run with newer checkers. The run's config.json gives the TTL.
+func Recheck(dir string, out io.Writer) (*Result, error) {
+	var cfg Config
+	data, err := os.ReadFile(filepath.Join(dir, "config.json"))
+	if err != nil {
+		return nil, err
+	}
+	if err := json.Unmarshal(data, &cfg); err != nil {
+		return nil, fmt.Errorf("config.json: %w", err)
+	}
+	cfg.Results = dir
+	cfg.Defaults()
+	ops, err := history.ReadJSONL[history.Op](filepath.Join(dir, "history.jsonl"))
+	if err != nil {
+		return nil, fmt.Errorf("history.jsonl: %w", err)
+	}
+	faults, err := history.ReadJSONL[history.Fault](filepath.Join(dir, "faults.jsonl"))
+	if err != nil {
+		return nil, fmt.Errorf("faults.jsonl: %w", err)
+	}
+	var final *checker.Final
+	if data, err := os.ReadFile(filepath.Join(dir, "final.json")); err == nil {
+		final = &checker.Final{}
+		if err := json.Unmarshal(data, final); err != nil {
+			return nil, fmt.Errorf("final.json: %w", err)
+		}
+	}
+	results := checker.All(ops, final, checker.Options{TTL: cfg.TTL, LinearizableTimeout: cfg.LinearizableTimeout, Faults: faults})
+	r := &Result{Dir: dir, Results: results, Ops: len(ops), Faults: len(faults)}
+	for _, c := range results {
+		if c.Pass {
+			r.Passed++
+		} else {
+			r.Failed++
+		}
+	}
+	// The run's own length, as the history spans it.
+	r.Duration = 0
+	for _, o := range ops {
+		r.Duration = max(r.Duration, time.Duration(o.Complete))
+	}
+	if err := writeReports(cfg, ops, faults, final, results, r, nil); err != nil {
+		return r, err
+	}
+	printReport(out, r)
+	return r, nil
+}
+
 func hold(ctx context.Context, d time.Duration) {
 	select {
 	case <-time.After(d):
@@ -454,7 +504,6 @@ func writeArtefacts(cfg Config, b backend.Backend, ops []history.Op, faults []hi
 	errs = append(errs, history.WriteJSONL(filepath.Join(dir, "history.jsonl"), ops))
 	errs = append(errs, history.WriteJSONL(filepath.Join(dir, "faults.jsonl"), faults))
 	errs = append(errs, writeJSON(filepath.Join(dir, "final.json"), final))
-	errs = append(errs, writeJSON(filepath.Join(dir, "results.json"), results))
 	logDir := filepath.Join(dir, "nodes")
 	errs = append(errs, os.MkdirAll(logDir, 0o755))
 	paths := b.LogPaths()
@@ -463,9 +512,26 @@ func writeArtefacts(cfg Config, b backend.Backend, ops []history.Op, faults []hi
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
-	files := []string{"config.json", "history.jsonl", "faults.jsonl", "final.json", "results.json"}
 	for _, id := range ids {
 		errs = append(errs, copyFile(paths[id], filepath.Join(logDir, id+".log")))
+	}
+	errs = append(errs, writeReports(cfg, ops, faults, final, results, r, ids))
+	return errors.Join(errs...)
+}
+
+// writeReports writes results.json, the porcupine visualisation and the
+// summary page.
+func writeReports(cfg Config, ops []history.Op, faults []history.Fault, final *checker.Final, results []checker.Result, r *Result, nodes []string) error {
+	dir := cfg.Results
+	errs := []error{writeJSON(filepath.Join(dir, "results.json"), results)}
+	files := []string{"config.json", "history.jsonl", "faults.jsonl", "final.json", "results.json"}
+	if nodes == nil {
+		logs, _ := filepath.Glob(filepath.Join(dir, "nodes", "*.log"))
+		for _, l := range logs {
+			nodes = append(nodes, strings.TrimSuffix(filepath.Base(l), ".log"))
+		}
+	}
+	for _, id := range nodes {
 		files = append(files, "nodes/"+id+".log")
 	}
 	for _, c := range results {
