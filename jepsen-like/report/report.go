@@ -216,7 +216,7 @@ func layout(ops []history.Op, faults []history.Fault) timeline {
 	for i, f := range faults {
 		tl.Bands = append(tl.Bands, band{X: x(f.Start), W: max(x(f.End)-x(f.Start), 2), Y: top, H: lanesBottom - top,
 			LabelX: min(x(f.Start), svgWidth-6.7*float64(len(f.Nemesis))),
-			Label: f.Nemesis, LabelY: 10 + faultLaneH*float64(faultLane[i]) + 11,
+			Label:  f.Nemesis, LabelY: 10 + faultLaneH*float64(faultLane[i]) + 11,
 			Title: fmt.Sprintf("%s %v %.3fs..%.3fs %s", f.Nemesis, f.Nodes, float64(f.Start)/1e9, float64(f.End)/1e9, f.Detail)})
 	}
 	tl.AxisY = lanesBottom + 14
