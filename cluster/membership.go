@@ -55,7 +55,7 @@ func (n *Node) Status() Status {
 		Keys:         n.fsm.Len(),
 		Waiters:      n.waiters.count(),
 	}
-	if f := r.GetConfiguration(); f.Error() == nil {
+	if f := r.GetConfiguration(); n.wait(f) == nil {
 		https := n.fsm.Members()
 		for _, s := range f.Configuration().Servers {
 			st.Members = append(st.Members, Member{
@@ -95,7 +95,7 @@ func (n *Node) Join(ctx context.Context, id, raftAddr, httpAddr string) error {
 	}
 	r := n.r()
 	f := r.GetConfiguration()
-	if err := f.Error(); err != nil {
+	if err := n.wait(f); err != nil {
 		return translate(err)
 	}
 	present := false
@@ -105,14 +105,14 @@ func (n *Node) Join(ctx context.Context, id, raftAddr, httpAddr string) error {
 			present = true
 		case s.ID == raft.ServerID(id) || s.Address == raft.ServerAddress(raftAddr):
 			n.log.Info("replacing member with a changed id or address", "id", s.ID, "addr", s.Address)
-			if err := r.RemoveServer(s.ID, 0, n.cfg.ApplyTimeout).Error(); err != nil {
+			if err := n.wait(r.RemoveServer(s.ID, 0, n.cfg.ApplyTimeout)); err != nil {
 				return translate(err)
 			}
 		}
 	}
 	if !present {
 		n.log.Info("adding voter", "id", id, "raft_addr", raftAddr)
-		if err := r.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.ApplyTimeout).Error(); err != nil {
+		if err := n.wait(r.AddVoter(raft.ServerID(id), raft.ServerAddress(raftAddr), 0, n.cfg.ApplyTimeout)); err != nil {
 			return translate(err)
 		}
 	}
@@ -139,7 +139,7 @@ func (n *Node) Remove(ctx context.Context, id string) error {
 		n.awaitOtherLeader(ctx)
 		return ErrNotLeader
 	}
-	if err := n.r().RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout).Error(); err != nil {
+	if err := n.wait(n.r().RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout)); err != nil {
 		return translate(err)
 	}
 	_, err := n.apply(fsm.DelMember{ID: id})

@@ -64,7 +64,7 @@ func New(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, log: cfg.Logger.Named("cluster"), waiters: newWaitq(), stop: make(chan struct{})}
 	n.fsm = fsm.New(fsm.Config{MaxSeq: cfg.MaxSeq, Observer: n})
 	n.leases = newLeases(n.log.Named("leases"), n.proposeExpire)
-	n.confirm = &confirmer{verify: func() error { return translateRead(n.r().VerifyLeader().Error()) }}
+	n.confirm = &confirmer{verify: func() error { return translateRead(n.wait(n.r().VerifyLeader())) }}
 	store, err := raftboltdb.New(raftboltdb.Options{Path: filepath.Join(cfg.DataDir, "raft.db"), NoSync: cfg.NoSync})
 	if err != nil {
 		return nil, fmt.Errorf("open raft store: %w", err)
@@ -226,7 +226,7 @@ func (n *Node) revoke() {
 func (n *Node) establish(r *raft.Raft, gen uint64) {
 	defer n.wg.Done()
 	for n.gen.Load() == gen {
-		err := r.Apply(fsm.Encode(fsm.Barrier{}), n.cfg.ApplyTimeout).Error()
+		err := n.wait(r.Apply(fsm.Encode(fsm.Barrier{}), n.cfg.ApplyTimeout))
 		if err == nil {
 			break
 		}
@@ -253,7 +253,7 @@ func (n *Node) establish(r *raft.Raft, gen uint64) {
 // followers can forward to it.
 func (n *Node) registerSelf(r *raft.Raft, gen uint64) {
 	if n.fsm.ClusterID() == "" {
-		if err := r.Apply(fsm.Encode(fsm.SetClusterID{ID: newClusterID()}), n.cfg.ApplyTimeout).Error(); err != nil && n.gen.Load() == gen {
+		if err := n.wait(r.Apply(fsm.Encode(fsm.SetClusterID{ID: newClusterID()}), n.cfg.ApplyTimeout)); err != nil && n.gen.Load() == gen {
 			n.log.Warn("could not record the cluster id", "error", err)
 		}
 	}
@@ -261,7 +261,7 @@ func (n *Node) registerSelf(r *raft.Raft, gen uint64) {
 		return
 	}
 	f := r.Apply(fsm.Encode(fsm.SetMember{ID: n.cfg.ID, HTTPAddr: n.cfg.HTTPAdvertise}), n.cfg.ApplyTimeout)
-	if err := f.Error(); err != nil && n.gen.Load() == gen {
+	if err := n.wait(f); err != nil && n.gen.Load() == gen {
 		n.log.Warn("could not record HTTP address", "error", err)
 	}
 }
@@ -332,6 +332,25 @@ func (n *Node) proposeExpire(gen uint64, e fsm.Expire, lockDelay time.Duration) 
 	}()
 }
 
+// wait returns a raft future's error, or ErrRaftShutdown once the node stops.
+// A future queued in raft's buffered apply channel when raft shuts down is
+// never answered, so nothing here waits on a future unbounded.
+func (n *Node) wait(f raft.Future) error {
+	n.raftMu.RLock()
+	replaced := n.raftDone
+	n.raftMu.RUnlock()
+	done := make(chan error, 1)
+	go func() { done <- f.Error() }()
+	select {
+	case err := <-done:
+		return err
+	case <-n.stop:
+		return raft.ErrRaftShutdown
+	case <-replaced:
+		return raft.ErrRaftShutdown
+	}
+}
+
 // Close shuts the node down: raft first (so no more entries apply), then the
 // store.
 func (n *Node) Close() error {
@@ -373,10 +392,10 @@ func (n *Node) TransferLeadership(id string) error {
 		return ErrNotLeader
 	}
 	if id == "" {
-		return translate(n.r().LeadershipTransfer().Error())
+		return translate(n.wait(n.r().LeadershipTransfer()))
 	}
 	f := n.r().GetConfiguration()
-	if err := f.Error(); err != nil {
+	if err := n.wait(f); err != nil {
 		return translate(err)
 	}
 	for _, s := range f.Configuration().Servers {
@@ -384,7 +403,7 @@ func (n *Node) TransferLeadership(id string) error {
 			if id == n.cfg.ID {
 				return nil // already the leader
 			}
-			return translate(n.r().LeadershipTransferToServer(s.ID, s.Address).Error())
+			return translate(n.wait(n.r().LeadershipTransferToServer(s.ID, s.Address)))
 		}
 	}
 	return fmt.Errorf("%w: no member %q", ErrBadRequest, id)

@@ -48,7 +48,7 @@ func (n *Node) requireReady() (uint64, error) {
 func (n *Node) apply(cmd fsm.Command) (*fsm.Result, error) {
 	defer metrics.ObserveApply(commandName(cmd), time.Now())
 	f := n.r().Apply(fsm.Encode(cmd), n.cfg.ApplyTimeout)
-	if err := f.Error(); err != nil {
+	if err := n.wait(f); err != nil {
 		return nil, translate(err)
 	}
 	res, ok := f.Response().(*fsm.Result)
@@ -235,7 +235,7 @@ func (n *Node) forceNewTerm() {
 		defer n.newTerm.Store(false)
 		n.log.Warn("seq space of the current term exhausted; starting a new term")
 		if n.Voters() > 1 {
-			if err := n.r().LeadershipTransfer().Error(); err != nil {
+			if err := n.wait(n.r().LeadershipTransfer()); err != nil {
 				n.log.Error("leadership transfer failed", "error", err)
 			}
 			return
@@ -249,7 +249,7 @@ func (n *Node) forceNewTerm() {
 // Voters returns the number of voting members in the configuration.
 func (n *Node) Voters() int {
 	f := n.r().GetConfiguration()
-	if f.Error() != nil {
+	if n.wait(f) != nil {
 		return 0
 	}
 	c := 0
