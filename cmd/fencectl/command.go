@@ -27,6 +27,10 @@ type command struct {
 	help     string // what the command does, in a few paragraphs
 	examples string
 	new      func() runner
+	// subs makes the command a group of commands ("members", "snapshot"):
+	// its first argument names one of them. A sub-command's name is the full
+	// "group sub", so its usage, help and errors read as typed.
+	subs []command
 }
 
 // commands is the command table, in the order the help lists them.
@@ -42,6 +46,10 @@ var commands = []command{
 	verifyCommand,
 	lockCommand,
 	selftestCommand,
+	membersCommand,
+	leaderCommand,
+	snapshotCommand,
+	debugCommand,
 	benchCommand,
 }
 
@@ -98,6 +106,13 @@ func parse(e *env, args []string) (invocation, error) {
 	if !ok {
 		return invocation{}, usageErr("", fmt.Sprintf("unknown command %q", name))
 	}
+	if len(c.subs) > 0 {
+		sub, done, err := pickSub(e, c, rest)
+		if err != nil || done {
+			return invocation{}, err
+		}
+		c, rest = sub, rest[1:]
+	}
 	r := c.new()
 	fs := newFlagSet(c.name)
 	r.flags(fs)
@@ -124,21 +139,27 @@ func newFlagSet(name string) *pflag.FlagSet {
 	return fs
 }
 
-// helpCommand serves "fencectl help [COMMAND]".
+// helpCommand serves "fencectl help [COMMAND [SUBCOMMAND]]".
 func helpCommand(e *env, args []string) error {
-	switch len(args) {
-	case 0:
+	if len(args) == 0 {
 		printTopHelp(e.stdout)
 		return nil
-	case 1:
-		c, ok := lookup(args[0])
-		if !ok {
-			return usageErr("", fmt.Sprintf("unknown command %q", args[0]))
-		}
-		printCommandHelp(e.stdout, c)
-		return nil
 	}
-	return usageErr("", "help takes at most one command name")
+	c, ok := lookup(args[0])
+	if !ok {
+		return usageErr("", fmt.Sprintf("unknown command %q", args[0]))
+	}
+	switch {
+	case len(args) == 1:
+	case len(args) == 2 && len(c.subs) > 0:
+		if c, ok = c.sub(args[1]); !ok {
+			return usageErr("", fmt.Sprintf("unknown command %q", args[0]+" "+args[1]))
+		}
+	default:
+		return usageErr("", "help takes at most one command name")
+	}
+	printCommandHelp(e.stdout, c)
+	return nil
 }
 
 func printTopHelp(w io.Writer) {
@@ -151,9 +172,14 @@ Usage:
 Commands:
 `)
 	for _, c := range commands {
-		fmt.Fprintf(&b, "  %-10s %s\n", c.name, c.summary)
+		if len(c.subs) == 0 {
+			fmt.Fprintf(&b, "  %-18s %s\n", c.name, c.summary)
+		}
+		for _, sc := range c.subs {
+			fmt.Fprintf(&b, "  %-18s %s\n", sc.name, sc.summary)
+		}
 	}
-	fmt.Fprintf(&b, "  %-10s %s\n", "help", "show the help of a command")
+	fmt.Fprintf(&b, "  %-18s %s\n", "help", "show the help of a command")
 	b.WriteString("\nGlobal flags (also accepted after the command name):\n")
 	b.WriteString(globalsUsage())
 	b.WriteString("\n" + exitCodesHelp)
@@ -172,6 +198,10 @@ const exitCodesHelp = `Exit codes:
 `
 
 func printCommandHelp(w io.Writer, c command) {
+	if len(c.subs) > 0 {
+		printGroupHelp(w, c)
+		return
+	}
 	fs := newFlagSet(c.name)
 	c.new().flags(fs)
 	fmt.Fprintf(w, "Usage:\n  fencectl %s", c.name)

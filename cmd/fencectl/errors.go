@@ -106,6 +106,12 @@ func explain(err error, s subject, e *env) error {
 			after = ae.RetryAfter
 		}
 		return explainedf(err, "key %s is held by %s; retry after %s", s.key, by, after)
+	case errors.Is(err, api.ErrLockDelay):
+		after := "a moment"
+		if ae != nil && ae.RetryAfter != "" {
+			after = ae.RetryAfter
+		}
+		return explainedf(err, "key %s is in its lock-delay: its last grant expired without a release, and it is kept from new holders for a while; retry after %s", s.key, after)
 	case errors.Is(err, api.ErrNotHolder):
 		return explainedf(err, "key %s is not held by %s", s.key, s.holder)
 	case errors.Is(err, api.ErrStaleToken):

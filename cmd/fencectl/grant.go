@@ -31,24 +31,34 @@ same grant and restarts its lease.
 
 With --wait, a key held by someone else is waited for, first come first served,
 up to that long. Without it, or when the wait runs out, acquire fails (exit 1)
-with the current holder.`,
+with the current holder.
+
+--lock-delay keeps the key from any other holder for that long after this
+grant expires, as Chubby and Consul do: a holder that lost its lease without
+knowing it gets time to notice before someone else writes. It applies after an
+expiry only, not after a release (a released key is free at once); it is off
+by default, and at most 5m. An acquire refused because of a lock-delay says
+when to retry; one with --wait long enough waits it out.`,
 	examples: `
 fencectl acquire db --holder alice --ttl 30s
 fencectl acquire db --holder alice --wait 1m
+fencectl acquire db --holder alice --ttl 10s --lock-delay 15s
 TOKEN=$(fencectl acquire db --holder "$(hostname)" -o json | jq -r .token)`,
 	new: func() runner { return &acquireCmd{} },
 }
 
 type acquireCmd struct {
-	holder string
-	ttl    time.Duration
-	wait   time.Duration
+	holder    string
+	ttl       time.Duration
+	wait      time.Duration
+	lockDelay time.Duration
 }
 
 func (a *acquireCmd) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&a.holder, "holder", "", "holder identity (default: HOST/PID/RANDOM, printed)")
 	fs.DurationVar(&a.ttl, "ttl", api.DefaultTTL, "lease time of the grant without renewal")
 	fs.DurationVar(&a.wait, "wait", 0, "wait up to this long while another holder has the key")
+	fs.DurationVar(&a.lockDelay, "lock-delay", 0, "keep the key from other holders this long after this grant expires (not after a release)")
 }
 
 func (a *acquireCmd) run(ctx context.Context, e *env, args []string) error {
@@ -58,13 +68,20 @@ func (a *acquireCmd) run(ctx context.Context, e *env, args []string) error {
 	if err := checkTTLWait(a.ttl, a.wait); err != nil {
 		return usageErr("acquire", err.Error())
 	}
+	if a.lockDelay < 0 || a.lockDelay > api.MaxLockDelay {
+		return usageErr("acquire", fmt.Sprintf("--lock-delay %v is outside 0..%v", a.lockDelay, api.MaxLockDelay))
+	}
 	holder := a.holder
 	if holder == "" {
 		holder = defaultHolder()
 	}
 	ctx, cancel := e.withTimeout(ctx, a.wait)
 	defer cancel()
-	g, err := e.client().Acquire(ctx, acquireRequest(args[0], holder, a.ttl, a.wait))
+	req := acquireRequest(args[0], holder, a.ttl, a.wait)
+	if a.lockDelay > 0 {
+		req.LockDelay = a.lockDelay.String()
+	}
+	g, err := e.client().Acquire(ctx, req)
 	if err != nil {
 		return explain(err, subject{key: args[0], holder: holder}, e)
 	}

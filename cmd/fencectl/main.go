@@ -1,8 +1,9 @@
 // Command fencectl is the admin and scripting CLI of fenced: it shows the
 // cluster and its keys, acquires, renews and releases grants, verifies fencing
 // tokens with exit codes a shell script can trust, runs a command under a lock
-// that kills the command when the lock is lost, and checks a live cluster with
-// a self-test.
+// that kills the command when the lock is lost, checks a live cluster with a
+// self-test, and runs the cluster: membership, leadership, backups and
+// restores, and the audit trail of a stopped node's log.
 package main
 
 import (
@@ -13,9 +14,11 @@ import (
 
 func main() {
 	e := &env{
-		stdout: os.Stdout,
-		stderr: os.Stderr,
-		getenv: os.LookupEnv,
+		stdout:   os.Stdout,
+		stderr:   os.Stderr,
+		getenv:   os.LookupEnv,
+		stdin:    os.Stdin,
+		terminal: func() bool { return isTerminal(os.Stdin) },
 	}
 	os.Exit(run(context.Background(), e, os.Args[1:]))
 }
@@ -27,6 +30,11 @@ type env struct {
 	stdout io.Writer
 	stderr io.Writer
 	getenv func(string) (string, bool)
+	// stdin is where a confirmation is read from; terminal reports whether
+	// it is a terminal a person types into. Nil means no stdin: commands
+	// that need a confirmation then require their --yes flag.
+	stdin    io.Reader
+	terminal func() bool
 	// g holds the global flags once parsed.
 	g globals
 }

@@ -188,6 +188,36 @@ func Start(opts Options) (*Cluster, error) {
 	return c, nil
 }
 
+// NewNode prepares a node that is not in the initial --peers, on free
+// loopback ports, with the cluster's options and args appended to its command
+// line (--join ADDR, typically: a node with neither --peers nor --join would
+// start a cluster of its own). It is added to c.Nodes but not started: start
+// it with StartNode. Tests use it to add members to a running cluster.
+func (c *Cluster) NewNode(id string, args ...string) (*Node, error) {
+	if c.Node(id) != nil {
+		return nil, fmt.Errorf("proccluster: node %s exists", id)
+	}
+	addrs, err := freeAddrs(2)
+	if err != nil {
+		return nil, err
+	}
+	n := &Node{ID: id, HTTPAddr: addrs[0], RaftAddr: addrs[1], DataDir: filepath.Join(c.opts.Dir, id), LogPath: filepath.Join(c.opts.Dir, id+".log")}
+	n.args = append(append([]string{"--id", n.ID, "--data-dir", n.DataDir, "--http-addr", n.HTTPAddr, "--raft-addr", n.RaftAddr,
+		"--heartbeat-timeout", "500ms", "--election-timeout", "500ms", "--log-level", "debug"},
+		c.opts.ExtraArgs...), args...)
+	c.Nodes = append(c.Nodes, n)
+	return n, nil
+}
+
+// AddNode is NewNode followed by StartNode.
+func (c *Cluster) AddNode(id string, args ...string) (*Node, error) {
+	n, err := c.NewNode(id, args...)
+	if err != nil {
+		return nil, err
+	}
+	return n, c.StartNode(n)
+}
+
 // Endpoints returns every node's HTTP address.
 func (c *Cluster) Endpoints() []string {
 	var out []string
