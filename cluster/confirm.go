@@ -8,16 +8,21 @@ import (
 	"github.com/fenced/fenced/metrics"
 )
 
+// maxRounds is how many confirmation rounds may be in flight at once. A new
+// round starts as soon as requests wait and fewer are in flight, so a request
+// never waits for a round that started before it arrived to finish first.
+const maxRounds = 2
+
 // confirmer shares leadership confirmations: every request that waits for one
 // joins the next round, and one VerifyLeader answers the whole round. A round
 // starts only after all its members joined, so each of them is confirmed by a
-// heartbeat quorum that happened after it arrived: enough for linearizability.
+// heartbeat quorum asked for after it arrived: enough for linearizability.
 type confirmer struct {
 	verify func() error
 
-	mu      sync.Mutex
-	next    *round
-	running bool
+	mu       sync.Mutex
+	next     *round
+	inflight int
 }
 
 type round struct {
@@ -33,8 +38,8 @@ func (c *confirmer) confirm(ctx context.Context) error {
 	}
 	r := c.next
 	r.members++
-	if !c.running {
-		c.running = true
+	if c.inflight < maxRounds {
+		c.inflight++
 		go c.loop()
 	}
 	c.mu.Unlock()
@@ -46,13 +51,14 @@ func (c *confirmer) confirm(ctx context.Context) error {
 	}
 }
 
+// loop runs rounds while requests wait; at most maxRounds loops run.
 func (c *confirmer) loop() {
 	for {
 		c.mu.Lock()
 		r := c.next
 		c.next = nil
 		if r == nil {
-			c.running = false
+			c.inflight--
 			c.mu.Unlock()
 			return
 		}

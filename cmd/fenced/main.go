@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"os"
 	"os/signal"
 	"strings"
@@ -51,6 +52,7 @@ type options struct {
 	maxSeq                       uint64
 	noSync                       bool
 	leaveOnTerminate             bool
+	pprof                        bool
 	shutdownTimeout              time.Duration
 	readHeaderTimeout, idleTimeo time.Duration
 }
@@ -79,6 +81,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.snapshotInterval, "snapshot-interval", 30*time.Second, "how often to check whether to snapshot")
 	fs.Uint64Var(&o.maxSeq, "max-seq", 0, "lower the per-epoch grant limit per key (testing only; same on every node)")
 	fs.BoolVar(&o.noSync, "unsafe-no-fsync", false, "do not fsync the Raft log (testing only: acknowledged grants can be lost on power failure)")
+	fs.BoolVar(&o.pprof, "enable-pprof", false, "serve Go profiles at /debug/pprof/ on the HTTP address")
 	fs.BoolVar(&o.leaveOnTerminate, "leave-on-terminate", false, "on SIGTERM, leave the cluster (hand leadership over, then remove this node) before exiting")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful shutdown may take")
 	fs.DurationVar(&o.readHeaderTimeout, "http-read-header-timeout", 5*time.Second, "time allowed to read request headers")
@@ -179,8 +182,14 @@ func run(o *options) error {
 		ln.Close()
 		return err
 	}
+	handler := api.NewServer(node, log)
+	if o.pprof {
+		handler.Handle("/debug/pprof/", http.HandlerFunc(pprof.Index))
+		handler.Handle("/debug/pprof/profile", http.HandlerFunc(pprof.Profile))
+		handler.Handle("/debug/pprof/trace", http.HandlerFunc(pprof.Trace))
+	}
 	srv := &http.Server{
-		Handler: api.NewServer(node, log), ReadHeaderTimeout: o.readHeaderTimeout, IdleTimeout: o.idleTimeo,
+		Handler: handler, ReadHeaderTimeout: o.readHeaderTimeout, IdleTimeout: o.idleTimeo,
 		MaxHeaderBytes: 16 << 10, ErrorLog: log.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 	}
 	go func() {
