@@ -177,3 +177,42 @@ func TestFileWriter(t *testing.T) {
 		t.Fatalf("journal: %q", data)
 	}
 }
+
+// The deploy script runs its command under the lock with the token verified;
+// a second deploy waits for the first; a token that is no longer current stops
+// a deploy before its command runs.
+func TestDeployScript(t *testing.T) {
+	c := startCluster(t)
+	_, ctl, err := proccluster.Binaries()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root, _ := proccluster.ModuleRoot()
+	script := filepath.Join(root, "examples", "deploy", "deploy.sh")
+	env := append(os.Environ(), "FENCECTL="+ctl, "FENCE_ENDPOINTS="+strings.Join(c.Endpoints(), ","))
+	out := filepath.Join(t.TempDir(), "deployed")
+	cmd := exec.Command(script, "prod", "sh", "-c", `echo "$FENCE_TOKEN" >> `+out)
+	cmd.Env = env
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("deploy: %v\n%s", err, msg)
+	}
+	first, _ := os.ReadFile(out)
+	if !strings.Contains(string(first), "\n") {
+		t.Fatalf("the deploy command did not run: %q", first)
+	}
+	// A deploy whose grant is superseded before its verify does not run its
+	// command: an operator force-releases the key while the prelude runs.
+	stale := exec.Command(ctl, "lock", "deploy/stale", "--ttl", "15s", "--", "sh", "-c",
+		`"$FENCECTL" release --force "$FENCE_KEY" >/dev/null && "$FENCECTL" verify "$FENCE_KEY" "$FENCE_TOKEN" || exit 75; echo ran >> `+out)
+	stale.Env = env
+	msg, err := stale.CombinedOutput()
+	// Either the verify refuses (75) or fencectl lock notices the lost lease
+	// first and kills the command (4): never does the command run.
+	if code := exitCode(err); code != 75 && code != 4 {
+		t.Fatalf("stale deploy: exit %d\n%s", code, msg)
+	}
+	after, _ := os.ReadFile(out)
+	if strings.Contains(string(after), "ran") {
+		t.Fatal("a deploy with a superseded token ran its command")
+	}
+}
