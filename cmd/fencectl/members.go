@@ -6,6 +6,7 @@ import (
 	"net"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -184,7 +185,7 @@ func (m *membersAddCmd) run(ctx context.Context, e *env, args []string) error {
 	if err := c.Join(ctx, api.JoinRequest{ID: id, RaftAddr: raftAddr, HTTPAddr: m.http}); err != nil {
 		return explainMembership(err, "add "+id, e)
 	}
-	after, err := leaderStatus(ctx, c)
+	after, err := settledStatus(ctx, c)
 	if err != nil {
 		return explainedf(err, "%s was added, but the configuration could not be read back: %v", id, err)
 	}
@@ -262,7 +263,7 @@ func (*membersRemoveCmd) run(ctx context.Context, e *env, args []string) error {
 	if err := c.Remove(ctx, id); err != nil {
 		return explainMembership(err, "remove "+id, e)
 	}
-	after, err := leaderStatus(ctx, c)
+	after, err := settledStatus(ctx, c)
 	if err != nil {
 		return explainedf(err, "%s was removed, but the configuration could not be read back: %v", id, err)
 	}
@@ -296,6 +297,26 @@ func leaderStatus(ctx context.Context, c *api.Client) (*api.Status, error) {
 		return ls, nil
 	}
 	return st, nil
+}
+
+// settledStatus is leaderStatus once a leader is known again: removing the
+// leader hands leadership over, and the others may learn of their new
+// leader a heartbeat after the change is made.
+func settledStatus(ctx context.Context, c *api.Client) (*api.Status, error) {
+	for {
+		st, err := leaderStatus(ctx, c)
+		if err == nil && st.LeaderID != "" {
+			return st, nil
+		}
+		select {
+		case <-ctx.Done():
+			if st != nil {
+				return st, nil
+			}
+			return nil, err
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
 }
 
 func changeOf(id string, st *api.Status) memberChange {
