@@ -61,6 +61,43 @@ type KeyState struct {
 	LockDelay time.Duration
 }
 
+// entry is a key's state as the FSM stores it: KeyState without the key
+// (the map holds it) and with durations in milliseconds, so that a million
+// keys fit in a few hundred megabytes.
+type entry struct {
+	holder    string
+	requestID string
+	token     fence.Token
+	index     uint64
+	armed     uint64
+	ttlMs     uint32
+	delayMs   uint32
+	state     State
+}
+
+// maxMs is the longest duration an entry holds (about 49 days).
+const maxMs = time.Duration(1<<32-1) * time.Millisecond
+
+func (e entry) keyState(key string) KeyState {
+	return KeyState{Key: key, Holder: e.holder, Token: e.token, TTL: time.Duration(e.ttlMs) * time.Millisecond,
+		State: e.state, RequestID: e.requestID, Index: e.index, Armed: e.armed, LockDelay: time.Duration(e.delayMs) * time.Millisecond}
+}
+
+func entryOf(k KeyState) entry {
+	return entry{holder: k.Holder, requestID: k.RequestID, token: k.Token, index: k.Index, armed: k.Armed,
+		ttlMs: uint32(k.TTL / time.Millisecond), delayMs: uint32(k.LockDelay / time.Millisecond), state: k.State}
+}
+
+func (f *FSM) get(key string) (KeyState, bool) {
+	e, ok := f.keys[key]
+	if !ok {
+		return KeyState{}, false
+	}
+	return e.keyState(key), true
+}
+
+func (f *FSM) put(k KeyState) { f.keys[k.Key] = entryOf(k) }
+
 // Result is what Apply returns for a command; raft hands it to the proposer
 // through ApplyFuture.Response.
 type Result struct {
@@ -103,7 +140,7 @@ type FSM struct {
 	obs    Observer
 
 	mu        sync.RWMutex
-	keys      map[string]KeyState
+	keys      map[string]entry
 	members   map[string]string
 	floor     uint64
 	clusterID string
@@ -125,7 +162,7 @@ func New(cfg Config) *FSM {
 	return &FSM{
 		maxSeq:  cfg.MaxSeq,
 		obs:     cfg.Observer,
-		keys:    make(map[string]KeyState),
+		keys:    make(map[string]entry),
 		members: make(map[string]string),
 		notify:  make(chan struct{}),
 	}
@@ -185,7 +222,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 // replays its snapshot and log into it again.
 func (f *FSM) Reset() {
 	f.mu.Lock()
-	f.keys = make(map[string]KeyState)
+	f.keys = make(map[string]entry)
 	f.members = make(map[string]string)
 	f.floor, f.applied, f.clusterID = 0, 0, ""
 	f.appliedFast.Store(0)
@@ -280,16 +317,18 @@ func (f *FSM) handoff(r *Result, next Acquire, term, index uint64, events []even
 // plus the floor: never the node's current term, so every node computes the
 // same token for the same entry.
 func (f *FSM) acquire(c Acquire, term, index uint64) *Result {
-	if c.Key == "" || c.Holder == "" || c.TTL <= 0 || c.LockDelay < 0 {
-		return &Result{Err: fmt.Errorf("%w: key, holder and a positive ttl are required", ErrInvalid)}
+	if c.Key == "" || c.Holder == "" || c.TTL < time.Millisecond || c.TTL > maxMs || c.LockDelay < 0 || c.LockDelay > maxMs {
+		return &Result{Err: fmt.Errorf("%w: key, holder and a ttl of 1ms to 49 days are required", ErrInvalid)}
 	}
-	k, exists := f.keys[c.Key]
+	// Durations are kept to the millisecond; the result says what was kept.
+	c.TTL, c.LockDelay = c.TTL.Truncate(time.Millisecond), c.LockDelay.Truncate(time.Millisecond)
+	k, exists := f.get(c.Key)
 	if exists && k.State == Held {
 		if k.Holder != c.Holder {
 			return &Result{Key: k, Err: &HeldError{Key: k.Key, Holder: k.Holder, Token: k.Token}}
 		}
 		k.TTL, k.Armed, k.LockDelay = c.TTL, index, c.LockDelay
-		f.keys[c.Key] = k
+		f.put(k)
 		return &Result{Key: k, Renewed: true, Changed: true}
 	}
 	if exists && c.RequestID != "" && k.RequestID == c.RequestID && k.Holder == c.Holder {
@@ -300,7 +339,7 @@ func (f *FSM) acquire(c Acquire, term, index uint64) *Result {
 		return &Result{Key: k, Err: err}
 	}
 	k = KeyState{Key: c.Key, Holder: c.Holder, Token: tok, TTL: c.TTL, State: Held, RequestID: c.RequestID, Index: index, Armed: index, LockDelay: c.LockDelay}
-	f.keys[c.Key] = k
+	f.put(k)
 	return &Result{Key: k, Changed: true}
 }
 
@@ -327,7 +366,7 @@ func (f *FSM) nextToken(last KeyState, exists bool, term uint64) (fence.Token, e
 }
 
 func (f *FSM) release(c Release) *Result {
-	k, ok := f.keys[c.Key]
+	k, ok := f.get(c.Key)
 	switch {
 	case !ok:
 		return &Result{Err: ErrUnknownKey}
@@ -341,17 +380,17 @@ func (f *FSM) release(c Release) *Result {
 		return &Result{Key: k, Err: ErrExpired}
 	}
 	k.State = Released
-	f.keys[c.Key] = k
+	f.put(k)
 	return &Result{Key: k, Changed: true}
 }
 
 func (f *FSM) expire(c Expire) *Result {
-	k, ok := f.keys[c.Key]
+	k, ok := f.get(c.Key)
 	if !ok || k.State != Held || k.Token != c.Token || k.Armed != c.Armed {
 		return &Result{Key: k}
 	}
 	k.State = Expired
-	f.keys[c.Key] = k
+	f.put(k)
 	return &Result{Key: k, Changed: true}
 }
 
@@ -359,8 +398,7 @@ func (f *FSM) expire(c Expire) *Result {
 func (f *FSM) Get(key string) (KeyState, bool) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	k, ok := f.keys[key]
-	return k, ok
+	return f.get(key)
 }
 
 // Keys returns the keys with a prefix in name order, at most limit of them
@@ -368,9 +406,9 @@ func (f *FSM) Get(key string) (KeyState, bool) {
 func (f *FSM) Keys(prefix string, limit int) []KeyState {
 	f.mu.RLock()
 	out := make([]KeyState, 0)
-	for name, k := range f.keys {
+	for name, e := range f.keys {
 		if strings.HasPrefix(name, prefix) {
-			out = append(out, k)
+			out = append(out, e.keyState(name))
 		}
 	}
 	f.mu.RUnlock()
@@ -386,9 +424,9 @@ func (f *FSM) Live() []KeyState {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	var out []KeyState
-	for _, k := range f.keys {
-		if k.State == Held {
-			out = append(out, k)
+	for name, e := range f.keys {
+		if e.state == Held {
+			out = append(out, e.keyState(name))
 		}
 	}
 	return out
@@ -399,9 +437,9 @@ func (f *FSM) LockDelayed() []KeyState {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	var out []KeyState
-	for _, k := range f.keys {
-		if k.State == Expired && k.LockDelay > 0 {
-			out = append(out, k)
+	for name, e := range f.keys {
+		if e.state == Expired && e.delayMs > 0 {
+			out = append(out, e.keyState(name))
 		}
 	}
 	return out
@@ -444,10 +482,8 @@ func (f *FSM) MaxEpoch() uint64 {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	var m uint64
-	for _, k := range f.keys {
-		if e := k.Token.Epoch(); e > m {
-			m = e
-		}
+	for _, e := range f.keys {
+		m = max(m, e.token.Epoch())
 	}
 	return m
 }

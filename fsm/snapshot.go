@@ -64,8 +64,8 @@ func (f *FSM) Image() *Image {
 	for id, a := range f.members {
 		img.Members[id] = a
 	}
-	for _, k := range f.keys {
-		img.Keys = append(img.Keys, k)
+	for name, e := range f.keys {
+		img.Keys = append(img.Keys, e.keyState(name))
 	}
 	f.mu.RUnlock()
 	return img
@@ -154,9 +154,9 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return err
 	}
-	keys := make(map[string]KeyState, len(img.Keys))
+	keys := make(map[string]entry, len(img.Keys))
 	for _, k := range img.Keys {
-		keys[k.Key] = k
+		keys[k.Key] = entryOf(k)
 	}
 	f.mu.Lock()
 	f.keys = keys
@@ -236,6 +236,7 @@ func (d *decoder) key() KeyState {
 }
 
 func validKeyState(k KeyState) bool {
-	return k.Key != "" && k.Holder != "" && k.TTL > 0 && k.LockDelay >= 0 && k.Token.Seq() != 0 && k.Token <= fence.MaxToken &&
+	return k.Key != "" && k.Holder != "" && k.TTL >= time.Millisecond && k.TTL <= maxMs && k.TTL%time.Millisecond == 0 &&
+		k.LockDelay >= 0 && k.LockDelay <= maxMs && k.LockDelay%time.Millisecond == 0 && k.Token.Seq() != 0 && k.Token <= fence.MaxToken &&
 		(k.State == Held || k.State == Released || k.State == Expired)
 }
