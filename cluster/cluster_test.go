@@ -22,7 +22,7 @@ type testCluster struct {
 	nodes []*Node
 }
 
-func fastConfig(t *testing.T, id, dir, addr string) Config {
+func fastConfig(_ testing.TB, id, dir, addr string) Config {
 	level := hclog.Warn
 	if os.Getenv("FENCED_TEST_LOG") != "" {
 		level = hclog.Debug

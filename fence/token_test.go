@@ -119,3 +119,20 @@ func FuzzParse(f *testing.F) {
 		}
 	})
 }
+
+func BenchmarkParse(b *testing.B) {
+	b.ReportAllocs()
+	for b.Loop() {
+		if _, err := Parse("9223372036854775807"); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+func BenchmarkString(b *testing.B) {
+	b.ReportAllocs()
+	t := MaxToken
+	for b.Loop() {
+		_ = t.String()
+	}
+}
