@@ -18,6 +18,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fenced/fenced/internal/proccluster"
+	"github.com/fenced/fenced/internal/testutil"
 )
 
 // The netns backend's topology, for a run with number R (1..250) of the
@@ -243,16 +244,17 @@ func (b *Netns) checkExec() error {
 	}
 	for _, n := range b.c.Nodes {
 		pid := n.PID()
-		deadline := time.Now().Add(5 * time.Second)
-		for {
+		// ip execs fenced right after entering the namespace; there is no
+		// event to wait on, so poll /proc until the exec happened.
+		err := testutil.Poll(5*time.Second, func() error {
 			exe, err := os.Readlink(fmt.Sprintf("/proc/%d/exe", pid))
 			if err == nil && exe == want {
-				break
+				return nil
 			}
-			if time.Now().After(deadline) {
-				return fmt.Errorf("netns: process %d of %s runs %q, not fenced (%q): signals would not reach fenced", pid, n.ID, exe, want)
-			}
-			time.Sleep(10 * time.Millisecond) // waiting for ip's exec; no event to wait on
+			return fmt.Errorf("netns: process %d of %s runs %q, not fenced (%q): signals would not reach fenced", pid, n.ID, exe, want)
+		})
+		if err != nil {
+			return err
 		}
 	}
 	return nil

@@ -21,6 +21,7 @@ import (
 
 	"github.com/fenced/fenced/api"
 	"github.com/fenced/fenced/internal/proccluster"
+	"github.com/fenced/fenced/internal/testutil"
 	"github.com/fenced/fenced/jepsen-like/backend"
 	"github.com/fenced/fenced/jepsen-like/checker"
 	"github.com/fenced/fenced/jepsen-like/history"
@@ -368,21 +369,17 @@ func probe(rec *history.Recorder, endpoints []string, cfg Config, healed time.Ti
 	cl := api.NewClient(endpoints, api.WithHTTPClient(&http.Client{Timeout: 1500 * time.Millisecond}))
 	key, holder := "jepsen/probe", "probe"
 	deadline := healed.Add(cfg.RecoveryLimit)
-	var last error
-	for attempt := 0; time.Now().Before(deadline) && attempt < 1000; attempt++ {
-		ctx, cancel := context.WithDeadline(context.Background(), deadline)
-		last = probeOnce(ctx, rec, cl, key, holder, clientID)
-		cancel()
-		if last == nil {
-			final.Recovered, final.RecoveryTime = true, time.Since(healed)
-			return
-		}
-		time.Sleep(100 * time.Millisecond) // between probes; the deadline bounds the loop
-	}
+	err := testutil.Poll(time.Until(deadline), func() error {
+		ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(time.Second))
+		defer cancel()
+		return probeOnce(ctx, rec, cl, key, holder, clientID)
+	})
 	final.RecoveryTime = time.Since(healed)
-	if last != nil {
-		final.RecoveryDetail = last.Error()
+	if err != nil {
+		final.RecoveryDetail = err.Error()
+		return
 	}
+	final.Recovered = final.RecoveryTime <= cfg.RecoveryLimit
 }
 
 func probeOnce(ctx context.Context, rec *history.Recorder, cl *api.Client, key, holder string, clientID int) error {
@@ -431,8 +428,7 @@ func probeOnce(ctx context.Context, rec *history.Recorder, cl *api.Client, key, 
 func converge(b backend.Backend, cfg Config, final *checker.Final) {
 	cl := api.NewClient(nil, api.WithHTTPClient(&http.Client{Timeout: time.Second}))
 	start := time.Now()
-	deadline := start.Add(cfg.ConvergeLimit)
-	for i := 0; i < 100000; i++ {
+	err := testutil.Poll(cfg.ConvergeLimit, func() error {
 		statuses := map[string]*api.Status{}
 		var detail []string
 		same := true
@@ -460,16 +456,12 @@ func converge(b backend.Backend, cfg Config, final *checker.Final) {
 		}
 		final.Statuses = statuses
 		final.ConvergeDetail = strings.Join(detail, "; ")
-		if same {
-			final.Converged, final.ConvergeWait = true, time.Since(start)
-			return
+		if !same {
+			return errors.New("nodes differ")
 		}
-		if time.Now().After(deadline) {
-			final.ConvergeWait = time.Since(start)
-			return
-		}
-		time.Sleep(200 * time.Millisecond) // polling interval; the deadline bounds the loop
-	}
+		return nil
+	})
+	final.Converged, final.ConvergeWait = err == nil, time.Since(start)
 }
 
 // readFinal reads every key linearizably through each node.

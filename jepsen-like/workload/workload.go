@@ -18,6 +18,7 @@ import (
 
 	"github.com/fenced/fenced/api"
 	"github.com/fenced/fenced/fence"
+	"github.com/fenced/fenced/internal/testutil"
 	"github.com/fenced/fenced/jepsen-like/history"
 	"github.com/fenced/fenced/jepsen-like/resource"
 )
@@ -267,10 +268,12 @@ func (c *client) pause(ctx context.Context, tok fence.Token, req *PauseRequest) 
 	}
 	// Give the newer holder a chance to write first, so the stale write has
 	// something to be refused by; bounded, and observed, not assumed.
-	deadline := time.Now().Add(10 * time.Second)
-	for c.w.res.High(c.key) <= tok && time.Now().Before(deadline) && ctx.Err() == nil {
-		time.Sleep(20 * time.Millisecond)
-	}
+	_ = testutil.Poll(10*time.Second, func() error {
+		if c.w.res.High(c.key) > tok || ctx.Err() != nil {
+			return nil
+		}
+		return errors.New("no newer holder wrote yet")
+	})
 	req.Report.HigherAdmitted = c.w.res.High(c.key)
 	req.Report.Accepted = c.write(tok)
 	c.verify(ctx, tok, c.holder, true)
