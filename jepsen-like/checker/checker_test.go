@@ -320,7 +320,12 @@ func TestConvergenceAndRecovery(t *testing.T) {
 	ok := &Final{Converged: true, Recovered: true, RecoveryTime: time.Second, RecoveryLimit: 10 * time.Second,
 		Keys: map[string][]api.KeyInfo{"n1": keys, "n2": keys}, Statuses: map[string]*api.Status{"n1": {}, "n2": {}}}
 	expect(t, Convergence(ok), true)
-	expect(t, Recovery(ok), true)
+	expect(t, Recovery(nil, nil, ok), true)
+	healed := []history.Fault{{Nemesis: "kill-all", Start: 0, End: 1e9}}
+	quick := new(h).add(acq("a", tok(2, 1)), 500, 1500)
+	expect(t, Recovery(quick.ops, healed, ok), true)
+	late := new(h).add(acq("a", tok(2, 1)), 500, 20000)
+	expect(t, Recovery(late.ops, healed, ok), false)
 
 	diverged := *ok
 	diverged.Converged, diverged.ConvergeDetail = false, "n2 applied 7, n1 applied 9"
@@ -330,7 +335,7 @@ func TestConvergenceAndRecovery(t *testing.T) {
 	expect(t, Convergence(&differ), false)
 	slow := *ok
 	slow.Recovered = false
-	expect(t, Recovery(&slow), false)
+	expect(t, Recovery(nil, nil, &slow), false)
 	expect(t, Convergence(nil), false)
-	expect(t, Recovery(nil), false)
+	expect(t, Recovery(nil, nil, nil), false)
 }
