@@ -83,7 +83,6 @@ type Workload struct {
 	resetSeq  map[string]uint64
 	// cache is the stale-verify control's store of earlier allow verdicts.
 	cache  map[cacheKey]api.VerifyResponse
-	nextV  int
 	broken int
 }
 
