@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -76,8 +78,13 @@ func (c *Client) Restore(ctx context.Context, backup []byte, aboveEpoch, margin 
 		c.authorize(req)
 		resp, err := c.hc.Do(req)
 		if err != nil {
-			lastErr = err
-			continue
+			// Only a request that never left may go to another node: one
+			// that was sent may have been applied.
+			if op := (*net.OpError)(nil); errors.As(err, &op) && op.Op == "dial" {
+				lastErr = err
+				continue
+			}
+			return nil, fmt.Errorf("%w: %v", ErrUnknownOutcome, err)
 		}
 		data, _ := io.ReadAll(resp.Body)
 		resp.Body.Close()

@@ -88,6 +88,15 @@ type subject struct {
 	token  string
 }
 
+// grant names the grant a request was about; a forced release names no
+// token, and is about the key's current grant.
+func (s subject) grant() string {
+	if s.token == "" {
+		return "the last grant of key " + s.key
+	}
+	return fmt.Sprintf("the grant of key %s with token %s", s.key, s.token)
+}
+
 // explain turns an error of the api client into a message an operator can act
 // on. The error stays wrapped, so callers can still test it with errors.Is.
 func explain(err error, s subject, e *env) error {
@@ -117,9 +126,9 @@ func explain(err error, s subject, e *env) error {
 	case errors.Is(err, api.ErrStaleToken):
 		return explainedf(err, "token %s is not the current grant of key %s (superseded or never granted)", s.token, s.key)
 	case errors.Is(err, api.ErrExpired):
-		return explainedf(err, "the grant of key %s with token %s has expired", s.key, s.token)
+		return explainedf(err, "%s has expired", s.grant())
 	case errors.Is(err, api.ErrNoLease):
-		return explainedf(err, "the grant of key %s with token %s has no live lease (released or expired)", s.key, s.token)
+		return explainedf(err, "%s has no live lease (released or expired)", s.grant())
 	case errors.Is(err, api.ErrUnknownKey):
 		return explainedf(err, "key %s is unknown: it was never granted", s.key)
 	case errors.Is(err, api.ErrGrantEnded):
