@@ -301,7 +301,7 @@ func (c *Client) once(ctx context.Context, endpoint, method, path string, body [
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		var op *net.OpError
-		return !(errors.As(err, &op) && op.Op == "dial"), err
+		return !(errors.As(err, &op) && op.Op == "dial") && !handshakeFailed(err), err
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))

@@ -27,6 +27,10 @@ var (
 	ErrMalformedToken = fence.ErrMalformed
 	ErrNoLease        = cluster.ErrNoLease
 	ErrLockDelay      = cluster.ErrLockDelay
+	// ErrTooManyKeys and ErrTooManyWaiters: a limit of the cluster refused
+	// the acquire (HTTP 429); nothing was done.
+	ErrTooManyKeys    = cluster.ErrTooManyKeys
+	ErrTooManyWaiters = cluster.ErrTooManyWaiters
 	// ErrUnknownOutcome: a write may or may not have been committed. The
 	// client retries such writes itself (they are idempotent); it returns this
 	// only when its context ends first. Never read it as "failed".
@@ -65,6 +69,11 @@ var wireErrors = []struct {
 	{"shutting_down", http.StatusServiceUnavailable, cluster.ErrShutdown},
 	{"unavailable", http.StatusServiceUnavailable, ErrUnavailable},
 	{"outcome_unknown", http.StatusGatewayTimeout, cluster.ErrLeadershipLost},
+	{"unauthenticated", http.StatusUnauthorized, ErrUnauthenticated},
+	{"forbidden", http.StatusForbidden, ErrForbidden},
+	{"rate_limited", http.StatusTooManyRequests, ErrRateLimited},
+	{"too_many_keys", http.StatusTooManyRequests, cluster.ErrTooManyKeys},
+	{"too_many_waiters", http.StatusTooManyRequests, cluster.ErrTooManyWaiters},
 }
 
 func codeOf(err error) (string, int) {

@@ -63,6 +63,7 @@ type Server struct {
 	log     hclog.Logger
 	forward *http.Client
 	mux     *http.ServeMux
+	sec     *security // authentication and limits; nil: none (NewSecureServer sets it)
 }
 
 // NewServer returns the API server of node.
@@ -87,7 +88,10 @@ func NewServer(node Node, log hclog.Logger) *Server {
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
-	s.mux.ServeHTTP(sw, r)
+	r, ok := s.admit(sw, r)
+	if ok {
+		s.mux.ServeHTTP(sw, r)
+	}
 	metrics.Requests.WithLabelValues(r.Pattern, strconv.Itoa(sw.status)).Inc()
 }
 
@@ -206,13 +210,14 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, body []byte, writ
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	go s.cancelOnLeaderChange(ctx, cancel, lid)
-	req, err := http.NewRequestWithContext(ctx, r.Method, "http://"+addr+r.URL.RequestURI(), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, r.Method, s.leaderURL(addr)+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		writeErr(w, err)
 		return
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(forwardedHeader, "1")
+	s.forwardIdentity(req, r)
 	if a := r.Header.Get("Authorization"); a != "" {
 		req.Header.Set("Authorization", a)
 	}
@@ -482,7 +487,6 @@ func (s *Server) release(ctx context.Context, body []byte, _ *http.Request) (any
 			return nil, fsm.ErrUnknownKey
 		}
 		req.Token = k.Token
-		s.log.Warn("forced release", "key", req.Key, "holder", k.Holder, "token", k.Token)
 	}
 	if err := checkToken(req.Token); err != nil {
 		return nil, err
@@ -490,6 +494,9 @@ func (s *Server) release(ctx context.Context, body []byte, _ *http.Request) (any
 	k, err := s.node.Release(ctx, req.Key, req.Holder, req.Token, req.Force)
 	if err != nil {
 		return nil, err
+	}
+	if req.Force {
+		s.log.Warn("forced release", "key", req.Key, "holder", k.Holder, "token", k.Token, "by", who(ctx))
 	}
 	return ReleaseResponse{Key: k.Key, Token: k.Token, State: k.State.String()}, nil
 }
@@ -689,5 +696,6 @@ func writeErr(w http.ResponseWriter, err error) {
 	if errors.As(err, &lde) {
 		resp.RetryAfter = lde.RetryAfter.String()
 	}
+	setRetryAfter(w, &resp, err)
 	writeJSON(w, status, resp)
 }

@@ -76,6 +76,10 @@ type Config struct {
 	RaftServerTLS *tls.Config
 	RaftClientTLS *tls.Config
 
+	// Limits bound what one client may take (keys per holder, waiters per
+	// key); the zero value is no limit.
+	Limits Limits
+
 	Logger hclog.Logger
 }
 

@@ -51,6 +51,7 @@ var commands = []command{
 	snapshotCommand,
 	debugCommand,
 	benchCommand,
+	tlsCommand,
 }
 
 func lookup(name string) (command, bool) {

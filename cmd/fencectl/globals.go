@@ -29,6 +29,7 @@ type globals struct {
 	endpoints []string
 	output    string
 	timeout   time.Duration
+	tls       tlsGlobals
 }
 
 // flagSet returns the global flags, bound to g.
@@ -38,6 +39,7 @@ func (g *globals) flagSet() *pflag.FlagSet {
 		"comma-separated HTTP addresses of fenced nodes (env FENCE_ENDPOINTS)")
 	fs.StringVarP(&g.output, "output", "o", outputTable, "output format: table or json (env FENCE_OUTPUT)")
 	fs.DurationVar(&g.timeout, "timeout", 10*time.Second, "how long a request may take, retries included (env FENCE_TIMEOUT)")
+	g.tls.register(fs)
 	return fs
 }
 
@@ -50,7 +52,7 @@ func (g *globals) finish(fs *pflag.FlagSet, getenv func(string) (string, bool)) 
 		if f.Changed || err != nil {
 			return
 		}
-		name := envPrefix + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		name := envName(f.Name)
 		if v, ok := getenv(name); ok && v != "" {
 			if serr := fs.Set(f.Name, v); serr != nil {
 				err = fmt.Errorf("%s=%q: %v", name, v, serr)
@@ -80,11 +82,11 @@ func (g *globals) check() error {
 	if g.timeout <= 0 {
 		return fmt.Errorf("--timeout must be positive, not %v", g.timeout)
 	}
-	return nil
+	return g.tls.check()
 }
 
 // client returns a client of the endpoints.
-func (e *env) client() *api.Client { return api.NewClient(e.g.endpoints) }
+func (e *env) client() *api.Client { return api.NewClient(e.g.endpoints, e.g.tls.clientOptions()...) }
 
 // withTimeout bounds one request, retries included, by --timeout plus extra
 // (the --wait of an acquire, which the server may spend queueing).

@@ -55,6 +55,8 @@ type options struct {
 	pprof                        bool
 	shutdownTimeout              time.Duration
 	readHeaderTimeout, idleTimeo time.Duration
+	sec                          securityOptions
+	loaded                       *security // the material sec names, once run loads it
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -63,6 +65,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.Usage = func() {
 		fmt.Fprint(os.Stderr, usage)
 		fs.PrintDefaults()
+		fmt.Fprint(os.Stderr, securityUsage)
 	}
 	fs.StringVar(&o.id, "id", "", "unique, stable node id (default \"dev\" in dev mode; required otherwise)")
 	fs.StringVar(&o.dataDir, "data-dir", "fenced-data", "directory for the Raft log, stable store and snapshots")
@@ -86,6 +89,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful shutdown may take")
 	fs.DurationVar(&o.readHeaderTimeout, "http-read-header-timeout", 5*time.Second, "time allowed to read request headers")
 	fs.DurationVar(&o.idleTimeo, "http-idle-timeout", 120*time.Second, "keep-alive idle timeout of HTTP connections")
+	o.sec.register(fs)
 	_ = fs.MarkHidden("max-seq")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -94,6 +98,9 @@ func parseFlags(args []string) (*options, error) {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 	if err := envFallback(fs); err != nil {
+		return nil, err
+	}
+	if err := o.sec.check(); err != nil {
 		return nil, err
 	}
 	if o.peers == "" && o.join == "" {
@@ -168,6 +175,12 @@ func run(o *options) error {
 	if err := metrics.InstallRaftSink(); err != nil {
 		return fmt.Errorf("metrics: %w", err)
 	}
+	sec, err := loadSecurity(&o.sec)
+	if err != nil {
+		return err
+	}
+	o.loaded = sec
+	raftServerTLS, raftClientTLS := sec.raftTLS()
 	ln, err := net.Listen("tcp", o.httpAddr)
 	if err != nil {
 		return fmt.Errorf("http listen: %w", err)
@@ -176,13 +189,14 @@ func run(o *options) error {
 		ID: o.id, DataDir: o.dataDir, RaftBind: o.raftAddr, RaftAdvertise: o.raftAdvertise, HTTPAdvertise: httpAdvertise,
 		Peers: peers, Bootstrap: o.dev, HeartbeatTimeout: o.heartbeat, ElectionTimeout: o.election,
 		SnapshotThreshold: o.snapshotThreshold, SnapshotInterval: o.snapshotInterval, MaxSeq: o.maxSeq, NoSync: o.noSync,
+		RaftServerTLS: raftServerTLS, RaftClientTLS: raftClientTLS, Limits: sec.limits(),
 		Logger: log,
 	})
 	if err != nil {
 		ln.Close()
 		return err
 	}
-	handler := api.NewServer(node, log)
+	handler := api.NewSecureServer(node, log, sec.apiOptions())
 	if o.pprof {
 		handler.Handle("/debug/pprof/", http.HandlerFunc(pprof.Index))
 		handler.Handle("/debug/pprof/profile", http.HandlerFunc(pprof.Profile))
@@ -190,21 +204,26 @@ func run(o *options) error {
 	}
 	srv := &http.Server{
 		Handler: handler, ReadHeaderTimeout: o.readHeaderTimeout, IdleTimeout: o.idleTimeo,
-		MaxHeaderBytes: 16 << 10, ErrorLog: log.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
+		MaxHeaderBytes: o.sec.maxHeaderBytes, ErrorLog: log.StandardLogger(&hclog.StandardLoggerOptions{InferLevels: true}),
 	}
+	stopReload := make(chan struct{})
+	defer close(stopReload)
+	go sec.reloadOnSIGHUP(log, stopReload)
+	sec.warn(log, o.dev, o.id)
 	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+		if err := serveHTTP(srv, ln, sec); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http server stopped", "error", err)
 		}
 	}()
-	log.Info("fenced started", "http", ln.Addr().String(), "raft", node.Addr(), "data_dir", o.dataDir, "dev", o.dev)
+	log.Info("fenced started", "http", ln.Addr().String(), "raft", node.Addr(), "data_dir", o.dataDir, "dev", o.dev,
+		"tls", sec.http != nil, "peer_tls", sec.peer != nil, "auth", sec.apiOptions().AuthEnabled())
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	go announce(ctx, log, node, o, httpAdvertise)
 	<-ctx.Done()
 	if o.leaveOnTerminate {
-		leave(log, node, httpAdvertise, o.shutdownTimeout)
+		leave(log, node, o.loaded.apiClient([]string{httpAdvertise}), o.shutdownTimeout)
 	}
 	return shutdown(log, node, srv, o.shutdownTimeout)
 }
@@ -226,7 +245,7 @@ func announce(ctx context.Context, log hclog.Logger, node *cluster.Node, o *opti
 			targets = append(targets, strings.Split(o.join, ",")...)
 		}
 		if len(targets) > 0 && !node.IsLeader() {
-			c := api.NewClient(targets)
+			c := o.loaded.apiClient(targets)
 			jctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 			err := c.Join(jctx, api.JoinRequest{ID: o.id, RaftAddr: raftAddr, HTTPAddr: httpAdvertise})
 			cancel()
@@ -247,14 +266,14 @@ func announce(ctx context.Context, log hclog.Logger, node *cluster.Node, o *opti
 // leave removes this node from the cluster: leadership is handed over first,
 // then the new leader takes the node out of the configuration, so the
 // remaining members keep their quorum without it.
-func leave(log hclog.Logger, node *cluster.Node, self string, timeout time.Duration) {
+func leave(log hclog.Logger, node *cluster.Node, self *api.Client, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if node.Voters() <= 1 {
 		log.Warn("the last member does not leave its own cluster")
 		return
 	}
-	if err := api.NewClient([]string{self}).Remove(ctx, node.ID()); err != nil {
+	if err := self.Remove(ctx, node.ID()); err != nil {
 		log.Error("leaving the cluster failed", "error", err)
 		return
 	}

@@ -1,0 +1,497 @@
+package api
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fenced/fenced/tlsutil"
+)
+
+// Security and limit refusals. Nothing was done.
+var (
+	// ErrUnauthenticated: the request carried no valid credentials (401).
+	ErrUnauthenticated = errors.New("unauthenticated")
+	// ErrForbidden: the identity's role does not allow the operation, or it
+	// named a holder it may not act as (403).
+	ErrForbidden = errors.New("forbidden")
+	// ErrRateLimited: the client sent requests faster than its rate (429).
+	ErrRateLimited = errors.New("rate limited")
+)
+
+// ServerOptions configure the security and limits of a Server. The zero
+// value is a development server: plain HTTP, no authentication, no limits
+// beyond the fixed ones.
+type ServerOptions struct {
+	// TLS says the API is served over TLS, so the leader is reached with
+	// https when a request is forwarded.
+	TLS bool
+	// ClientCA verifies client certificates; the role comes from the
+	// certificate's OU (admin or client) and the name from its CN. Nil:
+	// client certificates give no identity.
+	ClientCA *tlsutil.Store
+	// Tokens are the bearer tokens; nil: no token is accepted.
+	Tokens *Tokens
+	// Peer verifies the certificates of other nodes (the Raft peer CA), and
+	// PeerOU is the OU they must carry. A request forwarded over a
+	// connection that presents such a certificate keeps the identity the
+	// forwarding node authenticated; and the node itself may join or leave
+	// the cluster as its own id.
+	Peer   *tlsutil.Store
+	PeerOU string
+	// Forward is the HTTP client that forwards requests to the leader (with
+	// this node's peer certificate when there is one); nil keeps the
+	// default plain client.
+	Forward *http.Client
+	// ForwardIdentity sends the authenticated identity with forwarded
+	// requests. Only set it when Forward presents a peer certificate: the
+	// leader ignores the identity otherwise, and authenticates the
+	// forwarded Authorization header instead.
+	ForwardIdentity bool
+	// RateLimit is the sustained requests per second allowed to one client
+	// identity (or IP address, when anonymous) on this node, with bursts
+	// up to RateBurst; 0 is no limit.
+	RateLimit float64
+	RateBurst int
+	// BodyTimeout bounds the time to read a request body once its headers
+	// are in (a slow client holds a connection and a goroutine meanwhile).
+	// It ends when the body is read, so an acquire may still wait minutes.
+	BodyTimeout time.Duration
+	// Log receives the audit trail of admin operations; the server's
+	// logger when nil.
+	Log hclog.Logger
+}
+
+// AuthEnabled reports whether requests must be authenticated.
+func (o ServerOptions) AuthEnabled() bool { return o.ClientCA != nil || o.Tokens != nil }
+
+// security is a Server's authentication, authorization and limits.
+type security struct {
+	o     ServerOptions
+	log   hclog.Logger
+	rate  *rateLimiter
+	certs certCache
+}
+
+// NewSecureServer returns the API server of node with security and limits.
+func NewSecureServer(node Node, log hclog.Logger, o ServerOptions) *Server {
+	s := NewServer(node, log)
+	if o.Forward != nil {
+		s.forward = o.Forward
+	}
+	if o.PeerOU == "" {
+		o.PeerOU = tlsutil.DefaultPeerOU
+	}
+	sec := &security{o: o, log: s.log, rate: newRateLimiter(o.RateLimit, o.RateBurst)}
+	if o.Log != nil {
+		sec.log = o.Log
+	}
+	s.sec = sec
+	return s
+}
+
+// Unwrap lets http.ResponseController reach the connection (read deadlines).
+func (w *statusWriter) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+// access is what a route requires.
+type access int
+
+const (
+	accessOpen   access = iota // health, readiness, metrics: anyone
+	accessStatus               // any authenticated identity, nodes included
+	accessClient               // client or admin
+	accessMember               // admin, or a node joining or leaving as itself
+	accessAdmin                // admin only
+)
+
+// routeAccess maps the routes of the mux to what they require. A route not
+// listed (a handler mounted later, like /debug/pprof/) requires admin.
+var routeAccess = map[string]access{
+	"POST /v1/acquire":          accessClient,
+	"POST /v1/renew":            accessClient,
+	"POST /v1/keepalive":        accessClient,
+	"POST /v1/release":          accessClient,
+	"POST /v1/verify":           accessClient,
+	"GET /v1/keys":              accessClient,
+	"GET /v1/keys/{key...}":     accessClient,
+	"GET /v1/cluster":           accessStatus,
+	"POST /v1/cluster/join":     accessMember,
+	"POST /v1/cluster/remove":   accessMember,
+	"POST /v1/cluster/transfer": accessAdmin,
+	"GET /v1/snapshot":          accessAdmin,
+	"POST /v1/snapshot/restore": accessAdmin,
+	"GET /healthz":              accessOpen,
+	"GET /readyz":               accessOpen,
+	"GET /metrics":              accessOpen,
+	"/":                         accessOpen, // not found, method not allowed
+}
+
+// admit runs before the mux: it bounds the time to read the body,
+// authenticates the request, applies the rate limit and checks that the
+// identity may do what it asks, answering 401, 403 or 429 itself. It returns
+// the request to serve, carrying the identity, and whether to serve it.
+func (s *Server) admit(w *statusWriter, r *http.Request) (*http.Request, bool) {
+	sec := s.sec
+	if sec == nil {
+		return r, true
+	}
+	sec.limitBodyTime(w, r)
+	_, pattern := s.mux.Handler(r)
+	need, known := routeAccess[pattern]
+	if !known {
+		need = accessAdmin
+	}
+	id, trusted, err := sec.authenticate(r)
+	now := time.Now()
+	rateKey := "ip:" + remoteHost(r)
+	if id.Name != "" {
+		rateKey = "id:" + string(id.Role) + ":" + id.Name
+	}
+	// Requests a node forwarded were counted where they came in. Without
+	// authentication nobody can be told apart anyway, and the header only
+	// spares the leader's bucket of the forwarding node.
+	exempt := need == accessOpen || trusted || (!sec.o.AuthEnabled() && r.Header.Get(forwardedHeader) != "")
+	if !exempt {
+		if ok, wait := sec.rate.allow(rateKey, now); !ok {
+			writeErr(w, &retryError{err: refusal(ErrRateLimited, "more than %g requests per second; slow down", sec.o.RateLimit), after: wait})
+			return r, false
+		}
+	}
+	if err != nil {
+		writeErr(w, err)
+		return r, false
+	}
+	if sec.o.AuthEnabled() && need != accessOpen {
+		if err := sec.authorize(w, r, pattern, need, id); err != nil {
+			writeErr(w, err)
+			return r, false
+		}
+		if need == accessAdmin || need == accessMember {
+			sec.log.Info("admin operation", "op", pattern, "by", id.String(), "remote", r.RemoteAddr)
+		}
+	}
+	if id.Name != "" {
+		r = r.WithContext(withIdentity(r.Context(), id))
+	}
+	return r, true
+}
+
+// authenticate finds who sent the request. trusted is true when the identity
+// was named by another node over mutual TLS. With authentication off, every
+// request is anonymous and may do anything.
+func (sec *security) authenticate(r *http.Request) (id Identity, trusted bool, err error) {
+	if !sec.o.AuthEnabled() {
+		return Identity{}, false, nil
+	}
+	var chain []*x509.Certificate
+	if r.TLS != nil {
+		chain = r.TLS.PeerCertificates
+	}
+	// A node forwarding a request presents its peer certificate and names
+	// the identity it authenticated.
+	if h := r.Header.Get(identityHeader); h != "" && r.Header.Get(forwardedHeader) != "" && len(chain) > 0 && sec.o.Peer != nil {
+		if peer, perr := sec.peerIdentity(chain); perr == nil {
+			fid, derr := decodeIdentity(h)
+			if derr != nil {
+				return Identity{}, false, refusal(ErrUnauthenticated, "node %s forwarded a bad identity: %v", peer.Name, derr)
+			}
+			return fid, true, nil
+		}
+	}
+	if h := r.Header.Get("Authorization"); h != "" {
+		tok, ok := strings.CutPrefix(h, "Bearer ")
+		if !ok {
+			return Identity{}, false, refusal(ErrUnauthenticated, "the Authorization header must be \"Bearer TOKEN\"")
+		}
+		if sec.o.Tokens == nil {
+			return Identity{}, false, refusal(ErrUnauthenticated, "this cluster does not accept bearer tokens (no --auth-tokens)")
+		}
+		tid, ok := sec.o.Tokens.Lookup(strings.TrimSpace(tok))
+		if !ok {
+			return Identity{}, false, refusal(ErrUnauthenticated, "unknown bearer token")
+		}
+		return tid, false, nil
+	}
+	if len(chain) > 0 {
+		cid, cerr := sec.certIdentity(chain)
+		if cerr != nil {
+			return Identity{}, false, refusal(ErrUnauthenticated, "client certificate: %v", cerr)
+		}
+		return cid, false, nil
+	}
+	return Identity{}, false, refusal(ErrUnauthenticated, "authentication required: present a client certificate or a bearer token")
+}
+
+// certIdentity verifies a client certificate chain against the client CA
+// (role from its OU) or, failing that, the peer CA (a node). Results are
+// cached per certificate and CA for a minute at most, and never past the
+// certificate's expiry.
+func (sec *security) certIdentity(chain []*x509.Certificate) (Identity, error) {
+	var pool, peerPool *x509.CertPool
+	if sec.o.ClientCA != nil {
+		pool = sec.o.ClientCA.Pool()
+	}
+	if sec.o.Peer != nil {
+		peerPool = sec.o.Peer.Pool()
+	}
+	key := certKey{leaf: sha256.Sum256(chain[0].Raw), pool: pool, peerPool: peerPool}
+	if e, ok := sec.certs.get(key); ok {
+		return e.id, e.err
+	}
+	id, err := sec.verifyCert(chain)
+	until := time.Now().Add(time.Minute)
+	if chain[0].NotAfter.Before(until) {
+		until = chain[0].NotAfter
+	}
+	sec.certs.put(key, certEntry{id: id, err: err, until: until})
+	return id, err
+}
+
+func (sec *security) verifyCert(chain []*x509.Certificate) (Identity, error) {
+	var cerr error = errors.New("client certificates are not accepted (no --tls-ca)")
+	if sec.o.ClientCA != nil {
+		leaf, err := sec.o.ClientCA.Verify(chain, x509.ExtKeyUsageClientAuth)
+		if err == nil {
+			switch {
+			case tlsutil.HasOU(leaf, tlsutil.OUAdmin):
+				return Identity{Name: leaf.Subject.CommonName, Role: RoleAdmin, Method: "certificate"}, nil
+			case tlsutil.HasOU(leaf, tlsutil.OUClient):
+				return Identity{Name: leaf.Subject.CommonName, Role: RoleClient, Method: "certificate"}, nil
+			}
+			cerr = fmt.Errorf("certificate %q names no role (OU=%s or OU=%s)", leaf.Subject.CommonName, tlsutil.OUAdmin, tlsutil.OUClient)
+		} else {
+			cerr = err
+		}
+	}
+	if sec.o.Peer != nil {
+		if id, err := sec.peerIdentity(chain); err == nil {
+			return id, nil
+		}
+	}
+	return Identity{}, cerr
+}
+
+func (sec *security) peerIdentity(chain []*x509.Certificate) (Identity, error) {
+	leaf, err := tlsutil.VerifyPeer(sec.o.Peer, chain, x509.ExtKeyUsageClientAuth, sec.o.PeerOU)
+	if err != nil {
+		return Identity{}, err
+	}
+	return Identity{Name: leaf.Subject.CommonName, Role: RolePeer, Method: "peer"}, nil
+}
+
+// authorize checks the identity's role against what the route needs and,
+// for a client, the holder it names and whether it forces a release.
+func (sec *security) authorize(w http.ResponseWriter, r *http.Request, pattern string, need access, id Identity) error {
+	deny := func(format string, args ...any) error {
+		return refusal(ErrForbidden, "%s may not %s", id, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case need == accessStatus:
+		return nil
+	case id.Role == RoleAdmin:
+		return nil
+	case need == accessAdmin:
+		return deny("call %s: it needs the admin role", pattern)
+	case need == accessMember && id.Role == RolePeer:
+		var req struct {
+			ID string `json:"id"`
+		}
+		if err := peekBody(w, r, &req); err == nil && req.ID != id.Name {
+			return deny("change membership of %q: a node may only join or leave as itself", req.ID)
+		}
+		return nil
+	case need == accessMember:
+		return deny("change membership: it needs the admin role")
+	case id.Role != RoleClient:
+		return deny("call %s: it needs the client or admin role", pattern)
+	}
+	var holder string
+	switch pattern {
+	case "POST /v1/acquire":
+		var req AcquireRequest
+		if peekBody(w, r, &req) != nil {
+			return nil // the handler refuses the same bytes with a 400
+		}
+		holder = req.Holder
+	case "POST /v1/renew":
+		var req RenewRequest
+		if peekBody(w, r, &req) != nil {
+			return nil
+		}
+		holder = req.Holder
+	case "POST /v1/keepalive":
+		var req KeepaliveRequest
+		if peekBody(w, r, &req) != nil {
+			return nil
+		}
+		holder = req.Holder
+	case "POST /v1/release":
+		var req ReleaseRequest
+		if peekBody(w, r, &req) != nil {
+			return nil
+		}
+		if req.Force {
+			return deny("force a release: it needs the admin role")
+		}
+		holder = req.Holder
+	default:
+		return nil
+	}
+	if !id.MayActAs(holder) {
+		return deny("act as holder %q: a client's holders are %q or start with %q", holder, id.Name, id.Name+"/")
+	}
+	return nil
+}
+
+// peekBody decodes the body with the handlers' own strict decoder and puts
+// the bytes back for the handler, so the check and the handler read exactly
+// the same request.
+func peekBody(w http.ResponseWriter, r *http.Request, v any) error {
+	body, err := readBody(w, r)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	if err != nil {
+		return err
+	}
+	return decode(body, v)
+}
+
+// limitBodyTime gives the client BodyTimeout to send the body. The deadline
+// is lifted when the body has been read, so a waiting acquire is not cut off.
+func (sec *security) limitBodyTime(w *statusWriter, r *http.Request) {
+	if sec.o.BodyTimeout <= 0 || r.Body == nil || r.Body == http.NoBody {
+		return
+	}
+	rc := http.NewResponseController(w)
+	if rc.SetReadDeadline(time.Now().Add(sec.o.BodyTimeout)) != nil {
+		return
+	}
+	r.Body = &deadlineBody{ReadCloser: r.Body, lift: func() { _ = rc.SetReadDeadline(time.Time{}) }}
+}
+
+type deadlineBody struct {
+	io.ReadCloser
+	once sync.Once
+	lift func()
+}
+
+func (b *deadlineBody) Read(p []byte) (int, error) {
+	n, err := b.ReadCloser.Read(p)
+	if err == io.EOF {
+		b.once.Do(b.lift)
+	}
+	return n, err
+}
+
+// remoteHost is the client's IP address without its port.
+func remoteHost(r *http.Request) string {
+	if h, _, err := net.SplitHostPort(r.RemoteAddr); err == nil {
+		return h
+	}
+	return r.RemoteAddr
+}
+
+// refusalError is a refusal of the security layer: its message says why,
+// and errors.Is with its sentinel gives the wire code.
+type refusalError struct {
+	sentinel error
+	msg      string
+}
+
+func refusal(sentinel error, format string, args ...any) error {
+	return &refusalError{sentinel: sentinel, msg: fmt.Sprintf(format, args...)}
+}
+
+func (e *refusalError) Error() string { return e.msg }
+func (e *refusalError) Unwrap() error { return e.sentinel }
+
+// retryError is a refusal with a hint of when to try again.
+type retryError struct {
+	err   error
+	after time.Duration
+}
+
+func (e *retryError) Error() string                 { return e.err.Error() }
+func (e *retryError) Unwrap() error                 { return e.err }
+func (e *retryError) RetryAfterHint() time.Duration { return e.after }
+
+// setRetryAfter puts the retry hint of a refusal that has one (a limit) in
+// the body and the Retry-After header.
+func setRetryAfter(w http.ResponseWriter, resp *ErrorResponse, err error) {
+	var h interface{ RetryAfterHint() time.Duration }
+	if !errors.As(err, &h) {
+		return
+	}
+	d := max(h.RetryAfterHint(), time.Millisecond).Round(time.Millisecond)
+	resp.RetryAfter = d.String()
+	w.Header().Set("Retry-After", fmt.Sprint(int((d+time.Second-1)/time.Second)))
+}
+
+// leaderURL is the base URL of the leader's HTTP API.
+func (s *Server) leaderURL(addr string) string {
+	if strings.Contains(addr, "://") {
+		return strings.TrimRight(addr, "/")
+	}
+	if s.sec != nil && s.sec.o.TLS {
+		return "https://" + addr
+	}
+	return "http://" + addr
+}
+
+// forwardIdentity names the authenticated identity on a forwarded request,
+// when this node forwards over mutual TLS.
+func (s *Server) forwardIdentity(out, in *http.Request) {
+	if s.sec == nil || !s.sec.o.ForwardIdentity {
+		return
+	}
+	if id, ok := IdentityFrom(in.Context()); ok {
+		out.Header.Set(identityHeader, encodeIdentity(id))
+	}
+}
+
+// certCache remembers certificate verifications.
+type certCache struct {
+	mu sync.Mutex
+	m  map[certKey]certEntry
+}
+
+type certKey struct {
+	leaf           [sha256.Size]byte
+	pool, peerPool *x509.CertPool // the CA material it was verified with
+}
+
+type certEntry struct {
+	id    Identity
+	err   error
+	until time.Time
+}
+
+const maxCachedCerts = 4096
+
+func (c *certCache) get(k certKey) (certEntry, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	e, ok := c.m[k]
+	if !ok || !time.Now().Before(e.until) {
+		return certEntry{}, false
+	}
+	return e, true
+}
+
+func (c *certCache) put(k certKey, e certEntry) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxCachedCerts {
+		c.m = map[certKey]certEntry{}
+	}
+	c.m[k] = e
+}

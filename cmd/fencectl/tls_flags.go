@@ -1,0 +1,101 @@
+package main
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"os"
+
+	"github.com/spf13/pflag"
+
+	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/tlsutil"
+)
+
+// tlsGlobals are the global flags of TLS and authentication.
+type tlsGlobals struct {
+	cacert, cert, key, token string
+	// cfg is the TLS configuration the flags make; nil without TLS flags.
+	cfg *tls.Config
+}
+
+// envNames are the environment variables of global flags whose names would
+// clash with the variables fencectl lock gives its command: FENCE_TOKEN is a
+// grant's fencing token and FENCE_KEY its key, so a fencectl run inside a
+// lock must not read them as credentials.
+var envNames = map[string]string{
+	"token": envPrefix + "AUTH_TOKEN",
+	"key":   envPrefix + "KEY_FILE",
+}
+
+// envName returns the environment variable of a global flag.
+func envName(flag string) string {
+	if n, ok := envNames[flag]; ok {
+		return n
+	}
+	return envPrefix + upperSnake(flag)
+}
+
+func upperSnake(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		switch {
+		case c == '-':
+			b[i] = '_'
+		case 'a' <= c && c <= 'z':
+			b[i] = c - 'a' + 'A'
+		}
+	}
+	return string(b)
+}
+
+func (t *tlsGlobals) register(fs *pflag.FlagSet) {
+	fs.StringVar(&t.cacert, "cacert", "", "CA bundle that verifies the nodes' certificates; endpoints are then reached with https (env FENCE_CACERT)")
+	fs.StringVar(&t.cert, "cert", "", "client certificate (PEM) to authenticate with; its OU is the role (env FENCE_CERT)")
+	fs.StringVar(&t.key, "key", "", "private key (PEM) of --cert (env FENCE_KEY_FILE)")
+	fs.StringVar(&t.token, "token", "", "bearer token to authenticate with (env FENCE_AUTH_TOKEN)")
+}
+
+// check loads the files the flags name.
+func (t *tlsGlobals) check() error {
+	t.cfg = nil
+	if (t.cert == "") != (t.key == "") {
+		return errors.New("--cert and --key go together")
+	}
+	if t.cacert == "" && t.cert == "" {
+		return nil
+	}
+	cfg := &tls.Config{MinVersion: tlsutil.MinVersion}
+	if t.cacert != "" {
+		data, err := os.ReadFile(t.cacert)
+		if err != nil {
+			return fmt.Errorf("--cacert: %v", err)
+		}
+		cfg.RootCAs = x509.NewCertPool()
+		if !cfg.RootCAs.AppendCertsFromPEM(data) {
+			return fmt.Errorf("--cacert %s: no PEM certificate in it", t.cacert)
+		}
+	}
+	if t.cert != "" {
+		pair, err := tls.LoadX509KeyPair(t.cert, t.key)
+		if err != nil {
+			return fmt.Errorf("--cert/--key: %v", err)
+		}
+		cfg.Certificates = []tls.Certificate{pair}
+	}
+	t.cfg = cfg
+	return nil
+}
+
+// clientOptions are the api.Client options the flags ask for.
+func (t *tlsGlobals) clientOptions() []api.ClientOption {
+	var opts []api.ClientOption
+	if t.cfg != nil {
+		opts = append(opts, api.WithTLS(t.cfg))
+	}
+	if t.token != "" {
+		opts = append(opts, api.WithBearerToken(t.token))
+	}
+	return opts
+}

@@ -1,0 +1,313 @@
+package main
+
+import (
+	"crypto/tls"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/spf13/pflag"
+
+	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/cluster"
+	"github.com/fenced/fenced/tlsutil"
+)
+
+// securityUsage is the part of --help about TLS, authentication and limits.
+const securityUsage = `
+Security (see docs/SECURITY.md; 'fencectl tls init' makes a development CA and
+every certificate below, and prints these flags):
+
+  --tls-cert/--tls-key serve the HTTP API over TLS; --tls-ca verifies client
+  certificates, whose OU gives the role (admin or client) and CN the name.
+  --peer-tls-cert/--peer-tls-key/--peer-tls-ca turn on mutual TLS between
+  nodes: a node without a certificate from the peer CA (with OU=peer) cannot
+  join the cluster or talk Raft. --auth-tokens FILE accepts bearer tokens
+  ("TOKEN ROLE NAME" per line). Authentication is on as soon as client
+  certificates or tokens are configured. SIGHUP reloads every certificate, CA
+  and the tokens file without a restart.
+`
+
+// securityOptions are the flags of TLS, authentication and limits.
+type securityOptions struct {
+	tlsCert, tlsKey, tlsCA, clientAuth string
+	peerCert, peerKey, peerCA, peerOU  string
+	authTokens, joinToken              string
+
+	maxKeysPerHolder, maxWaitersPerKey int
+	rateLimit                          float64
+	rateBurst                          int
+	bodyTimeout                        time.Duration
+	maxHeaderBytes                     int
+}
+
+func (s *securityOptions) register(fs *pflag.FlagSet) {
+	fs.StringVar(&s.tlsCert, "tls-cert", "", "certificate (PEM) of the HTTP API; with --tls-key, the API is served over TLS only")
+	fs.StringVar(&s.tlsKey, "tls-key", "", "private key (PEM) of --tls-cert")
+	fs.StringVar(&s.tlsCA, "tls-ca", "", "CA bundle that verifies client certificates (and other nodes' HTTP certificates when forwarding)")
+	fs.StringVar(&s.clientAuth, "tls-client-auth", "", "client certificates: require, verify-if-given or none (default verify-if-given with --tls-ca, none without)")
+	fs.StringVar(&s.peerCert, "peer-tls-cert", "", "this node's peer certificate (PEM): mutual TLS on the Raft transport, and its identity when it forwards or joins")
+	fs.StringVar(&s.peerKey, "peer-tls-key", "", "private key (PEM) of --peer-tls-cert")
+	fs.StringVar(&s.peerCA, "peer-tls-ca", "", "CA bundle that verifies other nodes' peer certificates")
+	fs.StringVar(&s.peerOU, "peer-cert-ou", tlsutil.DefaultPeerOU, "organizational unit a peer certificate must name (empty: any certificate of --peer-tls-ca)")
+	fs.StringVar(&s.authTokens, "auth-tokens", "", "file of bearer tokens, one \"TOKEN ROLE NAME\" per line (ROLE: client or admin); reloaded on SIGHUP")
+	fs.StringVar(&s.joinToken, "join-token", "", "bearer token (admin) this node joins with when authentication is on but it has no peer certificate")
+	fs.IntVar(&s.maxKeysPerHolder, "max-keys-per-holder", 10000, "live grants one holder may have (0: no limit)")
+	fs.IntVar(&s.maxWaitersPerKey, "max-waiters-per-key", 1000, "acquires that may wait for one key (0: no limit)")
+	fs.Float64Var(&s.rateLimit, "rate-limit", 0, "requests per second one client (identity, or IP address when anonymous) may send to a node (0: no limit)")
+	fs.IntVar(&s.rateBurst, "rate-burst", 0, "requests a client may send at once above --rate-limit (default: one second's worth)")
+	fs.DurationVar(&s.bodyTimeout, "http-read-body-timeout", 30*time.Second, "time allowed to send a request body once its headers are in (0: no limit)")
+	fs.IntVar(&s.maxHeaderBytes, "http-max-header-bytes", 16<<10, "largest request header block accepted")
+}
+
+// check validates the combination of flags.
+func (s *securityOptions) check() error {
+	if (s.tlsCert == "") != (s.tlsKey == "") {
+		return errors.New("--tls-cert and --tls-key go together")
+	}
+	if s.clientAuth == "" {
+		s.clientAuth = "none"
+		if s.tlsCA != "" {
+			s.clientAuth = "verify-if-given"
+		}
+	}
+	switch s.clientAuth {
+	case "require", "verify-if-given", "none":
+	default:
+		return fmt.Errorf("--tls-client-auth must be require, verify-if-given or none, not %q", s.clientAuth)
+	}
+	if s.tlsCert == "" && (s.tlsCA != "" || s.clientAuth != "none") {
+		return errors.New("--tls-ca and --tls-client-auth need TLS on the HTTP API: give --tls-cert and --tls-key")
+	}
+	if s.clientAuth != "none" && s.tlsCA == "" {
+		return fmt.Errorf("--tls-client-auth %s needs --tls-ca to verify client certificates", s.clientAuth)
+	}
+	peer := []string{s.peerCert, s.peerKey, s.peerCA}
+	if n := countSet(peer); n != 0 && n != 3 {
+		return errors.New("mutual TLS between nodes needs all of --peer-tls-cert, --peer-tls-key and --peer-tls-ca")
+	}
+	switch {
+	case s.maxKeysPerHolder < 0, s.maxWaitersPerKey < 0, s.rateLimit < 0, s.rateBurst < 0, s.bodyTimeout < 0:
+		return errors.New("limits cannot be negative")
+	case s.maxHeaderBytes < 1<<10:
+		return errors.New("--http-max-header-bytes must be at least 1024")
+	}
+	return nil
+}
+
+func countSet(ss []string) int {
+	n := 0
+	for _, s := range ss {
+		if s != "" {
+			n++
+		}
+	}
+	return n
+}
+
+func (s *securityOptions) httpTLS() bool { return s.tlsCert != "" }
+func (s *securityOptions) peerTLS() bool { return s.peerCert != "" }
+
+// security is the loaded material of the security flags.
+type security struct {
+	o      *securityOptions
+	http   *tlsutil.Store // HTTP API certificate and client CA; nil without TLS
+	peer   *tlsutil.Store // peer certificate and CA; nil without peer TLS
+	tokens *api.Tokens
+}
+
+// loadSecurity reads every certificate, key, CA and the tokens file named
+// by the flags.
+func loadSecurity(o *securityOptions) (*security, error) {
+	s := &security{o: o}
+	var err error
+	if o.httpTLS() {
+		if s.http, err = tlsutil.Load(tlsutil.Files{Cert: o.tlsCert, Key: o.tlsKey, CA: o.tlsCA}); err != nil {
+			return nil, fmt.Errorf("--tls-cert/--tls-key/--tls-ca: %w", err)
+		}
+	}
+	if o.peerTLS() {
+		if s.peer, err = tlsutil.Load(tlsutil.Files{Cert: o.peerCert, Key: o.peerKey, CA: o.peerCA}); err != nil {
+			return nil, fmt.Errorf("--peer-tls-cert/--peer-tls-key/--peer-tls-ca: %w", err)
+		}
+		if leaf := s.peer.Leaf(); o.peerOU != "" && !tlsutil.HasOU(leaf, o.peerOU) {
+			return nil, fmt.Errorf("--peer-tls-cert %s does not name OU=%s: other nodes would refuse it (see --peer-cert-ou)", o.peerCert, o.peerOU)
+		}
+	}
+	if o.authTokens != "" {
+		if s.tokens, err = api.LoadTokens(o.authTokens); err != nil {
+			return nil, fmt.Errorf("--auth-tokens: %w", err)
+		}
+	}
+	return s, nil
+}
+
+// warn logs the weak spots of the configuration, once at start.
+func (s *security) warn(log hclog.Logger, dev bool, id string) {
+	if s.peer != nil && s.peer.Leaf().Subject.CommonName != id {
+		log.Warn("the peer certificate's common name is not this node's id: with authentication on, the cluster lets a node join only as the name in its certificate",
+			"id", id, "cn", s.peer.Leaf().Subject.CommonName)
+	}
+	if dev {
+		return
+	}
+	if !s.o.peerTLS() {
+		log.Warn("Raft traffic is not encrypted or authenticated: anyone who can reach the Raft address can join or disturb the cluster; give --peer-tls-cert, --peer-tls-key and --peer-tls-ca")
+	}
+	if !s.o.httpTLS() && s.tokens != nil {
+		log.Warn("bearer tokens travel in plain text: serve the API with --tls-cert and --tls-key")
+	}
+	if !s.apiOptions().AuthEnabled() {
+		log.Warn("authentication is off: any client can acquire, release or force-release any key and change the membership")
+	}
+}
+
+// raftTLS returns the Raft transport's server and client configurations;
+// both nil without peer TLS.
+func (s *security) raftTLS() (server, client *tls.Config) {
+	if s.peer == nil {
+		return nil, nil
+	}
+	return tlsutil.PeerServerConfig(s.peer, s.o.peerOU), tlsutil.PeerClientConfig(s.peer, s.o.peerOU)
+}
+
+// serverTLS returns the HTTP API's TLS configuration, or nil. Client
+// certificates are asked for, not verified, at the handshake: the API
+// verifies them per request, so a wrong one is a clear 401.
+func (s *security) serverTLS() *tls.Config {
+	if s.http == nil {
+		return nil
+	}
+	auth := tls.NoClientCert
+	switch {
+	case s.o.clientAuth == "require":
+		auth = tls.RequireAnyClientCert
+	case s.o.clientAuth == "verify-if-given" || s.peer != nil:
+		// Other nodes present their peer certificate when they forward.
+		auth = tls.RequestClientCert
+	}
+	return tlsutil.ServerConfig(s.http, auth)
+}
+
+// nodeClient returns the HTTP client this node uses to reach other nodes
+// (forwarding, joining, leaving): TLS with its peer certificate when the API
+// speaks TLS; timeout bounds every request.
+func (s *security) nodeClient(timeout time.Duration) *http.Client {
+	tr := &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 15 * time.Second}).DialContext,
+		MaxIdleConnsPerHost: 64,
+		IdleConnTimeout:     60 * time.Second,
+	}
+	if s.http != nil {
+		var roots *tlsutil.Store
+		if s.o.tlsCA != "" {
+			roots = s.http
+		}
+		tr.DialTLSContext = tlsutil.Dialer(roots, s.peer)
+	}
+	return &http.Client{Timeout: timeout, Transport: tr}
+}
+
+// apiClient returns a client of other nodes' APIs at targets.
+func (s *security) apiClient(targets []string) *api.Client {
+	var eps []string
+	for _, t := range targets {
+		if t = strings.TrimSpace(t); t == "" {
+			continue
+		}
+		if !strings.Contains(t, "://") && s.http != nil {
+			t = "https://" + t
+		}
+		eps = append(eps, t)
+	}
+	opts := []api.ClientOption{api.WithHTTPClient(s.nodeClient(api.MaxWait))}
+	if s.o.joinToken != "" {
+		opts = append(opts, api.WithBearerToken(s.o.joinToken))
+	}
+	return api.NewClient(eps, opts...)
+}
+
+// apiOptions returns the API server's security and limits.
+func (s *security) apiOptions() api.ServerOptions {
+	o := api.ServerOptions{
+		TLS:         s.http != nil,
+		Peer:        s.peer,
+		PeerOU:      s.o.peerOU,
+		RateLimit:   s.o.rateLimit,
+		RateBurst:   s.o.rateBurst,
+		BodyTimeout: s.o.bodyTimeout,
+	}
+	if s.http != nil && s.o.clientAuth != "none" {
+		o.ClientCA = s.http
+	}
+	if s.tokens != nil {
+		o.Tokens = s.tokens
+	}
+	if s.http != nil {
+		o.Forward = s.nodeClient(api.MaxWait + 30*time.Second)
+		o.ForwardIdentity = s.peer != nil
+	}
+	return o
+}
+
+// limits returns the cluster's limits.
+func (s *security) limits() cluster.Limits {
+	return cluster.Limits{MaxKeysPerHolder: s.o.maxKeysPerHolder, MaxWaitersPerKey: s.o.maxWaitersPerKey}
+}
+
+// reloadOnSIGHUP reloads certificates, CAs and tokens on every SIGHUP until
+// stop is closed. A file that fails to load leaves the material in use as it
+// was, and says why.
+func (s *security) reloadOnSIGHUP(log hclog.Logger, stop <-chan struct{}) {
+	ch := make(chan os.Signal, 1)
+	signal.Notify(ch, syscall.SIGHUP)
+	defer signal.Stop(ch)
+	for {
+		select {
+		case <-stop:
+			return
+		case <-ch:
+			s.reload(log)
+		}
+	}
+}
+
+func (s *security) reload(log hclog.Logger) {
+	for _, r := range []struct {
+		what string
+		do   func() error
+		on   bool
+	}{
+		{"HTTP API certificate and client CA", func() error { return s.http.Reload() }, s.http != nil},
+		{"peer certificate and CA", func() error { return s.peer.Reload() }, s.peer != nil},
+		{"auth tokens", func() error { return s.tokens.Reload() }, s.tokens != nil},
+	} {
+		if !r.on {
+			continue
+		}
+		if err := r.do(); err != nil {
+			log.Error("reload failed; keeping the material in use", "what", r.what, "error", err)
+			continue
+		}
+		log.Info("reloaded", "what", r.what)
+	}
+}
+
+// serveHTTP serves the API on ln, over TLS when configured. HTTP/2 is off:
+// the limits fenced documents (header size, timeouts) are HTTP/1.1's.
+func serveHTTP(srv *http.Server, ln net.Listener, s *security) error {
+	cfg := s.serverTLS()
+	if cfg == nil {
+		return srv.Serve(ln)
+	}
+	srv.TLSConfig = cfg
+	srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
+	return srv.ServeTLS(ln, "", "")
+}
