@@ -239,8 +239,7 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any, write
 		i := (start + attempt) % len(c.endpoints)
 		sent, err := c.once(ctx, c.endpoints[i], method, path, body, out)
 		if err == nil {
-			c.prefer(i)
-			return nil
+			return nil // once prefers the leader, or else this endpoint
 		}
 		var apiErr *Error
 		switch {
@@ -265,6 +264,24 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any, write
 			case <-ctx.Done():
 			}
 			backoff = min(2*backoff, 500*time.Millisecond)
+		}
+	}
+}
+
+// learnLeader makes the leader's endpoint the preferred one when it is among
+// the client's endpoints, so requests stop taking a forwarding hop; else the
+// endpoint that answered.
+func (c *Client) learnLeader(addr, answered string) {
+	for i, ep := range c.endpoints {
+		if addr != "" && strings.HasSuffix(ep, "://"+addr) {
+			c.prefer(i)
+			return
+		}
+	}
+	for i, ep := range c.endpoints {
+		if ep == answered {
+			c.prefer(i)
+			return
 		}
 	}
 }
@@ -304,6 +321,7 @@ func (c *Client) once(ctx context.Context, endpoint, method, path string, body [
 		return !(errors.As(err, &op) && op.Op == "dial") && !handshakeFailed(err), err
 	}
 	defer resp.Body.Close()
+	c.learnLeader(resp.Header.Get(LeaderHeader), endpoint)
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return true, err

@@ -53,6 +53,10 @@ const (
 	MaxLockDelay = 5 * time.Minute
 )
 
+// LeaderHeader carries, on every answer, the HTTP address of the leader as the
+// answering node knows it.
+const LeaderHeader = "X-Fenced-Leader"
+
 // forwardedHeader marks a request a follower forwarded, so it is forwarded at
 // most once and never loops between nodes that disagree about the leader.
 const forwardedHeader = "X-Fenced-Forwarded"
@@ -87,6 +91,10 @@ func NewServer(node Node, log hclog.Logger) *Server {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	// Clients learn where the leader is and go there directly next time.
+	if _, addr := s.node.Leader(); addr != "" {
+		w.Header().Set(LeaderHeader, addr)
+	}
 	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
 	r, ok := s.admit(sw, r)
 	if ok {
