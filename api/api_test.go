@@ -421,3 +421,17 @@ func TestMetrics(t *testing.T) {
 		}
 	}
 }
+
+// A client given every node learns the leader from any answer and sends
+// later requests to it directly.
+func TestClientLearnsLeader(t *testing.T) {
+	nodes := startCluster(t, 3)
+	lead, fol := leaderOf(t, nodes)
+	c := NewClient([]string{fol.url, lead.url})
+	if _, err := c.Acquire(context.Background(), AcquireRequest{Key: "l", Holder: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	if got := c.Endpoints()[c.start()]; got != lead.url {
+		t.Fatalf("preferred endpoint %s, want the leader %s", got, lead.url)
+	}
+}
