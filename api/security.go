@@ -258,8 +258,9 @@ func (sec *security) certIdentity(chain []*x509.Certificate) (Identity, error) {
 }
 
 func (sec *security) verifyCert(chain []*x509.Certificate) (Identity, error) {
-	var cerr error = errors.New("client certificates are not accepted (no --tls-ca)")
+	cerr := errors.New("client certificates are not accepted (no --tls-ca)")
 	if sec.o.ClientCA != nil {
+		cerr = nil
 		leaf, err := sec.o.ClientCA.Verify(chain, x509.ExtKeyUsageClientAuth)
 		if err == nil {
 			switch {
@@ -268,7 +269,6 @@ func (sec *security) verifyCert(chain []*x509.Certificate) (Identity, error) {
 			case tlsutil.HasOU(leaf, tlsutil.OUClient):
 				return Identity{Name: leaf.Subject.CommonName, Role: RoleClient, Method: "certificate"}, nil
 			}
-			cerr = fmt.Errorf("certificate %q names no role (OU=%s or OU=%s)", leaf.Subject.CommonName, tlsutil.OUAdmin, tlsutil.OUClient)
 		} else {
 			cerr = err
 		}
@@ -277,6 +277,10 @@ func (sec *security) verifyCert(chain []*x509.Certificate) (Identity, error) {
 		if id, err := sec.peerIdentity(chain); err == nil {
 			return id, nil
 		}
+	}
+	if cerr == nil {
+		// A valid certificate without a role: known, but allowed nothing.
+		return Identity{Name: chain[0].Subject.CommonName, Method: "certificate"}, nil
 	}
 	return Identity{}, cerr
 }
@@ -296,6 +300,8 @@ func (sec *security) authorize(w http.ResponseWriter, r *http.Request, pattern s
 		return refusal(ErrForbidden, "%s may not %s", id, fmt.Sprintf(format, args...))
 	}
 	switch {
+	case !validRole(id.Role):
+		return deny("do anything: its certificate names no role (OU=%s or OU=%s)", tlsutil.OUAdmin, tlsutil.OUClient)
 	case need == accessStatus:
 		return nil
 	case id.Role == RoleAdmin:

@@ -130,3 +130,19 @@ type tcpAddr string
 
 func (a tcpAddr) Network() string { return "tcp" }
 func (a tcpAddr) String() string  { return string(a) }
+
+// ClientConfig returns a static client configuration: servers verified
+// against f.CA (the system roots when empty), f.Cert and f.Key presented as
+// the client certificate when given. Clients that live for one command (like
+// fencectl) need no reload.
+func ClientConfig(f Files) (*tls.Config, error) {
+	m, err := load(f)
+	if err != nil {
+		return nil, err
+	}
+	cfg := &tls.Config{MinVersion: MinVersion, RootCAs: m.pool}
+	if m.cert != nil {
+		cfg.Certificates = []tls.Certificate{*m.cert}
+	}
+	return cfg, nil
+}

@@ -2,10 +2,8 @@ package main
 
 import (
 	"crypto/tls"
-	"crypto/x509"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/spf13/pflag"
 
@@ -66,23 +64,9 @@ func (t *tlsGlobals) check() error {
 	if t.cacert == "" && t.cert == "" {
 		return nil
 	}
-	cfg := &tls.Config{MinVersion: tlsutil.MinVersion}
-	if t.cacert != "" {
-		data, err := os.ReadFile(t.cacert)
-		if err != nil {
-			return fmt.Errorf("--cacert: %v", err)
-		}
-		cfg.RootCAs = x509.NewCertPool()
-		if !cfg.RootCAs.AppendCertsFromPEM(data) {
-			return fmt.Errorf("--cacert %s: no PEM certificate in it", t.cacert)
-		}
-	}
-	if t.cert != "" {
-		pair, err := tls.LoadX509KeyPair(t.cert, t.key)
-		if err != nil {
-			return fmt.Errorf("--cert/--key: %v", err)
-		}
-		cfg.Certificates = []tls.Certificate{pair}
+	cfg, err := tlsutil.ClientConfig(tlsutil.Files{Cert: t.cert, Key: t.key, CA: t.cacert})
+	if err != nil {
+		return fmt.Errorf("--cacert/--cert/--key: %v", err)
 	}
 	t.cfg = cfg
 	return nil

@@ -127,6 +127,14 @@ type Options struct {
 	// must exec fenced in place (not fork it), so that signals sent to the
 	// process reach fenced itself.
 	Wrap func(id string) []string
+	// NodeArgs, when set, returns arguments for one node only (its own
+	// certificates), appended after ExtraArgs.
+	NodeArgs func(id string) []string
+	// Secure says the nodes serve their API over TLS: clients use https.
+	Secure bool
+	// ClientOptions are given to every client Client and Leader make (TLS
+	// and credentials).
+	ClientOptions []api.ClientOption
 }
 
 // Node is one fenced process.
@@ -180,6 +188,7 @@ func Start(opts Options) (*Cluster, error) {
 		n.args = append([]string{"--id", n.ID, "--data-dir", n.DataDir, "--http-addr", n.HTTPAddr, "--raft-addr", n.RaftAddr,
 			"--peers", strings.Join(peers, ","), "--heartbeat-timeout", "500ms", "--election-timeout", "500ms", "--log-level", "debug"},
 			opts.ExtraArgs...)
+		n.args = append(n.args, c.nodeArgs(n.ID)...)
 		if err := c.StartNode(n); err != nil {
 			c.Stop()
 			return nil, err
@@ -204,7 +213,7 @@ func (c *Cluster) NewNode(id string, args ...string) (*Node, error) {
 	n := &Node{ID: id, HTTPAddr: addrs[0], RaftAddr: addrs[1], DataDir: filepath.Join(c.opts.Dir, id), LogPath: filepath.Join(c.opts.Dir, id+".log")}
 	n.args = append(append([]string{"--id", n.ID, "--data-dir", n.DataDir, "--http-addr", n.HTTPAddr, "--raft-addr", n.RaftAddr,
 		"--heartbeat-timeout", "500ms", "--election-timeout", "500ms", "--log-level", "debug"},
-		c.opts.ExtraArgs...), args...)
+		c.opts.ExtraArgs...), append(c.nodeArgs(id), args...)...)
 	c.Nodes = append(c.Nodes, n)
 	return n, nil
 }
@@ -228,7 +237,7 @@ func (c *Cluster) Endpoints() []string {
 }
 
 // Client returns an API client of every node.
-func (c *Cluster) Client() *api.Client { return api.NewClient(c.Endpoints()) }
+func (c *Cluster) Client() *api.Client { return api.NewClient(c.Endpoints(), c.opts.ClientOptions...) }
 
 // StartNode (re)starts a node's process with its data dir intact.
 func (c *Cluster) StartNode(n *Node) error {
@@ -354,7 +363,7 @@ func (c *Cluster) Leader(ctx context.Context, timeout time.Duration) (*Node, err
 				continue
 			}
 			sctx, cancel := context.WithTimeout(ctx, time.Second)
-			st, err := cl.NodeStatus(sctx, "http://"+n.HTTPAddr)
+			st, err := cl.NodeStatus(sctx, c.URL(n))
 			cancel()
 			if err == nil && st.Ready && st.LeaderID == n.ID {
 				return n, nil
