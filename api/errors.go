@@ -72,6 +72,7 @@ var wireErrors = []struct {
 	{"unauthenticated", http.StatusUnauthorized, ErrUnauthenticated},
 	{"forbidden", http.StatusForbidden, ErrForbidden},
 	{"rate_limited", http.StatusTooManyRequests, ErrRateLimited},
+	{"request_timeout", http.StatusRequestTimeout, ErrBodyTimeout},
 	{"too_many_keys", http.StatusTooManyRequests, cluster.ErrTooManyKeys},
 	{"too_many_waiters", http.StatusTooManyRequests, cluster.ErrTooManyWaiters},
 }

@@ -27,6 +27,8 @@ var (
 	ErrForbidden = errors.New("forbidden")
 	// ErrRateLimited: the client sent requests faster than its rate (429).
 	ErrRateLimited = errors.New("rate limited")
+	// ErrBodyTimeout: the client did not send its request body in time (408).
+	ErrBodyTimeout = errors.New("request body timeout")
 )
 
 // ServerOptions configure the security and limits of a Server. The zero
@@ -167,11 +169,14 @@ func (s *Server) admit(w *statusWriter, r *http.Request) (*http.Request, bool) {
 			return r, false
 		}
 	}
+	if need == accessOpen {
+		return r, true
+	}
 	if err != nil {
 		writeErr(w, err)
 		return r, false
 	}
-	if sec.o.AuthEnabled() && need != accessOpen {
+	if sec.o.AuthEnabled() {
 		if err := sec.authorize(w, r, pattern, need, id); err != nil {
 			writeErr(w, err)
 			return r, false
@@ -312,7 +317,11 @@ func (sec *security) authorize(w http.ResponseWriter, r *http.Request, pattern s
 		var req struct {
 			ID string `json:"id"`
 		}
-		if err := peekBody(w, r, &req); err == nil && req.ID != id.Name {
+		ok, err := peekBody(w, r, &req)
+		if err != nil {
+			return err
+		}
+		if ok && req.ID != id.Name {
 			return deny("change membership of %q: a node may only join or leave as itself", req.ID)
 		}
 		return nil
@@ -325,26 +334,26 @@ func (sec *security) authorize(w http.ResponseWriter, r *http.Request, pattern s
 	switch pattern {
 	case "POST /v1/acquire":
 		var req AcquireRequest
-		if peekBody(w, r, &req) != nil {
-			return nil // the handler refuses the same bytes with a 400
+		if ok, err := peekBody(w, r, &req); !ok {
+			return err // nil: the handler refuses the same bytes with a 400
 		}
 		holder = req.Holder
 	case "POST /v1/renew":
 		var req RenewRequest
-		if peekBody(w, r, &req) != nil {
-			return nil
+		if ok, err := peekBody(w, r, &req); !ok {
+			return err // nil: the handler refuses the same bytes with a 400
 		}
 		holder = req.Holder
 	case "POST /v1/keepalive":
 		var req KeepaliveRequest
-		if peekBody(w, r, &req) != nil {
-			return nil
+		if ok, err := peekBody(w, r, &req); !ok {
+			return err // nil: the handler refuses the same bytes with a 400
 		}
 		holder = req.Holder
 	case "POST /v1/release":
 		var req ReleaseRequest
-		if peekBody(w, r, &req) != nil {
-			return nil
+		if ok, err := peekBody(w, r, &req); !ok {
+			return err // nil: the handler refuses the same bytes with a 400
 		}
 		if req.Force {
 			return deny("force a release: it needs the admin role")
@@ -361,14 +370,16 @@ func (sec *security) authorize(w http.ResponseWriter, r *http.Request, pattern s
 
 // peekBody decodes the body with the handlers' own strict decoder and puts
 // the bytes back for the handler, so the check and the handler read exactly
-// the same request.
-func peekBody(w http.ResponseWriter, r *http.Request, v any) error {
+// the same request. It returns an error only when the body could not be
+// read (too large, too slow); ok is false when it does not decode, which the
+// handler then refuses with a 400 on the same bytes.
+func peekBody(w http.ResponseWriter, r *http.Request, v any) (ok bool, err error) {
 	body, err := readBody(w, r)
-	r.Body = io.NopCloser(bytes.NewReader(body))
 	if err != nil {
-		return err
+		return false, err
 	}
-	return decode(body, v)
+	r.Body = io.NopCloser(bytes.NewReader(body))
+	return decode(body, v) == nil, nil
 }
 
 // limitBodyTime gives the client BodyTimeout to send the body. The deadline
@@ -381,19 +392,24 @@ func (sec *security) limitBodyTime(w *statusWriter, r *http.Request) {
 	if rc.SetReadDeadline(time.Now().Add(sec.o.BodyTimeout)) != nil {
 		return
 	}
-	r.Body = &deadlineBody{ReadCloser: r.Body, lift: func() { _ = rc.SetReadDeadline(time.Time{}) }}
+	r.Body = &deadlineBody{ReadCloser: r.Body, timeout: sec.o.BodyTimeout, lift: func() { _ = rc.SetReadDeadline(time.Time{}) }}
 }
 
 type deadlineBody struct {
 	io.ReadCloser
-	once sync.Once
-	lift func()
+	timeout time.Duration
+	once    sync.Once
+	lift    func()
 }
 
 func (b *deadlineBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
-	if err == io.EOF {
+	var ne net.Error
+	switch {
+	case err == io.EOF:
 		b.once.Do(b.lift)
+	case errors.As(err, &ne) && ne.Timeout():
+		err = refusal(ErrBodyTimeout, "the request body did not arrive within %v", b.timeout)
 	}
 	return n, err
 }
