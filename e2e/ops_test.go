@@ -815,3 +815,74 @@ func TestDebugLogListsAcknowledgedGrants(t *testing.T) {
 		t.Fatalf("debug log --key: exit %d\n%s", code, stdout)
 	}
 }
+
+// TestForcedReleaseAndLockDelay drives the key-hygiene commands through
+// fencectl: a forced release ends another holder's grant and is logged by
+// the leader, and a lock-delay keeps an expired key from a new holder until
+// it has passed.
+func TestForcedReleaseAndLockDelay(t *testing.T) {
+	c := startOpsCluster(t, 3)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	eps := c.Endpoints()
+	cl := api.NewClient(eps)
+
+	stuck, err := cl.Acquire(ctx, api.AcquireRequest{Key: "hygiene/stuck", Holder: "gone-worker", TTL: "1h"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rel api.ReleaseResponse
+	fencectlJSON(t, eps, &rel, "release", "--force", "hygiene/stuck")
+	if rel.State != "released" || rel.Token != stuck.Token {
+		t.Fatalf("forced release: %+v", rel)
+	}
+	if v, err := cl.Verify(ctx, "hygiene/stuck", stuck.Token.String(), "gone-worker"); err != nil || v.Allow || v.Reason != "released" {
+		t.Fatalf("verify of a forced-out token: %+v %v", v, err)
+	}
+	testutil.Eventually(t, 10*time.Second, func() error {
+		for _, n := range c.Nodes {
+			data, _ := os.ReadFile(n.LogPath)
+			for _, line := range strings.Split(string(data), "\n") {
+				if strings.Contains(line, "forced release") && strings.Contains(line, "key=hygiene/stuck") &&
+					strings.Contains(line, "holder=gone-worker") && strings.Contains(line, "[WARN]") {
+					return nil
+				}
+			}
+		}
+		return errors.New("no WARN line for the forced release in any node's log")
+	})
+
+	// A grant with a lock-delay expires; the key is kept from bob until
+	// the delay has passed, and a wait long enough rides it out.
+	var first api.Grant
+	fencectlJSON(t, eps, &first, "acquire", "hygiene/delayed", "--holder", "alice", "--ttl", "200ms", "--lock-delay", "2s")
+	testutil.Eventually(t, 10*time.Second, func() error {
+		ki, err := cl.Key(ctx, "hygiene/delayed")
+		if err != nil || ki.State != "expired" {
+			return fmt.Errorf("key %+v %v", ki, err)
+		}
+		return nil
+	})
+	expired := time.Now()
+	code, stdout, stderr := fencectl(t, eps, "acquire", "hygiene/delayed", "--holder", "bob")
+	if code != 1 || stdout != "" || !strings.Contains(stderr, "lock-delay") || !strings.Contains(stderr, "retry after") {
+		t.Fatalf("acquire during the lock-delay: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	var second api.Grant
+	fencectlJSON(t, eps, &second, "acquire", "hygiene/delayed", "--holder", "bob", "--wait", "10s")
+	if second.Token <= first.Token || second.Holder != "bob" {
+		t.Fatalf("grant after the lock-delay: %+v, first %+v", second, first)
+	}
+	// The delay started when the leader applied the expiry, a moment
+	// before it was seen here.
+	if waited := time.Since(expired); waited < time.Second {
+		t.Fatalf("bob got the key %v after the expiry, within the 2s lock-delay", waited)
+	}
+	// A release is not an expiry: no delay after it.
+	if _, err := cl.Release(ctx, api.ReleaseRequest{Key: "hygiene/delayed", Holder: "bob", Token: second.Token}); err != nil {
+		t.Fatal(err)
+	}
+	if code, _, stderr := fencectl(t, eps, "acquire", "hygiene/delayed", "--holder", "carol"); code != 0 {
+		t.Fatalf("acquire right after a release: exit %d: %s", code, stderr)
+	}
+}
