@@ -392,8 +392,7 @@ func checkHostPort(what, addr string) error {
 // explainMembership words the errors of a membership change. A change whose
 // outcome is unknown may have been made: the configuration says.
 func explainMembership(err error, what string, e *env) error {
-	switch {
-	case errorIsUnknown(err):
+	if errorIsUnknown(err) {
 		return explainedf(err, "outcome of %s unknown: it may or may not have been made before --timeout %v ran out; "+
 			"'fencectl members list' shows the configuration, and repeating the command is safe: %v", what, e.g.timeout, err)
 	}
