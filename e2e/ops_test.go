@@ -810,9 +810,9 @@ func TestDebugLogListsAcknowledgedGrants(t *testing.T) {
 	}
 	t.Logf("%d acknowledged grants, %d records in the log", len(acked), len(lines))
 
-	code, stdout, _ = fencectl(t, nil, "debug", "log", "--data-dir", lead.DataDir, "--key", "audit/k0")
-	if code != 0 || strings.Contains(stdout, "audit/k1") || !strings.Contains(stdout, "audit/k0") {
-		t.Fatalf("debug log --key: exit %d\n%s", code, stdout)
+	code, stdout, _ = fencectl(t, nil, "debug", "log", "--data-dir", lead.DataDir, "audit/k0", "audit/k2")
+	if code != 0 || strings.Contains(stdout, "audit/k1") || !strings.Contains(stdout, "audit/k0") || !strings.Contains(stdout, "audit/k2") {
+		t.Fatalf("debug log of two keys: exit %d\n%s", code, stdout)
 	}
 }
 

@@ -27,12 +27,13 @@ fencectl debug log --data-dir /var/lib/fenced`,
 
 var debugLogCommand = command{
 	name:    "debug log",
+	args:    "[KEY...]",
 	summary: "print every grant in a stopped node's Raft log, as JSON lines",
 	help: `
 Replays the data dir of a stopped node — its newest snapshot, then every log
 entry after it, through the same deterministic state machine the cluster
-runs — and prints every grant it finds, in log order, one JSON object per
-line (whatever --output says):
+runs — and prints every grant it finds (of the KEYs only, when given), in log
+order, one JSON object per line (whatever --output says):
 
   {"key":…, "holder":…, "token":"…", "epoch":…, "seq":…, "ttl":…,
    "term":…, "index":…, "source":"log"|"snapshot", "state":…}
@@ -52,34 +53,33 @@ majority of the nodes' logs hold it. Renewals are not listed; neither are
 releases and expiries, which end grants without making new ones.`,
 	examples: `
 fencectl debug log --data-dir /var/lib/fenced
-fencectl debug log --data-dir /var/lib/fenced --key orders-db
+fencectl debug log --data-dir /var/lib/fenced orders-db billing-db
 fencectl debug log --data-dir /var/lib/fenced | jq -c 'select(.holder == "worker-7")'`,
 	new: func() runner { return &debugLogCmd{} },
 }
 
 type debugLogCmd struct {
 	dataDir string
-	key     string
 }
 
 func (d *debugLogCmd) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&d.dataDir, "data-dir", "", "the data dir of a stopped node (required)")
-	fs.StringVar(&d.key, "key", "", "print only the grants of this key")
 }
 
 func (d *debugLogCmd) run(_ context.Context, e *env, args []string) error {
-	if len(args) != 0 {
-		return usageErr("debug log", "debug log takes no arguments; give --data-dir")
-	}
 	if d.dataDir == "" {
 		return usageErr("debug log", "--data-dir is required")
 	}
 	if fi, err := os.Stat(filepath.Join(d.dataDir, "raft.db")); err != nil || fi.IsDir() {
 		return fmt.Errorf("%s holds no raft.db: not the data dir of a fenced node", d.dataDir)
 	}
+	only := map[string]bool{}
+	for _, k := range args {
+		only[k] = true
+	}
 	w := bufio.NewWriter(e.stdout)
 	err := cluster.ReadGrants(d.dataDir, func(r cluster.GrantRecord) error {
-		if d.key != "" && r.Key != d.key {
+		if len(only) > 0 && !only[r.Key] {
 			return nil
 		}
 		return printJSONLine(w, r)

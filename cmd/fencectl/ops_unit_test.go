@@ -45,7 +45,6 @@ func TestOpsUsageErrors(t *testing.T) {
 		{"snapshot", "restore", "f", "--above-epoch", "1", "--margin", "2"},
 		{"snapshot", "restore", "f", "--above-epoch", "4294967296"},
 		{"debug", "log"},
-		{"debug", "log", "x", "--data-dir", "d"},
 		{"acquire", "k", "--lock-delay", "6m"},
 		{"acquire", "k", "--lock-delay", "-1s"},
 		{"help", "members", "bogus"},
