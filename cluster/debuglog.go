@@ -107,13 +107,20 @@ func replayEntry(f *fsm.FSM, l *raft.Log, emit func(GrantRecord) error) error {
 		return nil
 	}
 	res, ok := f.Apply(l).(*fsm.Result)
-	if !ok || res.Err != nil || res.Renewed {
+	if !ok {
 		return nil
 	}
-	if _, isAcquire := mustDecode(l.Data).(fsm.Acquire); !isAcquire {
-		return nil
+	if _, isAcquire := mustDecode(l.Data).(fsm.Acquire); isAcquire && res.Err == nil && !res.Renewed {
+		if err := emit(record(res.Key, l.Term, "log")); err != nil {
+			return err
+		}
 	}
-	return emit(record(res.Key, l.Term, "log"))
+	// A release or an expiry that frees a contended key grants it to the
+	// first waiter in the same entry.
+	if next := res.Next; next != nil && next.Err == nil && !next.Renewed {
+		return emit(record(next.Key, l.Term, "log"))
+	}
+	return nil
 }
 
 func mustDecode(b []byte) fsm.Command {

@@ -23,6 +23,7 @@ type Member struct {
 // Status is this node's view of the cluster.
 type Status struct {
 	ID           string   `json:"id"`
+	ClusterID    string   `json:"cluster_id,omitempty"`
 	State        string   `json:"state"`
 	Ready        bool     `json:"ready"`
 	LeaderID     string   `json:"leader_id,omitempty"`
@@ -43,6 +44,7 @@ func (n *Node) Status() Status {
 	lid, lhttp := n.Leader()
 	st := Status{
 		ID:           n.cfg.ID,
+		ClusterID:    n.fsm.ClusterID(),
 		State:        r.State().String(),
 		Ready:        n.Ready(),
 		LeaderID:     lid,
@@ -67,6 +69,24 @@ func (n *Node) Status() Status {
 	sort.Slice(st.Members, func(i, j int) bool { return st.Members[i].ID < st.Members[j].ID })
 	return st
 }
+
+// isMember reports whether id is in the Raft configuration.
+func (n *Node) isMember(id string) bool {
+	f := n.r().GetConfiguration()
+	if n.wait(f) != nil {
+		return false
+	}
+	for _, s := range f.Configuration().Servers {
+		if string(s.ID) == id {
+			return true
+		}
+	}
+	return false
+}
+
+// InConfiguration reports whether this node is a member of the Raft
+// configuration it knows.
+func (n *Node) InConfiguration() bool { return n.isMember(n.cfg.ID) }
 
 // awaitOtherLeader waits, briefly, until this node sees a leader that is not
 // itself, so a forwarded request has somewhere to go.
@@ -138,6 +158,9 @@ func (n *Node) Remove(ctx context.Context, id string) error {
 		}
 		n.awaitOtherLeader(ctx)
 		return ErrNotLeader
+	}
+	if !n.isMember(id) {
+		return fmt.Errorf("%w: no member %q", ErrBadRequest, id)
 	}
 	if err := n.wait(n.r().RemoveServer(raft.ServerID(id), 0, n.cfg.ApplyTimeout)); err != nil {
 		return translate(err)

@@ -229,12 +229,16 @@ func run(o *options) error {
 }
 
 // announce makes sure the cluster knows this node and its HTTP address: it
-// joins through --join on a fresh node, and records the address of a node the
-// leader does not know yet. Both are idempotent.
+// joins through --join on a fresh node, rejoins through its old peers after it
+// was removed, and records the address of a node the leader does not know yet.
+// All of these are idempotent; once the node is a member with its address
+// recorded, announce stops, so it never fights an operator who removes it
+// later.
 func announce(ctx context.Context, log hclog.Logger, node *cluster.Node, o *options, httpAdvertise string) {
 	raftAddr := node.Addr()
 	for {
-		if node.FSM().Members()[o.id] == httpAdvertise {
+		members := node.FSM().Members()
+		if members[o.id] == httpAdvertise && node.InConfiguration() {
 			return
 		}
 		var targets []string
@@ -243,6 +247,13 @@ func announce(ctx context.Context, log hclog.Logger, node *cluster.Node, o *opti
 		}
 		if o.join != "" {
 			targets = append(targets, strings.Split(o.join, ",")...)
+		}
+		// A node restarted after it was removed knows its old peers: any of
+		// them can take it back.
+		for id, addr := range members {
+			if id != o.id && addr != "" {
+				targets = append(targets, addr)
+			}
 		}
 		if len(targets) > 0 && !node.IsLeader() {
 			c := o.loaded.apiClient(targets)

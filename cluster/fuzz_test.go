@@ -1,0 +1,70 @@
+package cluster
+
+import (
+	"bytes"
+	"errors"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fenced/fenced/fsm"
+)
+
+// backupSeed is a valid backup of a small state.
+func backupSeed(tb testing.TB) []byte {
+	f := fsm.New(fsm.Config{})
+	for i, c := range []fsm.Command{
+		fsm.SetClusterID{ID: "c1"},
+		fsm.SetMember{ID: "n1", HTTPAddr: "127.0.0.1:7700"},
+		fsm.Acquire{Key: "k", Holder: "h", TTL: time.Second},
+		fsm.RaiseFloor{Floor: 3},
+	} {
+		f.Apply(&raft.Log{Index: uint64(i + 1), Term: 2, Type: raft.LogCommand, Data: fsm.Encode(c)})
+	}
+	img := f.Image()
+	var snap bytes.Buffer
+	if err := img.Encode(&snap); err != nil {
+		tb.Fatal(err)
+	}
+	data, err := encodeBackup(BackupMeta{ClusterID: "c1", NodeID: "n1", Term: 2, Index: img.Applied, Keys: len(img.Keys), Floor: img.Floor, Epoch: 5}, snap.Bytes())
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return data
+}
+
+// FuzzDecodeBackup feeds arbitrary bytes to DecodeBackup, which a restore
+// calls before it touches anything: it must never panic, must refuse with
+// ErrBadBackup, and what it accepts must encode back to the same image.
+func FuzzDecodeBackup(f *testing.F) {
+	good := backupSeed(f)
+	f.Add(good)
+	f.Add(good[:len(good)-1])
+	f.Add([]byte(backupMagic))
+	f.Add(append([]byte(backupMagic), 0xff, 0xff, 0xff, 0xff))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		meta, img, err := DecodeBackup(data)
+		if err != nil {
+			if !errors.Is(err, ErrBadBackup) {
+				t.Fatalf("refusal %v is not ErrBadBackup", err)
+			}
+			if img != nil {
+				t.Fatal("a refused backup returned an image")
+			}
+			return
+		}
+		var snap bytes.Buffer
+		if err := img.Encode(&snap); err != nil {
+			t.Fatalf("accepted image does not encode: %v", err)
+		}
+		again, err := fsm.DecodeImage(snap.Bytes())
+		if err != nil || !reflect.DeepEqual(again, img) {
+			t.Fatalf("accepted image does not round-trip: %v", err)
+		}
+		if meta.SHA256 == "" {
+			t.Fatal("accepted backup has no checksum")
+		}
+	})
+}
