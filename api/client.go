@@ -246,8 +246,13 @@ func (c *Client) do(ctx context.Context, method, path string, in, out any, write
 		case errors.As(err, &apiErr) && apiErr.Code == "outcome_unknown":
 			unknown = true
 		case errors.As(err, &apiErr) && !safeToRetry(apiErr.Code):
-			// A definite answer; after an unknown outcome it is the answer
-			// to the retry of the same idempotent request.
+			if unknown && write {
+				// An earlier attempt may have been committed, and its effect
+				// may be why this attempt was refused (a grant that then
+				// expired and went to someone else): the refusal is not a
+				// definite no. errors.Is works for both.
+				return fmt.Errorf("%w (an earlier attempt may have been committed): %w", ErrUnknownOutcome, err)
+			}
 			return err
 		case apiErr == nil && sent && write:
 			unknown = true

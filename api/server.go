@@ -135,6 +135,7 @@ func (s *Server) routes() {
 		writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
 	})
 	s.mux.HandleFunc("GET /readyz", s.readyz)
+	s.mux.HandleFunc("GET /v1/debug/state", s.debugState)
 	s.mux.Handle("GET /metrics", metrics.Handler())
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if m := s.methodOf(r.URL.Path); m != "" {

@@ -49,6 +49,7 @@ type options struct {
 	heartbeat, election          time.Duration
 	snapshotThreshold            uint64
 	snapshotInterval             time.Duration
+	trailingLogs                 uint64
 	maxSeq                       uint64
 	noSync                       bool
 	leaveOnTerminate             bool
@@ -82,6 +83,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.election, "election-timeout", time.Second, "Raft election timeout: how long followers wait before electing a new leader")
 	fs.Uint64Var(&o.snapshotThreshold, "snapshot-threshold", 8192, "log entries between snapshots")
 	fs.DurationVar(&o.snapshotInterval, "snapshot-interval", 30*time.Second, "how often to check whether to snapshot")
+	fs.Uint64Var(&o.trailingLogs, "trailing-logs", 10240, "log entries kept after a snapshot; a follower further behind gets the snapshot instead")
 	fs.Uint64Var(&o.maxSeq, "max-seq", 0, "lower the per-epoch grant limit per key (testing only; same on every node)")
 	fs.BoolVar(&o.noSync, "unsafe-no-fsync", false, "do not fsync the Raft log (testing only: acknowledged grants can be lost on power failure)")
 	fs.BoolVar(&o.pprof, "enable-pprof", false, "serve Go profiles at /debug/pprof/ on the HTTP address")
@@ -188,7 +190,7 @@ func run(o *options) error {
 	node, err := cluster.New(cluster.Config{
 		ID: o.id, DataDir: o.dataDir, RaftBind: o.raftAddr, RaftAdvertise: o.raftAdvertise, HTTPAdvertise: httpAdvertise,
 		Peers: peers, Bootstrap: o.dev, HeartbeatTimeout: o.heartbeat, ElectionTimeout: o.election,
-		SnapshotThreshold: o.snapshotThreshold, SnapshotInterval: o.snapshotInterval, MaxSeq: o.maxSeq, NoSync: o.noSync,
+		SnapshotThreshold: o.snapshotThreshold, SnapshotInterval: o.snapshotInterval, TrailingLogs: o.trailingLogs, MaxSeq: o.maxSeq, NoSync: o.noSync,
 		RaftServerTLS: raftServerTLS, RaftClientTLS: raftClientTLS, Limits: sec.limits(),
 		Logger: log,
 	})
