@@ -11,9 +11,11 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptrace"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fenced/fenced/fence"
@@ -310,6 +312,10 @@ func (c *Client) once(ctx context.Context, endpoint, method, path string, body [
 	if body != nil {
 		rd = bytes.NewReader(body)
 	}
+	// A request that never got a connection, or whose headers were never
+	// written, cannot have been served: only then is a failure "not sent".
+	var wrote atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteHeaders: func() { wrote.Store(true) }})
 	req, err := http.NewRequestWithContext(ctx, method, endpoint+path, rd)
 	if err != nil {
 		return false, err
@@ -323,7 +329,8 @@ func (c *Client) once(ctx context.Context, endpoint, method, path string, body [
 	resp, err := c.hc.Do(req)
 	if err != nil {
 		var op *net.OpError
-		return !(errors.As(err, &op) && op.Op == "dial") && !handshakeFailed(err), err
+		notSent := (errors.As(err, &op) && op.Op == "dial") || handshakeFailed(err) || !wrote.Load()
+		return !notSent, err
 	}
 	defer resp.Body.Close()
 	c.learnLeader(resp.Header.Get(LeaderHeader), endpoint)
