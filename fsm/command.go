@@ -252,7 +252,10 @@ func (d *decoder) uvarint() uint64 {
 		return 0
 	}
 	v, n := binary.Uvarint(d.buf)
-	if n <= 0 {
+	// An overlong varint (a last byte of zero after a continuation) decodes
+	// to the same value as the short one: refuse it, so that one command has
+	// exactly one encoding.
+	if n <= 0 || (n > 1 && d.buf[n-1] == 0) {
 		d.fail("varint")
 		return 0
 	}
