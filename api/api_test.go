@@ -48,7 +48,7 @@ func startCluster(t *testing.T, size int) []*testNode {
 		log := hclog.New(&hclog.LoggerOptions{Name: p.ID, Level: hclog.Error})
 		n, err := cluster.New(cluster.Config{
 			ID: p.ID, DataDir: filepath.Join(base, p.ID), RaftBind: p.Addr, HTTPAdvertise: ln.Addr().String(), Peers: peers,
-			HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond, LeaderLeaseTimeout: 150 * time.Millisecond,
+			HeartbeatTimeout: 800 * time.Millisecond, ElectionTimeout: 800 * time.Millisecond, LeaderLeaseTimeout: 400 * time.Millisecond,
 			Logger: log,
 		})
 		if err != nil {

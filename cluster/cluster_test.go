@@ -22,6 +22,9 @@ type testCluster struct {
 	nodes []*Node
 }
 
+// fastConfig is a node for tests: timeouts short enough for quick failovers,
+// long enough that a loaded machine running the race detector does not lose
+// its leader to a late heartbeat.
 func fastConfig(_ testing.TB, id, dir, addr string) Config {
 	level := hclog.Warn
 	if os.Getenv("FENCED_TEST_LOG") != "" {
@@ -29,8 +32,8 @@ func fastConfig(_ testing.TB, id, dir, addr string) Config {
 	}
 	return Config{
 		ID: id, DataDir: dir, RaftBind: addr, HTTPAdvertise: "http-" + id,
-		HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond,
-		LeaderLeaseTimeout: 150 * time.Millisecond, SnapshotThreshold: 64, TrailingLogs: 16,
+		HeartbeatTimeout: 800 * time.Millisecond, ElectionTimeout: 800 * time.Millisecond,
+		LeaderLeaseTimeout: 400 * time.Millisecond, SnapshotThreshold: 64, TrailingLogs: 16,
 		SnapshotInterval: 200 * time.Millisecond,
 		Logger:           hclog.New(&hclog.LoggerOptions{Name: id, Level: level}),
 	}
