@@ -10,8 +10,9 @@
 #
 # Local processes keep everything in FENCED_DIR (default ./secure-cluster):
 # tls/ (the certificates), n1..n3/ (data), n1..n3.log and pids. The compose
-# cluster reads its certificates from ./tls. Both print the environment that
-# points fencectl at the cluster as admin.
+# cluster reads its certificates from ./tls, and takes the compose file's
+# FENCED1_PORT.. and COMPOSE_PROJECT_NAME from the environment. Both print the
+# environment that points fencectl at the cluster as admin.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -114,10 +115,12 @@ docker_up() {
 	chmod a+r tls/n*/*-key.pem
 	scripts/docker-build.sh
 	docker-compose -f docker-compose.yml -f docker-compose.tls.yml up -d
-	for port in 7710 7720 7730; do
+	local eps=""
+	for port in "${FENCED1_PORT:-7710}" "${FENCED2_PORT:-7720}" "${FENCED3_PORT:-7730}"; do
 		wait_ready "https://127.0.0.1:$port" tls/ca.pem
+		eps+="${eps:+,}https://127.0.0.1:$port"
 	done
-	print_env "$root/tls/ca.pem" https://127.0.0.1:7710,https://127.0.0.1:7720,https://127.0.0.1:7730
+	print_env "$root/tls/ca.pem" "$eps"
 }
 
 case "${1:-up}" in
