@@ -12,6 +12,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -589,5 +590,56 @@ func TestCertReloadOnSIGHUP(t *testing.T) {
 	})
 	if h, err := serial(n.HTTPAddr, clientCfg); err != nil || h != httpNew {
 		t.Fatalf("after a failed reload: serial %s (want %s), %v", h, httpNew, err)
+	}
+}
+
+// TestFencectlSecure drives the secure cluster with the fencectl binary:
+// certificates and tokens from flags and from the environment, a refusal
+// that names its reason, and a lock whose command inherits the credentials.
+func TestFencectlSecure(t *testing.T) {
+	sc := startSecureCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if _, err := sc.Leader(ctx, 30*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	bin, err := proccluster.Fencectl()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctl := func(env []string, args ...string) (int, string) {
+		cmd := exec.CommandContext(ctx, bin, args...)
+		cmd.Env = append(append(os.Environ(), "FENCE_ENDPOINTS="+strings.Join(sc.members, ",")), env...)
+		out, err := cmd.CombinedOutput()
+		var xe *exec.ExitError
+		if errors.As(err, &xe) {
+			return xe.ExitCode(), string(out)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		return 0, string(out)
+	}
+	client := []string{"--cacert", sc.pki.CA, "--cert", sc.pki.Client.Cert, "--key", sc.pki.Client.Key}
+	if code, out := ctl(nil, append(client, "status")...); code != 0 || !strings.Contains(out, "3 ready") {
+		t.Fatalf("status as client: exit %d\n%s", code, out)
+	}
+	if code, out := ctl(nil, append(client, "acquire", "deploy", "--holder", "client/ci")...); code != 0 {
+		t.Fatalf("acquire as client: exit %d\n%s", code, out)
+	}
+	if code, out := ctl(nil, append(client, "acquire", "other", "--holder", "ci")...); code != 1 || !strings.Contains(out, "may not act as holder") {
+		t.Fatalf("acquire as another holder: exit %d\n%s", code, out)
+	}
+	if code, out := ctl(nil, "--cacert", sc.pki.CA, "status"); code != 1 || !strings.Contains(out, "authentication required") {
+		t.Fatalf("status without credentials: exit %d\n%s", code, out)
+	}
+	tokenEnv := []string{"FENCE_CACERT=" + sc.pki.CA, "FENCE_AUTH_TOKEN=" + clientToken,
+		"PATH=" + filepath.Dir(bin) + string(os.PathListSeparator) + os.Getenv("PATH")}
+	// The lock's command gets FENCE_KEY and FENCE_TOKEN (the grant's) and
+	// the credentials, and verifies its own token with them.
+	code, out := ctl(tokenEnv, "lock", "job", "--holder", "bob/job", "--ttl", "10s", "--shell", "--",
+		`fencectl verify "$FENCE_KEY" "$FENCE_TOKEN" --holder bob/job`)
+	if code != 0 {
+		t.Fatalf("lock with a token, verifying inside: exit %d\n%s", code, out)
 	}
 }

@@ -1,0 +1,90 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/fenced/fenced/tlsutil"
+)
+
+// TestTLSInit creates the development certificates, prints the flags that
+// use them, and refuses to overwrite them.
+func TestTLSInit(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tls")
+	e, out, errb := testEnv(nil)
+	if code := run(context.Background(), e, []string{"tls", "init", "--dir", dir, "--nodes", "a,b", "--hosts", "fenced-a,10.1.2.3"}); code != 0 {
+		t.Fatalf("exit %d: %s", code, errb)
+	}
+	for _, f := range []string{"ca.pem", "ca-key.pem", "a/server.pem", "a/peer-key.pem", "b/peer.pem", "admin.pem", "client-key.pem"} {
+		if _, err := os.Stat(filepath.Join(dir, f)); err != nil {
+			t.Errorf("%s: %v", f, err)
+		}
+	}
+	for _, want := range []string{"--tls-cert " + filepath.Join(dir, "a/server.pem"), "--peer-tls-ca " + filepath.Join(dir, "ca.pem"), "FENCE_KEY_FILE=", "--holder client/worker-1"} {
+		if !strings.Contains(out.String(), want) {
+			t.Errorf("output lacks %q:\n%s", want, out)
+		}
+	}
+	s, err := tlsutil.Load(tlsutil.Files{Cert: filepath.Join(dir, "a/peer.pem"), Key: filepath.Join(dir, "a/peer-key.pem")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if l := s.Leaf(); !tlsutil.HasOU(l, tlsutil.DefaultPeerOU) || l.Subject.CommonName != "a" || len(l.IPAddresses) < 2 || !strings.Contains(strings.Join(l.DNSNames, ","), "fenced-a") {
+		t.Errorf("peer certificate: CN %q OU %v DNS %v IPs %v", l.Subject.CommonName, l.Subject.OrganizationalUnit, l.DNSNames, l.IPAddresses)
+	}
+
+	e, _, errb = testEnv(nil)
+	if code := run(context.Background(), e, []string{"tls", "init", "--dir", dir}); code != 1 || !strings.Contains(errb.String(), "exists") {
+		t.Fatalf("second init: exit %d, %s", code, errb)
+	}
+	e, out, _ = testEnv(nil)
+	if code := run(context.Background(), e, []string{"-o", "json", "tls", "init", "--dir", filepath.Join(t.TempDir(), "j"), "--nodes", "n1"}); code != 0 {
+		t.Fatalf("json: exit %d", code)
+	}
+	var p tlsutil.DevPKI
+	if err := json.Unmarshal(out.Bytes(), &p); err != nil || p.Nodes["n1"].Peer.Cert == "" || p.Admin.Key == "" {
+		t.Fatalf("json output %s: %v", out, err)
+	}
+}
+
+// TestTLSGlobalFlags checks the credentials' flags and variables: the
+// variables fencectl lock sets for its command (FENCE_KEY, FENCE_TOKEN) are
+// never taken for credentials.
+func TestTLSGlobalFlags(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tls")
+	p, err := tlsutil.WriteDevPKI(dir, tlsutil.DevOptions{Nodes: []string{"n1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e, _, _ := testEnv(map[string]string{"FENCE_KEY": "orders-db", "FENCE_TOKEN": "8589934593"})
+	if _, err := parse(e, []string{"status"}); err != nil || e.g.tls.key != "" || e.g.tls.token != "" || e.g.tls.cfg != nil {
+		t.Fatalf("lock's variables were read as credentials: %+v %v", e.g.tls, err)
+	}
+	e, _, _ = testEnv(map[string]string{"FENCE_CACERT": p.CA, "FENCE_CERT": p.Admin.Cert, "FENCE_KEY_FILE": p.Admin.Key, "FENCE_AUTH_TOKEN": "t0k"})
+	if _, err := parse(e, []string{"status", "--endpoints", "h:1,http://h:2"}); err != nil {
+		t.Fatal(err)
+	}
+	if e.g.tls.cfg == nil || len(e.g.tls.cfg.Certificates) != 1 || e.g.tls.cfg.RootCAs == nil || e.g.tls.token != "t0k" {
+		t.Fatalf("credentials from the environment: %+v", e.g.tls)
+	}
+	if eps := e.client().Endpoints(); eps[0] != "https://h:1" || eps[1] != "https://h:2" {
+		t.Fatalf("endpoints with TLS: %v", eps)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"status", "--cert", p.Admin.Cert}, "--cert and --key go together"},
+		{[]string{"status", "--cacert", filepath.Join(dir, "missing.pem")}, "--cacert"},
+		{[]string{"status", "--cert", p.Admin.Cert, "--key", p.Client.Key}, "private key does not match"},
+	} {
+		e, _, _ := testEnv(nil)
+		if _, err := parse(e, tc.args); err == nil || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
+		}
+	}
+}
