@@ -42,7 +42,8 @@ func parse(args []string) (runner.Config, string, error) {
 	fs.StringVar(&faults, "faults", "all", "faults to inject, comma-separated, or all: "+strings.Join(nemesis.All, ","))
 	fs.Int64Var(&cfg.Seed, "seed", 0, "random seed of the schedule and the clients (0: from the clock)")
 	fs.IntVar(&cfg.Nodes, "nodes", 3, "cluster size: 3 or 5")
-	fs.StringVar(&cfg.Backend, "backend", runner.DefaultBackend(), "netns (root: a network namespace per node, partitions with iptables) or local (loopback, no partitions)")
+	fs.StringVar(&cfg.Backend, "backend", runner.DefaultBackend(), "netns (root: a network namespace per node, partitions with iptables), local (loopback, no partitions) or docker (the compose cluster; partitions as root)")
+	fs.StringVar(&cfg.Image, "image", "", "fenced image of the docker backend (default: built from this module, removed afterwards)")
 	fs.StringVar(&cfg.Results, "results", "", "results directory (default results/<timestamp>)")
 	fs.StringVar(&cfg.Broken, "broken", "", "positive control, which must make its checker fail: "+strings.Join(workload.BrokenModes, ", "))
 	fs.StringVar(&cfg.Schedule, "schedule", "short", "short (every fault once) or full (random faults for --time)")
@@ -55,6 +56,7 @@ func parse(args []string) (runner.Config, string, error) {
 	fs.DurationVar(&cfg.LinearizableTimeout, "check-timeout", 2*time.Minute, "bound on the linearizability check (porcupine)")
 	fs.Uint64Var(&cfg.SnapshotThreshold, "snapshot-threshold", 32, "fenced --snapshot-threshold (low, so restarts go through snapshots)")
 	fs.DurationVar(&cfg.SnapshotInterval, "snapshot-interval", time.Second, "fenced --snapshot-interval")
+	fs.Uint64Var(&cfg.TrailingLogs, "trailing-logs", 64, "fenced --trailing-logs (low, so a lagging follower is sent a snapshot; not passed to a fenced without the flag)")
 	fs.StringVar(&cfg.Binary, "fenced", "", "fenced binary to test (default: built from this module)")
 	fs.StringVar(&logLevel, "log-level", "info", "harness log level")
 	if err := fs.Parse(args); err != nil {

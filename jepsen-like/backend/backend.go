@@ -1,8 +1,8 @@
 // Package backend runs a fenced cluster for the chaos suite and hurts it: one
-// interface, with a backend of processes on loopback (local) and one with every
+// interface, with a backend of processes on loopback (local), one with every
 // node in its own Linux network namespace (netns), where partitions are
-// iptables rules. A Docker backend for the compose cluster fits the same
-// interface.
+// iptables rules, and one of the compose cluster's containers (docker), where
+// partitions are iptables rules in each container's network namespace.
 package backend
 
 import (
@@ -54,11 +54,14 @@ type Config struct {
 	Dir string
 	// Args are extra fenced flags for every node (timeouts, snapshots).
 	Args []string
+	// Image is the fenced image the docker backend runs; when empty it
+	// builds one from this module (and removes it at Close).
+	Image string
 }
 
 // Backend is a running fenced cluster the nemeses can hurt.
 type Backend interface {
-	// Name is "local" or "netns".
+	// Name is "local", "netns" or "docker".
 	Name() string
 	// Start launches the cluster and returns once a leader is ready.
 	Start(ctx context.Context) error
@@ -70,11 +73,16 @@ type Backend interface {
 	Endpoint(id string) string
 	// Kill sends SIGKILL to a node's fenced process and waits for its end.
 	Kill(ctx context.Context, id string) error
-	// Restart starts a killed node again on its data dir.
+	// Stop sends SIGTERM to a node's fenced process, a graceful shutdown
+	// (a leader hands leadership over first), and waits for its end.
+	Stop(ctx context.Context, id string) error
+	// Restart starts a killed or stopped node again on its data dir.
 	Restart(ctx context.Context, id string) error
 	// Pause stops a node with SIGSTOP; Resume continues it with SIGCONT.
 	Pause(ctx context.Context, id string) error
 	Resume(ctx context.Context, id string) error
+	// CanPartition reports why the backend cannot partition nodes, or nil.
+	CanPartition() error
 	// Partition installs a grudge, replacing any earlier one.
 	Partition(ctx context.Context, g Grudge) error
 	// Heal removes every partition.

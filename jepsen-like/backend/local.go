@@ -71,6 +71,16 @@ func (l *Local) Kill(_ context.Context, id string) error {
 	return nil
 }
 
+// Stop implements Backend.
+func (l *Local) Stop(_ context.Context, id string) error {
+	n, err := l.node(id)
+	if err != nil {
+		return err
+	}
+	l.c.Terminate(n)
+	return nil
+}
+
 // Restart implements Backend.
 func (l *Local) Restart(_ context.Context, id string) error {
 	n, err := l.node(id)
@@ -101,10 +111,13 @@ func (l *Local) Resume(_ context.Context, id string) error {
 	return l.c.Resume(n)
 }
 
-// Partition implements Backend: unsupported on loopback.
-func (l *Local) Partition(context.Context, Grudge) error {
-	return fmt.Errorf("%w: local processes share the loopback interface; use the netns backend (root)", ErrUnsupported)
+// CanPartition implements Backend: never on loopback.
+func (l *Local) CanPartition() error {
+	return fmt.Errorf("%w: local processes share the loopback interface; use the netns backend (root) or the docker backend", ErrUnsupported)
 }
+
+// Partition implements Backend: unsupported on loopback.
+func (l *Local) Partition(context.Context, Grudge) error { return l.CanPartition() }
 
 // Heal implements Backend: there is never a partition to remove.
 func (l *Local) Heal(context.Context) error { return nil }

@@ -272,6 +272,9 @@ func rules(lines []string) string {
 	return sb.String()
 }
 
+// CanPartition implements Backend: Start refuses to run without iptables.
+func (b *Netns) CanPartition() error { return nil }
+
 // Partition implements Backend. "n cannot hear m" drops m's packets twice:
 // on n's INPUT by source and on m's OUTPUT by destination. Each node's table
 // is replaced whole, so the grudge replaces any earlier one.
@@ -327,6 +330,17 @@ func (b *Netns) Kill(_ context.Context, id string) error {
 		return err
 	}
 	b.c.Kill(n)
+	return nil
+}
+
+// Stop implements Backend. ip netns exec execs fenced in place, so SIGTERM
+// reaches fenced itself.
+func (b *Netns) Stop(_ context.Context, id string) error {
+	n, err := b.node(id)
+	if err != nil {
+		return err
+	}
+	b.c.Terminate(n)
 	return nil
 }
 

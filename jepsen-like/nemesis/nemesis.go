@@ -1,8 +1,9 @@
 // Package nemesis hurts a fenced cluster on a schedule: partitions (isolate
 // the leader, a random majority/minority split, a bridge), kill -9 of a random
-// node, of the leader and of every node, SIGSTOP of the leader past the
-// election timeout and the TTL, a client that freezes past its lease
-// (Kleppmann's scenario), and a mixed random schedule. Each nemesis is a
+// node, of the leader and of every node, a rolling restart (SIGTERM, restart
+// and catch-up, one node at a time), SIGSTOP of the leader past the election
+// timeout and the TTL, a client that freezes past its lease (Kleppmann's
+// scenario), and a mixed random schedule. Each nemesis is a
 // fault/heal cycle recorded on the fault timeline; HealAll is the final heal.
 package nemesis
 
@@ -11,6 +12,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"net/http"
 	"sort"
 	"strings"
 	"sync"
@@ -18,6 +20,8 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/internal/testutil"
 	"github.com/fenced/fenced/jepsen-like/backend"
 	"github.com/fenced/fenced/jepsen-like/history"
 	"github.com/fenced/fenced/jepsen-like/workload"
@@ -31,13 +35,14 @@ const (
 	KillRandom      = "kill-random"
 	KillLeader      = "kill-leader"
 	KillAll         = "kill-all"
+	RollingRestart  = "rolling-restart"
 	PauseLeader     = "pause-leader"
 	ClientPause     = "client-pause"
 	Mixed           = "mixed"
 )
 
 // All lists every nemesis, in the order of the short schedule.
-var All = []string{PartitionLeader, PartitionRandom, PartitionBridge, KillRandom, KillLeader, KillAll, PauseLeader, ClientPause, Mixed}
+var All = []string{PartitionLeader, PartitionRandom, PartitionBridge, KillRandom, KillLeader, KillAll, RollingRestart, PauseLeader, ClientPause, Mixed}
 
 // Pauser is what the client-pause nemesis needs of the workload.
 type Pauser interface {
@@ -58,6 +63,12 @@ type Env struct {
 	TTL             time.Duration
 	// OnRestart is called after a node restarted (the token-reset control).
 	OnRestart func()
+	// Status returns one node's own view of the cluster; nil asks the node
+	// over HTTP (GET /v1/cluster at its endpoint).
+	Status func(ctx context.Context, id string) (*api.Status, error)
+	// CatchUp bounds the wait for a restarted node to catch up in a rolling
+	// restart (30 s when zero).
+	CatchUp time.Duration
 
 	mu     sync.Mutex
 	paused map[string]bool
@@ -68,14 +79,14 @@ type Env struct {
 func (e *Env) Supported(name string) error {
 	switch name {
 	case PartitionLeader, PartitionRandom, PartitionBridge:
-		if e.B.Name() == "local" {
-			return fmt.Errorf("%w: partitions need the netns backend (root, ip, iptables)", backend.ErrUnsupported)
+		if err := e.B.CanPartition(); err != nil {
+			return err
 		}
 	case ClientPause:
 		if e.W == nil {
 			return errors.New("no workload to pause a client of")
 		}
-	case PauseLeader, KillRandom, KillLeader, KillAll, Mixed:
+	case PauseLeader, KillRandom, KillLeader, KillAll, RollingRestart, Mixed:
 	default:
 		return fmt.Errorf("unknown nemesis %q (known: %s)", name, strings.Join(All, ", "))
 	}
@@ -99,6 +110,8 @@ func (e *Env) Run(ctx context.Context, name string) error {
 		return e.kill(ctx, KillLeader, []string{e.leaderOrRandom(ctx)})
 	case KillAll:
 		return e.kill(ctx, KillAll, e.B.Nodes())
+	case RollingRestart:
+		return e.rollingRestart(ctx)
 	case PauseLeader:
 		return e.pauseLeader(ctx)
 	case ClientPause:
@@ -238,6 +251,104 @@ func (e *Env) restart(ctx context.Context, id string) error {
 	return nil
 }
 
+// rollingRestart is an upgrade or a configuration change done by the book:
+// each node in turn (in a random order, so the leader's turn comes at a
+// random point) gets SIGTERM, a graceful shutdown in which a leader hands
+// leadership over first; it is started again on its data dir, and the next
+// node goes only once this one follows a ready leader in its term and has
+// applied everything the leader had committed when it came back. A node
+// that does not catch up ends the rollout there: the next stop could take
+// down a majority.
+func (e *Env) rollingRestart(ctx context.Context) error {
+	ids := e.shuffled()
+	f := e.Rec.BeginFault(RollingRestart, ids, "SIGTERM, restart, caught up; in turn: "+strings.Join(ids, ", "))
+	var errs []error
+	var done []string
+	for _, id := range ids {
+		if ctx.Err() != nil {
+			break
+		}
+		began := time.Now()
+		if err := e.B.Stop(ctx, id); err != nil {
+			errs = append(errs, fmt.Errorf("stop %s: %w", id, err))
+		}
+		// The restart and the wait are the heal: they happen even when ctx
+		// ends, so no node is left down.
+		hctx, cancel := healCtx()
+		err := e.restart(hctx, id)
+		if err == nil {
+			err = e.waitCaughtUp(hctx, id)
+		}
+		cancel()
+		if err != nil {
+			errs = append(errs, err)
+			break
+		}
+		done = append(done, fmt.Sprintf("%s %v", id, time.Since(began).Round(10*time.Millisecond)))
+	}
+	detail := "restarted and caught up: " + strings.Join(done, ", ")
+	if err := errors.Join(errs...); err != nil {
+		detail += "; " + err.Error()
+	}
+	e.Rec.EndFault(f, detail)
+	return errors.Join(errs...)
+}
+
+func (e *Env) status(ctx context.Context, id string) (*api.Status, error) {
+	if e.Status != nil {
+		return e.Status(ctx, id)
+	}
+	sctx, cancel := context.WithTimeout(ctx, time.Second)
+	defer cancel()
+	return api.NewClient(nil, api.WithHTTPClient(&http.Client{Timeout: time.Second})).NodeStatus(sctx, "http://"+e.B.Endpoint(id))
+}
+
+// waitCaughtUp waits until a restarted node follows (or is) the ready leader
+// of its term, and has applied at least the commit index the leader reported
+// the first time both answered. (A node's own "ready" is true only on the
+// leader.)
+func (e *Env) waitCaughtUp(ctx context.Context, id string) error {
+	limit := e.CatchUp
+	if limit == 0 {
+		limit = 30 * time.Second
+	}
+	var target uint64
+	targetSet := false
+	err := testutil.Poll(limit, func() error {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		st, err := e.status(ctx, id)
+		if err != nil {
+			return fmt.Errorf("%s does not answer: %w", id, err)
+		}
+		if st.LeaderID == "" {
+			return fmt.Errorf("%s knows no leader", id)
+		}
+		ls := st
+		if st.LeaderID != id {
+			if ls, err = e.status(ctx, st.LeaderID); err != nil {
+				return fmt.Errorf("%s follows %s, which does not answer: %w", id, st.LeaderID, err)
+			}
+		}
+		if !ls.Ready || ls.LeaderID != ls.ID || ls.Term != st.Term {
+			return fmt.Errorf("%s follows %s in term %d, which is not the ready leader of that term (leader %q, term %d, ready %v)",
+				id, st.LeaderID, st.Term, ls.LeaderID, ls.Term, ls.Ready)
+		}
+		if !targetSet {
+			target, targetSet = ls.CommitIndex, true
+		}
+		if st.AppliedIndex < target {
+			return fmt.Errorf("%s applied %d of the leader's commit index %d", id, st.AppliedIndex, target)
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("%s not caught up within %v after its restart: %w", id, limit, err)
+	}
+	return nil
+}
+
 // PauseDuration is how long the leader stays stopped: longer than both the
 // election timeout and the TTL, so a new leader takes over and the old one's
 // leases have run out on its own clock when it wakes up.
@@ -304,7 +415,7 @@ func (e *Env) clientPause(ctx context.Context) error {
 // spaced by a second or two, then heals them all at once.
 func (e *Env) mixed(ctx context.Context) error {
 	kinds := []string{"kill", "pause", "kill-leader"}
-	if e.B.Name() != "local" {
+	if e.B.CanPartition() == nil {
 		kinds = append(kinds, "split", "isolate-leader", "bridge")
 	}
 	n := 2 + e.Rng.Intn(2)

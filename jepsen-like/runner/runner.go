@@ -12,6 +12,7 @@ import (
 	"math/rand"
 	"net/http"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -40,8 +41,11 @@ type Config struct {
 	Faults []string      `json:"faults"`
 	Seed   int64         `json:"seed"`
 	Nodes  int           `json:"nodes"`
-	// Backend is "netns" or "local".
+	// Backend is "netns", "local" or "docker".
 	Backend string `json:"backend"`
+	// Image is the fenced image of the docker backend; built from the
+	// module when empty.
+	Image   string `json:"image,omitempty"`
 	Results string `json:"results"`
 	// Broken is a positive-control mode, or "".
 	Broken  string        `json:"broken,omitempty"`
@@ -56,6 +60,10 @@ type Config struct {
 	ElectionTimeout   time.Duration `json:"election_timeout"`
 	SnapshotThreshold uint64        `json:"snapshot_threshold"`
 	SnapshotInterval  time.Duration `json:"snapshot_interval"`
+	// TrailingLogs is fenced's --trailing-logs: low, so a follower that
+	// fell behind is sent a snapshot (InstallSnapshot). Not passed to a
+	// fenced without the flag.
+	TrailingLogs uint64 `json:"trailing_logs"`
 	// RecoveryLimit is the stated time within which the cluster must serve
 	// again after the final heal; ConvergeLimit bounds the wait for every
 	// node to reach the same state.
@@ -114,6 +122,9 @@ func (c *Config) Defaults() {
 	if c.SnapshotInterval == 0 {
 		c.SnapshotInterval = time.Second
 	}
+	if c.TrailingLogs == 0 {
+		c.TrailingLogs = 64
+	}
 	if c.RecoveryLimit == 0 {
 		c.RecoveryLimit = 10 * time.Second
 	}
@@ -144,8 +155,8 @@ func (c *Config) Validate() error {
 	if c.Nodes != 3 && c.Nodes != 5 {
 		return fmt.Errorf("--nodes must be 3 or 5, not %d", c.Nodes)
 	}
-	if c.Backend != "netns" && c.Backend != "local" {
-		return fmt.Errorf("--backend must be netns or local, not %q", c.Backend)
+	if c.Backend != "netns" && c.Backend != "local" && c.Backend != "docker" {
+		return fmt.Errorf("--backend must be netns, local or docker, not %q", c.Backend)
 	}
 	if c.Broken != "" {
 		ok := false
@@ -198,12 +209,26 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 	if err := writeJSON(filepath.Join(cfg.Results, "config.json"), cfg); err != nil {
 		return nil, err
 	}
-	if cfg.Binary == "" {
+	args := []string{
+		"--heartbeat-timeout", cfg.HeartbeatTimeout.String(), "--election-timeout", cfg.ElectionTimeout.String(),
+		"--snapshot-threshold", fmt.Sprint(cfg.SnapshotThreshold), "--snapshot-interval", cfg.SnapshotInterval.String(),
+		"--trailing-logs", fmt.Sprint(cfg.TrailingLogs),
+		"--log-level", "debug",
+	}
+	// The docker backend runs the image (and checks its flags itself).
+	if cfg.Binary == "" && cfg.Backend != "docker" {
 		bin, err := proccluster.Fenced()
 		if err != nil {
 			return nil, fmt.Errorf("build fenced: %w", err)
 		}
 		cfg.Binary = bin
+	}
+	if cfg.Backend != "docker" {
+		help, _ := exec.Command(cfg.Binary, "--help").CombinedOutput()
+		var dropped []string
+		if args, dropped = backend.KnownFlags(string(help), args); len(dropped) > 0 {
+			log.Warn("this fenced does not know these flags: not passed", "flags", dropped)
+		}
 	}
 	dataDir, err := os.MkdirTemp("", "fenced-jepsen-")
 	if err != nil {
@@ -211,15 +236,14 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 	}
 	defer os.RemoveAll(dataDir)
 
-	bcfg := backend.Config{Nodes: cfg.Nodes, Binary: cfg.Binary, Dir: dataDir, Args: []string{
-		"--heartbeat-timeout", cfg.HeartbeatTimeout.String(), "--election-timeout", cfg.ElectionTimeout.String(),
-		"--snapshot-threshold", fmt.Sprint(cfg.SnapshotThreshold), "--snapshot-interval", cfg.SnapshotInterval.String(),
-		"--log-level", "debug",
-	}}
+	bcfg := backend.Config{Nodes: cfg.Nodes, Binary: cfg.Binary, Dir: dataDir, Args: args, Image: cfg.Image}
 	var b backend.Backend
-	if cfg.Backend == "netns" {
+	switch cfg.Backend {
+	case "netns":
 		b = backend.NewNetns(bcfg, log)
-	} else {
+	case "docker":
+		b = backend.NewDocker(bcfg, log)
+	default:
 		b = backend.NewLocal(bcfg)
 	}
 	// The backend is torn down whatever happens: an error, a panic, or a
