@@ -302,6 +302,15 @@ func (d *Docker) container(id string) (string, error) {
 	return "", fmt.Errorf("no node %q", id)
 }
 
+// Project is the compose project's name.
+func (d *Docker) Project() string { return d.project }
+
+// Container returns the id of a node's container, or "".
+func (d *Docker) Container(id string) string {
+	c, _ := d.container(id)
+	return c
+}
+
 // Nodes implements Backend.
 func (d *Docker) Nodes() []string { return d.ids() }
 
