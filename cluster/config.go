@@ -68,6 +68,9 @@ type Config struct {
 	TrailingLogs uint64
 	// MaxSeq lowers the per-epoch seq limit (tests); 0 is the full 32 bits.
 	MaxSeq uint64
+	// Store is the kind of Raft log store: StoreBolt (the default) or
+	// StoreWAL. A data dir keeps the kind it was created with.
+	Store string
 	// NoSync turns off fsync of the log. Never in production: an
 	// acknowledged grant could be lost by a power failure.
 	NoSync bool

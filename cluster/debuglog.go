@@ -4,12 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
-	"time"
 
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 
 	"github.com/fenced/fenced/fence"
 	"github.com/fenced/fenced/fsm"
@@ -40,10 +36,7 @@ type GrantRecord struct {
 // the FSM is deterministic. The end of one node's log may hold entries that
 // were never committed; compare the records of a majority of nodes.
 func ReadGrants(dataDir string, emit func(GrantRecord) error) error {
-	store, err := raftboltdb.New(raftboltdb.Options{
-		Path:        filepath.Join(dataDir, "raft.db"),
-		BoltOptions: &bbolt.Options{ReadOnly: true, Timeout: time.Second},
-	})
+	store, err := openStoreReadOnly(dataDir)
 	if err != nil {
 		return fmt.Errorf("open raft log (is the node stopped?): %w", err)
 	}

@@ -7,15 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
-	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
-	"go.etcd.io/bbolt"
 
 	"github.com/fenced/fenced/fsm"
 	"github.com/fenced/fenced/metrics"
@@ -27,7 +24,7 @@ type Node struct {
 	log hclog.Logger
 	fsm *fsm.FSM
 
-	store *raftboltdb.BoltStore
+	store logStore
 	snaps *raft.FileSnapshotStore
 
 	raftMu   sync.RWMutex // guards raft across a single-node restart
@@ -66,20 +63,12 @@ func New(cfg Config) (*Node, error) {
 	n.fsm = fsm.New(fsm.Config{MaxSeq: cfg.MaxSeq, Observer: n})
 	n.leases = newLeases(n.log.Named("leases"), n.proposeExpire)
 	n.confirm = &confirmer{verify: func() error { return translateRead(n.wait(n.r().VerifyLeader())) }}
-	store, err := raftboltdb.New(raftboltdb.Options{
-		Path:   filepath.Join(cfg.DataDir, "raft.db"),
-		NoSync: cfg.NoSync,
-		// As etcd does: the freelist is rebuilt on open instead of being
-		// written on every commit, which halves the work of a log append.
-		BoltOptions: &bbolt.Options{Timeout: time.Second, NoFreelistSync: true, FreelistType: bbolt.FreelistMapType},
-	})
+	store, stopStoreMetrics, err := openStore(cfg.DataDir, cfg.Store, cfg.NoSync, cfg.Logger)
 	if err != nil {
-		return nil, fmt.Errorf("open raft store: %w", err)
+		return nil, err
 	}
 	n.store = store
-	storeCtx, stopStoreMetrics := context.WithCancel(context.Background())
 	n.stopStoreMetrics = stopStoreMetrics
-	go store.RunMetrics(storeCtx, 10*time.Second)
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, cfg.Logger.Named("snapshots"))
 	if err != nil {
 		store.Close()

@@ -349,3 +349,26 @@ func TestMembershipChangesUnderLoad(t *testing.T) {
 		}
 	}
 }
+
+// The WAL store keeps grants across a full restart like bolt does, and a data
+// dir is never opened with the other kind of store (it would start empty).
+func TestWALStore(t *testing.T) {
+	tc := newTestClusterWith(t, 3, func(c *Config) { c.Store = StoreWAL })
+	_, lead := tc.leader()
+	high := churn(t, lead, 3, 30) // past the snapshot threshold
+	tc.closeAll()
+	for i := range tc.nodes {
+		tc.start(i)
+	}
+	_, lead = tc.leader()
+	checkAbove(t, lead, high)
+	tc.stop(0)
+	cfg := tc.cfgs[0]
+	cfg.Store = StoreBolt
+	if _, err := New(cfg); !errors.Is(err, ErrStoreMismatch) {
+		t.Fatalf("opening a wal data dir as bolt: %v", err)
+	}	n := 0
+	if err := ReadGrants(cfg.DataDir, func(GrantRecord) error { n++; return nil }); err != nil || n == 0 {
+		t.Fatalf("audit trail of a wal node: %d records, %v", n, err)
+	}
+}

@@ -50,6 +50,7 @@ type options struct {
 	snapshotThreshold            uint64
 	snapshotInterval             time.Duration
 	trailingLogs                 uint64
+	raftStore                    string
 	maxSeq                       uint64
 	noSync                       bool
 	leaveOnTerminate             bool
@@ -83,6 +84,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.election, "election-timeout", time.Second, "Raft election timeout: how long followers wait before electing a new leader")
 	fs.Uint64Var(&o.snapshotThreshold, "snapshot-threshold", 8192, "log entries between snapshots")
 	fs.DurationVar(&o.snapshotInterval, "snapshot-interval", 30*time.Second, "how often to check whether to snapshot")
+	fs.StringVar(&o.raftStore, "raft-store", "bolt", "Raft log store: bolt (raft-boltdb) or wal (raft-wal: one fsync per append, shorter commits); a data dir keeps the kind it was created with")
 	fs.Uint64Var(&o.trailingLogs, "trailing-logs", 10240, "log entries kept after a snapshot; a follower further behind gets the snapshot instead")
 	fs.Uint64Var(&o.maxSeq, "max-seq", 0, "lower the per-epoch grant limit per key (testing only; same on every node)")
 	fs.BoolVar(&o.noSync, "unsafe-no-fsync", false, "do not fsync the Raft log (testing only: acknowledged grants can be lost on power failure)")
@@ -190,7 +192,7 @@ func run(o *options) error {
 	node, err := cluster.New(cluster.Config{
 		ID: o.id, DataDir: o.dataDir, RaftBind: o.raftAddr, RaftAdvertise: o.raftAdvertise, HTTPAdvertise: httpAdvertise,
 		Peers: peers, Bootstrap: o.dev, HeartbeatTimeout: o.heartbeat, ElectionTimeout: o.election,
-		SnapshotThreshold: o.snapshotThreshold, SnapshotInterval: o.snapshotInterval, TrailingLogs: o.trailingLogs, MaxSeq: o.maxSeq, NoSync: o.noSync,
+		SnapshotThreshold: o.snapshotThreshold, SnapshotInterval: o.snapshotInterval, TrailingLogs: o.trailingLogs, Store: o.raftStore, MaxSeq: o.maxSeq, NoSync: o.noSync,
 		RaftServerTLS: raftServerTLS, RaftClientTLS: raftClientTLS, Limits: sec.limits(),
 		Logger: log,
 	})
