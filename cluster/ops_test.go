@@ -367,7 +367,8 @@ func TestWALStore(t *testing.T) {
 	cfg.Store = StoreBolt
 	if _, err := New(cfg); !errors.Is(err, ErrStoreMismatch) {
 		t.Fatalf("opening a wal data dir as bolt: %v", err)
-	}	n := 0
+	}
+	n := 0
 	if err := ReadGrants(cfg.DataDir, func(GrantRecord) error { n++; return nil }); err != nil || n == 0 {
 		t.Fatalf("audit trail of a wal node: %d records, %v", n, err)
 	}
