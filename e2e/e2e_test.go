@@ -15,20 +15,7 @@ import (
 
 func startCluster(t *testing.T) *proccluster.Cluster {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("starts real processes; skipped with -short")
-	}
-	c, err := proccluster.Start(proccluster.Options{Nodes: 3, Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(c.Logs(40))
-		}
-		c.Stop()
-	})
-	return c
+	return proccluster.StartTest(t, proccluster.Options{Nodes: 3})
 }
 
 func survivors(c *proccluster.Cluster, dead *proccluster.Node) []string {

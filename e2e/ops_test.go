@@ -30,23 +30,7 @@ import (
 // waits for its leader.
 func startOpsCluster(t *testing.T, nodes int, extra ...string) *proccluster.Cluster {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("starts real processes; skipped with -short")
-	}
-	c, err := proccluster.Start(proccluster.Options{Nodes: nodes, Dir: t.TempDir(), ExtraArgs: extra})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(c.Logs(40))
-		}
-		c.Stop()
-	})
-	if _, err := c.Leader(context.Background(), 20*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return proccluster.StartTest(t, proccluster.Options{Nodes: nodes, ExtraArgs: extra})
 }
 
 // fencectl runs the CLI against endpoints, with an environment cleaned of

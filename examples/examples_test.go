@@ -3,7 +3,6 @@ package examples_test
 
 import (
 	"bufio"
-	"context"
 	"database/sql"
 	"io"
 	"os"
@@ -12,7 +11,6 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	_ "modernc.org/sqlite"
 
@@ -36,23 +34,7 @@ func build(t *testing.T, pkg string) string {
 
 func startCluster(t *testing.T) *proccluster.Cluster {
 	t.Helper()
-	if testing.Short() {
-		t.Skip("starts real processes; skipped with -short")
-	}
-	c, err := proccluster.Start(proccluster.Options{Nodes: 3, Dir: t.TempDir()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if t.Failed() {
-			t.Log(c.Logs(30))
-		}
-		c.Stop()
-	})
-	if _, err := c.Leader(context.Background(), 20*time.Second); err != nil {
-		t.Fatal(err)
-	}
-	return c
+	return proccluster.StartTest(t, proccluster.Options{Nodes: 3})
 }
 
 func exitCode(err error) int {

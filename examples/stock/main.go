@@ -51,14 +51,9 @@ func main() {
 		noFence   = pflag.Bool("no-fence", false, "write without checking the token (to see what fencing prevents)")
 	)
 	pflag.Parse()
-	db, err := openDB(*dbPath)
-	if err != nil {
-		fail(exitError, err)
-	}
-	defer db.Close()
 	ctx := context.Background()
 	if *initQty >= 0 {
-		if err := initDB(ctx, db, *item, *initQty); err != nil {
+		if err := withDB(*dbPath, func(db *sql.DB) error { return initDB(ctx, db, *item, *initQty) }); err != nil {
 			fail(exitError, err)
 		}
 		return
@@ -66,10 +61,21 @@ func main() {
 	if *holder == "" {
 		fail(exitError, errors.New("--holder is required"))
 	}
-	os.Exit(reserve(ctx, db, strings.Split(*endpoints, ","), *holder, *item, *ttl, *wait, *waitForGo, *noFence))
+	os.Exit(reserve(ctx, *dbPath, strings.Split(*endpoints, ","), *holder, *item, *ttl, *wait, *waitForGo, *noFence))
 }
 
-func reserve(ctx context.Context, db *sql.DB, endpoints []string, holder, item string, ttl, wait time.Duration, waitForGo, noFence bool) int {
+// withDB opens the database for one step and closes it after, so a holder
+// that freezes between its steps keeps no file lock that stalls the others.
+func withDB(path string, f func(*sql.DB) error) error {
+	db, err := openDB(path)
+	if err != nil {
+		return err
+	}
+	ferr := f(db)
+	return errors.Join(ferr, db.Close())
+}
+
+func reserve(ctx context.Context, dbPath string, endpoints []string, holder, item string, ttl, wait time.Duration, waitForGo, noFence bool) int {
 	c := api.NewClient(endpoints)
 	lease, err := c.Lease(ctx, "stock/"+item, holder, api.LeaseOptions{TTL: ttl, Wait: wait})
 	if err != nil {
@@ -85,7 +91,9 @@ func reserve(ctx context.Context, db *sql.DB, endpoints []string, holder, item s
 	// The holder reads under its lease and decides: the read-modify-write
 	// that a pause splits in two.
 	var qty int
-	if err := db.QueryRowContext(ctx, `SELECT qty FROM stock WHERE item = ?`, item).Scan(&qty); err != nil {
+	if err := withDB(dbPath, func(db *sql.DB) error {
+		return db.QueryRowContext(ctx, `SELECT qty FROM stock WHERE item = ?`, item).Scan(&qty)
+	}); err != nil {
 		fail(exitError, err)
 	}
 	if qty == 0 {
@@ -97,7 +105,7 @@ func reserve(ctx context.Context, db *sql.DB, endpoints []string, holder, item s
 		_, _ = bufio.NewReader(os.Stdin).ReadString('\n')
 	}
 	// From here on the holder acts on its belief; only the fence protects.
-	err = write(ctx, db, holder, item, qty-1, lease.Token(), noFence)
+	err = withDB(dbPath, func(db *sql.DB) error { return write(ctx, db, holder, item, qty-1, lease.Token(), noFence) })
 	switch {
 	case errors.Is(err, guard.ErrStale):
 		fmt.Printf("refused: %v\n", err)
