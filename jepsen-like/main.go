@@ -4,6 +4,7 @@
 // "N passed, N failed" and exits non-zero when a checker failed.
 //
 //	go run ./jepsen-like --schedule short --seed 1
+//	go run ./jepsen-like --backend docker                 # the compose cluster
 //	go run ./jepsen-like --schedule full --time 10m --nodes 5 --faults all
 //	go run ./jepsen-like --broken stale-verify --faults client-pause
 package main
