@@ -11,6 +11,7 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+	"time"
 
 	_ "modernc.org/sqlite"
 
@@ -69,6 +70,9 @@ func kleppmann(t *testing.T, c *proccluster.Cluster, bin string, extra ...string
 	for lines.Scan() && lines.Text() != "lease checked" {
 	}
 	if err := a.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	if err := proccluster.WaitStopped(a.Process.Pid, 5*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := io.WriteString(stdin, "go\n"); err != nil { // read once A wakes

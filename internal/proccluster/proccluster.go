@@ -303,7 +303,16 @@ func (c *Cluster) signalAndWait(n *Node, sig syscall.Signal) {
 }
 
 // Pause stops the process with SIGSTOP.
-func (c *Cluster) Pause(n *Node) error { return c.signal(n, syscall.SIGSTOP, true) }
+// It returns once the process is stopped, not merely signalled.
+func (c *Cluster) Pause(n *Node) error {
+	if err := c.signal(n, syscall.SIGSTOP, true); err != nil {
+		return err
+	}
+	n.mu.Lock()
+	pid := n.cmd.Process.Pid
+	n.mu.Unlock()
+	return WaitStopped(pid, 10*time.Second)
+}
 
 // Resume continues a paused process with SIGCONT.
 func (c *Cluster) Resume(n *Node) error { return c.signal(n, syscall.SIGCONT, false) }

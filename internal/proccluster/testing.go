@@ -1,7 +1,10 @@
 package proccluster
 
 import (
+	"bytes"
 	"context"
+	"fmt"
+	"os"
 	"testing"
 	"time"
 )
@@ -31,4 +34,25 @@ func StartTest(t testing.TB, opts Options) *Cluster {
 		t.Fatal(err)
 	}
 	return c
+}
+
+// WaitStopped waits until the process is in the stopped state. SIGSTOP is
+// delivered asynchronously: a process can run on for a moment after kill(2)
+// returns, and a test that acts as if it were frozen would race it.
+func WaitStopped(pid int, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return err
+		}
+		// The state follows the command name, which is in parentheses.
+		if i := bytes.LastIndexByte(data, ')'); i > 0 && i+2 < len(data) && (data[i+2] == 'T' || data[i+2] == 't') {
+			return nil
+		}
+		if time.Now().After(deadline) {
+			return fmt.Errorf("process %d not stopped after %v", pid, timeout)
+		}
+		time.Sleep(time.Millisecond)
+	}
 }
