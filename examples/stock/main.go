@@ -147,7 +147,7 @@ func write(ctx context.Context, db *sql.DB, holder, item string, newQty int, tok
 func openDB(path string) (*sql.DB, error) {
 	// IMMEDIATE transactions take the write lock up front, as the guard's
 	// documentation advises for SQLite.
-	return sql.Open("sqlite", "file:"+path+"?_txlock=immediate&_pragma=busy_timeout(5000)&_pragma=journal_mode(WAL)")
+	return sql.Open("sqlite", "file:"+path+"?_txlock=immediate&_pragma=busy_timeout(10000)")
 }
 
 func initDB(ctx context.Context, db *sql.DB, item string, qty int) error {
