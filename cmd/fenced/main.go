@@ -304,8 +304,13 @@ func shutdown(log hclog.Logger, node *cluster.Node, srv *http.Server, timeout ti
 			log.Warn("leadership transfer before shutdown failed", "error", err)
 		}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	// In-flight requests get a short grace; http.Server.Shutdown would wait
+	// up to 5s even for connections that never sent a request. A request cut
+	// off here is one its client retries: every write is idempotent.
+	ctx, cancel := context.WithTimeout(context.Background(), min(timeout, 2*time.Second))
 	defer cancel()
-	_ = srv.Shutdown(ctx)
+	if err := srv.Shutdown(ctx); err != nil {
+		_ = srv.Close()
+	}
 	return node.Close()
 }
