@@ -153,6 +153,12 @@ func (s *Server) admit(w *statusWriter, r *http.Request) (*http.Request, bool) {
 	if !known {
 		need = accessAdmin
 	}
+	// A refused request is counted in the metrics under its route.
+	refuse := func(err error) (*http.Request, bool) {
+		writeErr(w, err)
+		r.Pattern = pattern
+		return r, false
+	}
 	id, trusted, err := sec.authenticate(r)
 	now := time.Now()
 	rateKey := "ip:" + remoteHost(r)
@@ -165,21 +171,18 @@ func (s *Server) admit(w *statusWriter, r *http.Request) (*http.Request, bool) {
 	exempt := need == accessOpen || trusted || (!sec.o.AuthEnabled() && r.Header.Get(forwardedHeader) != "")
 	if !exempt {
 		if ok, wait := sec.rate.allow(rateKey, now); !ok {
-			writeErr(w, &retryError{err: refusal(ErrRateLimited, "more than %g requests per second; slow down", sec.o.RateLimit), after: wait})
-			return r, false
+			return refuse(&retryError{err: refusal(ErrRateLimited, "more than %g requests per second; slow down", sec.o.RateLimit), after: wait})
 		}
 	}
 	if need == accessOpen {
 		return r, true
 	}
 	if err != nil {
-		writeErr(w, err)
-		return r, false
+		return refuse(err)
 	}
 	if sec.o.AuthEnabled() {
 		if err := sec.authorize(w, r, pattern, need, id); err != nil {
-			writeErr(w, err)
-			return r, false
+			return refuse(err)
 		}
 		if need == accessAdmin || need == accessMember {
 			sec.log.Info("admin operation", "op", pattern, "by", id.String(), "remote", r.RemoteAddr)
