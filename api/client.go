@@ -339,11 +339,7 @@ func (c *Client) once(ctx context.Context, endpoint, method, path string, body [
 		return true, err
 	}
 	if resp.StatusCode/100 != 2 {
-		e := &Error{Status: resp.StatusCode}
-		if json.Unmarshal(data, &e.ErrorResponse) != nil || e.Code == "" {
-			e.Code, e.Message = "http_"+fmt.Sprint(resp.StatusCode), strings.TrimSpace(string(data))
-		}
-		return true, e
+		return true, errorOf(resp.StatusCode, data)
 	}
 	if out == nil {
 		return true, nil

@@ -212,15 +212,8 @@ func (n *Node) tryAcquire(a AcquireArgs) (Grant, error) {
 	if err != nil {
 		return Grant{}, err
 	}
-	if errors.Is(res.Err, fsm.ErrSeqExhausted) {
-		n.forceNewTerm()
-	}
-	var he *fsm.HeldError
-	if errors.As(res.Err, &he) {
-		return Grant{}, n.withRetryAfter(he)
-	}
 	if res.Err != nil {
-		return Grant{}, res.Err
+		return Grant{}, n.refusal(res.Err)
 	}
 	return Grant{KeyState: res.Key, Renewed: res.Renewed}, nil
 }

@@ -59,14 +59,10 @@ func (*membersListCmd) run(ctx context.Context, e *env, args []string) error {
 	}
 	ctx, cancel := e.withTimeout(ctx, 0)
 	defer cancel()
-	c := e.client()
-	first, err := c.Status(ctx)
+	h, err := fetchHealth(ctx, e)
 	if err != nil {
-		return explain(err, subject{}, e)
+		return err
 	}
-	pctx, pcancel := context.WithTimeout(ctx, e.g.timeout/2)
-	defer pcancel()
-	h := gatherHealth(pctx, c, schemeOf(c.Endpoints()), first)
 	if e.jsonOutput() {
 		return printJSON(e.stdout, h)
 	}
@@ -74,7 +70,12 @@ func (*membersListCmd) run(ctx context.Context, e *env, args []string) error {
 	if leader == "" {
 		leader = "none"
 	}
-	voters := countVoters(first.Members)
+	voters := 0
+	for _, m := range h.Members {
+		if m.Voter {
+			voters++
+		}
+	}
 	fmt.Fprintf(e.stdout, "leader: %s  voters: %d  quorum: %d  tolerates: %s\n\n", leader, voters, quorum(voters), failures(voters))
 	t := newTable(e.stdout, "ID", "HTTP", "RAFT", "VOTER", "ROLE", "HEALTH")
 	for _, m := range h.Members {

@@ -63,22 +63,30 @@ const (
 	healthUnreachable = "unreachable"
 )
 
+// fetchHealth asks the cluster for its members, then probes each of them.
+func fetchHealth(ctx context.Context, e *env) (clusterHealth, error) {
+	c := e.client()
+	first, err := c.Status(ctx)
+	if err != nil {
+		return clusterHealth{}, explain(err, subject{}, e)
+	}
+	// Half the timeout for the probes: a member that hangs is shown as
+	// unreachable while the command still ends within --timeout.
+	pctx, pcancel := context.WithTimeout(ctx, e.g.timeout/2)
+	defer pcancel()
+	return gatherHealth(pctx, c, schemeOf(c.Endpoints()), first), nil
+}
+
 func (*statusCmd) run(ctx context.Context, e *env, args []string) error {
 	if len(args) != 0 {
 		return usageErr("status", "status takes no arguments")
 	}
 	ctx, cancel := e.withTimeout(ctx, 0)
 	defer cancel()
-	c := e.client()
-	first, err := c.Status(ctx)
+	h, err := fetchHealth(ctx, e)
 	if err != nil {
-		return explain(err, subject{}, e)
+		return err
 	}
-	// Half the timeout for the probes: a member that hangs is shown as
-	// unreachable while the command still ends within --timeout.
-	pctx, pcancel := context.WithTimeout(ctx, e.g.timeout/2)
-	defer pcancel()
-	h := gatherHealth(pctx, c, schemeOf(c.Endpoints()), first)
 	if e.jsonOutput() {
 		if err := printJSON(e.stdout, h); err != nil {
 			return err
