@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -123,4 +124,145 @@ func openStoreReadOnly(dir string) (logStore, error) {
 func exists(path string) bool {
 	_, err := os.Stat(path)
 	return err == nil
+}
+
+// errStoreClosed answers log-store calls that arrive after the node closed.
+var errStoreClosed = errors.New("raft store closed")
+
+// gatedStore keeps Raft from touching a closed store. Raft's transport answers
+// heartbeats on its own goroutines, which Shutdown does not wait for, and raft
+// panics when it cannot persist a new term; a heartbeat that races Close would
+// crash the process. Calls hold the gate while they run, so Close waits for
+// them, and calls after Close fail (reads, log writes) or never return (term
+// and vote writes: raft cannot take an error there, and acknowledging an
+// unpersisted term would be a lie). Only the goroutine of a stopped node parks.
+type gatedStore struct {
+	mu     sync.RWMutex
+	closed bool
+	s      logStore
+}
+
+func gate(s logStore) *gatedStore { return &gatedStore{s: s} }
+
+// enter takes the gate; false once the store is closed.
+func (g *gatedStore) enter() bool {
+	g.mu.RLock()
+	if g.closed {
+		g.mu.RUnlock()
+		return false
+	}
+	return true
+}
+
+func (g *gatedStore) leave() { g.mu.RUnlock() }
+
+// Close waits for calls in progress, then closes the store.
+func (g *gatedStore) Close() error {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.closed {
+		return nil
+	}
+	g.closed = true
+	return g.s.Close()
+}
+
+// FirstIndex implements raft.LogStore.
+func (g *gatedStore) FirstIndex() (uint64, error) {
+	if !g.enter() {
+		return 0, errStoreClosed
+	}
+	defer g.leave()
+	return g.s.FirstIndex()
+}
+
+// LastIndex implements raft.LogStore.
+func (g *gatedStore) LastIndex() (uint64, error) {
+	if !g.enter() {
+		return 0, errStoreClosed
+	}
+	defer g.leave()
+	return g.s.LastIndex()
+}
+
+// GetLog implements raft.LogStore.
+func (g *gatedStore) GetLog(index uint64, log *raft.Log) error {
+	if !g.enter() {
+		return errStoreClosed
+	}
+	defer g.leave()
+	return g.s.GetLog(index, log)
+}
+
+// StoreLog implements raft.LogStore.
+func (g *gatedStore) StoreLog(log *raft.Log) error {
+	if !g.enter() {
+		return errStoreClosed
+	}
+	defer g.leave()
+	return g.s.StoreLog(log)
+}
+
+// StoreLogs implements raft.LogStore.
+func (g *gatedStore) StoreLogs(logs []*raft.Log) error {
+	if !g.enter() {
+		return errStoreClosed
+	}
+	defer g.leave()
+	return g.s.StoreLogs(logs)
+}
+
+// DeleteRange implements raft.LogStore.
+func (g *gatedStore) DeleteRange(min, max uint64) error {
+	if !g.enter() {
+		return errStoreClosed
+	}
+	defer g.leave()
+	return g.s.DeleteRange(min, max)
+}
+
+// Set implements raft.StableStore.
+func (g *gatedStore) Set(key, val []byte) error {
+	if !g.enter() {
+		parkForever()
+	}
+	defer g.leave()
+	return g.s.Set(key, val)
+}
+
+// Get implements raft.StableStore.
+func (g *gatedStore) Get(key []byte) ([]byte, error) {
+	if !g.enter() {
+		return nil, errStoreClosed
+	}
+	defer g.leave()
+	return g.s.Get(key)
+}
+
+// SetUint64 implements raft.StableStore.
+func (g *gatedStore) SetUint64(key []byte, val uint64) error {
+	if !g.enter() {
+		parkForever()
+	}
+	defer g.leave()
+	return g.s.SetUint64(key, val)
+}
+
+// GetUint64 implements raft.StableStore.
+func (g *gatedStore) GetUint64(key []byte) (uint64, error) {
+	if !g.enter() {
+		return 0, errStoreClosed
+	}
+	defer g.leave()
+	return g.s.GetUint64(key)
+}
+
+// parkForever blocks the calling goroutine of a stopped node for good.
+func parkForever() { select {} }
+
+// IsMonotonic implements raft.MonotonicLogStore for a store that is: raft must
+// then reset the log, not leave a gap, when it installs a snapshot.
+func (g *gatedStore) IsMonotonic() bool {
+	m, ok := g.s.(raft.MonotonicLogStore)
+	return ok && m.IsMonotonic()
 }

@@ -1,0 +1,49 @@
+package cluster
+
+import (
+	"errors"
+	"testing"
+
+	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft"
+)
+
+// A closed store refuses raft's calls instead of touching a closed database,
+// and the WAL still tells raft it is monotonic through the gate.
+func TestGatedStore(t *testing.T) {
+	for _, kind := range []string{StoreBolt, StoreWAL} {
+		t.Run(kind, func(t *testing.T) {
+			s, stop, err := openStore(t.TempDir(), kind, false, hclog.NewNullLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer stop()
+			g := gate(s)
+			if err := g.StoreLogs([]*raft.Log{{Index: 1, Term: 1, Data: []byte("x")}}); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.SetUint64([]byte("CurrentTerm"), 1); err != nil {
+				t.Fatal(err)
+			}
+			if got := g.IsMonotonic(); got != (kind == StoreWAL) {
+				t.Fatalf("IsMonotonic = %v", got)
+			}
+			if err := g.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if err := g.Close(); err != nil {
+				t.Fatalf("second Close: %v", err)
+			}
+			var l raft.Log
+			if err := g.GetLog(1, &l); !errors.Is(err, errStoreClosed) {
+				t.Fatalf("GetLog after Close: %v", err)
+			}
+			if err := g.StoreLog(&raft.Log{Index: 2, Term: 1}); !errors.Is(err, errStoreClosed) {
+				t.Fatalf("StoreLog after Close: %v", err)
+			}
+			if _, err := g.GetUint64([]byte("CurrentTerm")); !errors.Is(err, errStoreClosed) {
+				t.Fatalf("GetUint64 after Close: %v", err)
+			}
+		})
+	}
+}
