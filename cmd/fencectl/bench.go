@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"os"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"time"
@@ -45,6 +47,7 @@ type benchCmd struct {
 	duration time.Duration
 	ttl      time.Duration
 	noHist   bool
+	cpuProf  string
 }
 
 func (b *benchCmd) flags(fs *pflag.FlagSet) {
@@ -52,6 +55,7 @@ func (b *benchCmd) flags(fs *pflag.FlagSet) {
 	fs.DurationVar(&b.duration, "duration", 10*time.Second, "length of each run")
 	fs.DurationVar(&b.ttl, "ttl", 30*time.Second, "TTL of the grants the workloads make")
 	fs.BoolVar(&b.noHist, "no-histogram", false, "do not print the latency histogram")
+	fs.StringVar(&b.cpuProf, "cpuprofile", "", "write a Go CPU profile of the benchmark client to this file (the server's is at /debug/pprof/ with --enable-pprof)")
 }
 
 func (b *benchCmd) run(ctx context.Context, e *env, args []string) error {
@@ -65,6 +69,13 @@ func (b *benchCmd) run(ctx context.Context, e *env, args []string) error {
 	}
 	if b.duration <= 0 {
 		return usageErr("bench", "--duration must be positive")
+	}
+	if b.cpuProf != "" {
+		stop, err := startCPUProfile(b.cpuProf)
+		if err != nil {
+			return err
+		}
+		defer stop()
 	}
 	var results []*bench.Result
 	for _, w := range workloads {
@@ -155,4 +166,18 @@ func histogram(w io.Writer, lats []time.Duration) {
 		}
 		fmt.Fprintf(w, "  <= %-9s %-40s %d\n", upper, bar, counts[b])
 	}
+}
+
+// startCPUProfile profiles the client, whose CPU shares the machine with the
+// cluster in a loopback benchmark and so counts in every figure.
+func startCPUProfile(path string) (func(), error) {
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
 }
