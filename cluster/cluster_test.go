@@ -356,3 +356,32 @@ func TestReadsAfterRestartOfKnownLeader(t *testing.T) {
 		}
 	}
 }
+
+// An acquire of a key another holder has is refused without a log entry, with
+// or without waiting, and the holder's own retry still goes through the log.
+func TestHeldRefusalWritesNoEntry(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	ctx := context.Background()
+	_, lead := tc.leader()
+	g, err := lead.Acquire(ctx, AcquireArgs{Key: "h", Holder: "a", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := lead.Status().LastIndex
+	if _, err := lead.Acquire(ctx, AcquireArgs{Key: "h", Holder: "b", TTL: time.Minute}); !errors.Is(err, fsm.ErrHeld) {
+		t.Fatalf("acquire of a held key: %v", err)
+	}
+	if _, err := lead.Acquire(ctx, AcquireArgs{Key: "h", Holder: "b", TTL: time.Minute, Wait: 100 * time.Millisecond}); !errors.Is(err, fsm.ErrHeld) {
+		t.Fatalf("waiting acquire of a held key: %v", err)
+	}
+	if after := lead.Status().LastIndex; after != before {
+		t.Fatalf("refusals wrote %d log entries", after-before)
+	}
+	again, err := lead.Acquire(ctx, AcquireArgs{Key: "h", Holder: "a", TTL: time.Minute})
+	if err != nil || again.Token != g.Token || !again.Renewed {
+		t.Fatalf("holder's retry: %+v %v", again, err)
+	}
+	if lead.Status().LastIndex == before {
+		t.Fatal("the holder's retry did not go through the log")
+	}
+}

@@ -102,7 +102,7 @@ func (n *Node) Acquire(ctx context.Context, a AcquireArgs) (Grant, error) {
 		// overtake them, except the current holder renewing its own grant.
 		mustQueue := w == nil && n.waiters.waiting(a.Key) && !n.holds(a.Key, a.Holder)
 		if !mustQueue && (w == nil || n.waiters.isHead(a.Key, w)) {
-			g, err := n.tryAcquire(a)
+			g, err := n.tryAcquireUnlessHeld(ctx, a, !deadline.IsZero())
 			var lde *LockDelayError
 			if errors.As(err, &lde) && !deadline.IsZero() && time.Now().Add(lde.RetryAfter).Before(deadline) {
 				if err := sleepCtx(ctx, lde.RetryAfter); err != nil {
@@ -202,6 +202,34 @@ func (n *Node) await(ctx context.Context, w *waiter, deadline time.Time) error {
 func (n *Node) holds(key, holder string) bool {
 	k, ok := n.fsm.Get(key)
 	return ok && k.State == fsm.Held && k.Holder == holder
+}
+
+// tryAcquireUnlessHeld refuses without a log entry when the key is held by
+// another holder: the FSM would refuse that entry anyway, and under contention
+// those doomed commits would double the log writes per handoff. A waiting
+// acquire just queues on the leader's applied state (the release that frees
+// the key wakes it); one that does not wait answers from a linearizable read,
+// as a committed refusal would.
+func (n *Node) tryAcquireUnlessHeld(ctx context.Context, a AcquireArgs, waiting bool) (Grant, error) {
+	if n.heldByOther(a.Key, a.Holder) {
+		if waiting {
+			return Grant{}, n.heldError(a.Key)
+		}
+		if err := n.linearizable(ctx); err != nil {
+			return Grant{}, err
+		}
+		if n.heldByOther(a.Key, a.Holder) {
+			return Grant{}, n.heldError(a.Key)
+		}
+	}
+	return n.tryAcquire(a)
+}
+
+// heldByOther reports whether the applied state has key held by another
+// holder, in which case an acquire of holder is refused.
+func (n *Node) heldByOther(key, holder string) bool {
+	k, ok := n.fsm.Get(key)
+	return ok && k.State == fsm.Held && k.Holder != holder
 }
 
 func (n *Node) tryAcquire(a AcquireArgs) (Grant, error) {
