@@ -68,8 +68,9 @@ type Config struct {
 	TrailingLogs uint64
 	// MaxSeq lowers the per-epoch seq limit (tests); 0 is the full 32 bits.
 	MaxSeq uint64
-	// Store is the kind of Raft log store: StoreBolt (the default) or
-	// StoreWAL. A data dir keeps the kind it was created with.
+	// Store is the kind of Raft log store: StoreAuto (the default: the kind
+	// the data dir holds, StoreWAL for a new one), StoreWAL or StoreBolt. A
+	// data dir keeps the kind it was created with.
 	Store string
 	// NoSync turns off fsync of the log. Never in production: an
 	// acknowledged grant could be lost by a power failure.

@@ -18,9 +18,12 @@ import (
 	"go.etcd.io/bbolt"
 )
 
-// Log stores. Bolt (raft-boltdb) is the default; the WAL (raft-wal) appends
-// with one fsync instead of bolt's two, which shortens every commit.
+// Log stores. The WAL (raft-wal) appends with one fsync instead of bolt's
+// (raft-boltdb) two, which shortens every commit; it is what a new data dir
+// gets unless bolt is asked for. StoreAuto opens whichever kind a data dir
+// already holds.
 const (
+	StoreAuto = ""
 	StoreBolt = "bolt"
 	StoreWAL  = "wal"
 )
@@ -46,8 +49,11 @@ var ErrStoreMismatch = errors.New("data dir holds another kind of raft log store
 func openStore(dir, kind string, noSync bool, log hclog.Logger) (logStore, func(), error) {
 	hasBolt := exists(filepath.Join(dir, boltFile))
 	hasWAL := exists(filepath.Join(dir, walDir))
+	if kind == StoreAuto {
+		kind = autoStore(hasBolt, hasWAL, noSync)
+	}
 	switch kind {
-	case "", StoreBolt:
+	case StoreBolt:
 		if hasWAL {
 			return nil, nil, fmt.Errorf("%w: %s holds a %s log; run with --raft-store %s", ErrStoreMismatch, dir, StoreWAL, StoreWAL)
 		}
@@ -69,6 +75,29 @@ func openStore(dir, kind string, noSync bool, log hclog.Logger) (logStore, func(
 		return w, func() {}, nil
 	}
 	return nil, nil, fmt.Errorf("%w: unknown raft store %q (want %s or %s)", ErrBadRequest, kind, StoreBolt, StoreWAL)
+}
+
+// autoStore picks the kind for a data dir: the one it holds, else the WAL.
+// The WAL always syncs, so a new node run without fsync (tests) gets bolt.
+func autoStore(hasBolt, hasWAL, noSync bool) string {
+	switch {
+	case hasWAL:
+		return StoreWAL
+	case hasBolt, noSync:
+		return StoreBolt
+	}
+	return StoreWAL
+}
+
+// StoreKind names the kind of log store a data dir holds, or "" for none.
+func StoreKind(dir string) string {
+	switch {
+	case exists(filepath.Join(dir, walDir)):
+		return StoreWAL
+	case exists(filepath.Join(dir, boltFile)):
+		return StoreBolt
+	}
+	return ""
 }
 
 func openBolt(dir string, noSync bool) (logStore, func(), error) {
@@ -95,7 +124,13 @@ type walStore struct {
 	meta *metadb.BoltMetaDB
 }
 
+// ErrStoreInUse: another process has the data dir's log store open.
+var ErrStoreInUse = errors.New("raft log store is in use by another process")
+
 func openWAL(dir string, log hclog.Logger) (*walStore, error) {
+	if inUse(filepath.Join(dir, metadb.FileName)) {
+		return nil, fmt.Errorf("open raft wal: %w: %s", ErrStoreInUse, dir)
+	}
 	meta := &metadb.BoltMetaDB{}
 	w, err := wal.Open(dir, wal.WithLogger(log.Named("wal")), wal.WithMetaStore(meta))
 	if err != nil {

@@ -47,3 +47,45 @@ func TestGatedStore(t *testing.T) {
 		})
 	}
 }
+
+// A data dir whose WAL is open elsewhere is refused at once, not waited for
+// forever; a new data dir gets the WAL, and an existing one keeps its kind.
+func TestStoreKindAndInUse(t *testing.T) {
+	dir := t.TempDir()
+	s, stop, err := openStore(dir, StoreAuto, false, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := StoreKind(dir); got != StoreWAL {
+		t.Fatalf("new data dir got %q", got)
+	}
+	if _, err := openStoreReadOnly(dir); !errors.Is(err, ErrStoreInUse) {
+		t.Fatalf("open of a WAL in use: %v", err)
+	}
+	stop()
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	r, err := openStoreReadOnly(dir)
+	if err != nil {
+		t.Fatalf("open of a closed WAL: %v", err)
+	}
+	r.Close()
+
+	bolt := t.TempDir()
+	b, stop, err := openStore(bolt, StoreBolt, false, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	b.Close()
+	b, stop, err = openStore(bolt, StoreAuto, false, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	b.Close()
+	if got := StoreKind(bolt); got != StoreBolt {
+		t.Fatalf("bolt data dir reopened as %q", got)
+	}
+}

@@ -4,8 +4,6 @@ import (
 	"bufio"
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 
 	"github.com/spf13/pflag"
 
@@ -70,8 +68,8 @@ func (d *debugLogCmd) run(_ context.Context, e *env, args []string) error {
 	if d.dataDir == "" {
 		return usageErr("debug log", "--data-dir is required")
 	}
-	if fi, err := os.Stat(filepath.Join(d.dataDir, "raft.db")); err != nil || fi.IsDir() {
-		return fmt.Errorf("%s holds no raft.db: not the data dir of a fenced node", d.dataDir)
+	if cluster.StoreKind(d.dataDir) == "" {
+		return fmt.Errorf("%s holds neither raft.db nor wal/: not the data dir of a fenced node", d.dataDir)
 	}
 	only := map[string]bool{}
 	for _, k := range args {
