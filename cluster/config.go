@@ -69,7 +69,7 @@ type Config struct {
 	// MaxSeq lowers the per-epoch seq limit (tests); 0 is the full 32 bits.
 	MaxSeq uint64
 	// Store is the kind of Raft log store: StoreAuto (the default: the kind
-	// the data dir holds, StoreWAL for a new one), StoreWAL or StoreBolt. A
+	// the data dir holds, StoreBolt for a new one), StoreBolt or StoreWAL. A
 	// data dir keeps the kind it was created with.
 	Store string
 	// NoSync turns off fsync of the log. Never in production: an

@@ -18,9 +18,9 @@ import (
 	"go.etcd.io/bbolt"
 )
 
-// Log stores. The WAL (raft-wal) appends with one fsync instead of bolt's
-// (raft-boltdb) two, which shortens every commit; it is what a new data dir
-// gets unless bolt is asked for. StoreAuto opens whichever kind a data dir
+// Log stores. Bolt (raft-boltdb) is what a new data dir gets; the WAL
+// (raft-wal) appends with one fsync instead of bolt's two, which shortens
+// every commit, and is opt-in. StoreAuto opens whichever kind a data dir
 // already holds.
 const (
 	StoreAuto = ""
@@ -50,7 +50,7 @@ func openStore(dir, kind string, noSync bool, log hclog.Logger) (logStore, func(
 	hasBolt := exists(filepath.Join(dir, boltFile))
 	hasWAL := exists(filepath.Join(dir, walDir))
 	if kind == StoreAuto {
-		kind = autoStore(hasBolt, hasWAL, noSync)
+		kind = autoStore(hasWAL)
 	}
 	switch kind {
 	case StoreBolt:
@@ -77,16 +77,12 @@ func openStore(dir, kind string, noSync bool, log hclog.Logger) (logStore, func(
 	return nil, nil, fmt.Errorf("%w: unknown raft store %q (want %s or %s)", ErrBadRequest, kind, StoreBolt, StoreWAL)
 }
 
-// autoStore picks the kind for a data dir: the one it holds, else the WAL.
-// The WAL always syncs, so a new node run without fsync (tests) gets bolt.
-func autoStore(hasBolt, hasWAL, noSync bool) string {
-	switch {
-	case hasWAL:
+// autoStore picks the kind for a data dir: the one it holds, else bolt.
+func autoStore(hasWAL bool) string {
+	if hasWAL {
 		return StoreWAL
-	case hasBolt, noSync:
-		return StoreBolt
 	}
-	return StoreWAL
+	return StoreBolt
 }
 
 // StoreKind names the kind of log store a data dir holds, or "" for none.

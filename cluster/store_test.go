@@ -49,15 +49,15 @@ func TestGatedStore(t *testing.T) {
 }
 
 // A data dir whose WAL is open elsewhere is refused at once, not waited for
-// forever; a new data dir gets the WAL, and an existing one keeps its kind.
+// forever; a data dir keeps its kind when none is asked for.
 func TestStoreKindAndInUse(t *testing.T) {
 	dir := t.TempDir()
-	s, stop, err := openStore(dir, StoreAuto, false, hclog.NewNullLogger())
+	s, stop, err := openStore(dir, StoreWAL, false, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
 	if got := StoreKind(dir); got != StoreWAL {
-		t.Fatalf("new data dir got %q", got)
+		t.Fatalf("WAL data dir seen as %q", got)
 	}
 	if _, err := openStoreReadOnly(dir); !errors.Is(err, ErrStoreInUse) {
 		t.Fatalf("open of a WAL in use: %v", err)
@@ -71,9 +71,18 @@ func TestStoreKindAndInUse(t *testing.T) {
 		t.Fatalf("open of a closed WAL: %v", err)
 	}
 	r.Close()
+	w, stop, err := openStore(dir, StoreAuto, false, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatalf("reopen of a WAL data dir: %v", err)
+	}
+	stop()
+	w.Close()
+	if got := StoreKind(dir); got != StoreWAL {
+		t.Fatalf("WAL data dir reopened as %q", got)
+	}
 
 	bolt := t.TempDir()
-	b, stop, err := openStore(bolt, StoreBolt, false, hclog.NewNullLogger())
+	b, stop, err := openStore(bolt, StoreAuto, false, hclog.NewNullLogger())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -86,6 +95,6 @@ func TestStoreKindAndInUse(t *testing.T) {
 	stop()
 	b.Close()
 	if got := StoreKind(bolt); got != StoreBolt {
-		t.Fatalf("bolt data dir reopened as %q", got)
+		t.Fatalf("new data dir got %q", got)
 	}
 }
