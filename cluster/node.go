@@ -29,6 +29,7 @@ type Node struct {
 
 	raftMu   sync.RWMutex // guards raft across a single-node restart
 	raft     *raft.Raft
+	trans    *raft.NetworkTransport
 	raftDone chan struct{} // closed when this raft instance is replaced
 
 	leases  *leases
@@ -125,7 +126,7 @@ func (n *Node) startRaft() error {
 	}
 	done := make(chan struct{})
 	n.raftMu.Lock()
-	n.raft, n.raftDone = r, done
+	n.raft, n.trans, n.raftDone = r, trans, done
 	n.raftMu.Unlock()
 	n.wg.Add(1)
 	go n.watchLeadership(r, notify, done)
@@ -354,7 +355,7 @@ func (n *Node) Close() error {
 	n.closeOnce.Do(func() {
 		n.revoke()
 		close(n.stop)
-		err = n.r().Shutdown().Error()
+		err = n.shutdownRaft()
 		n.wg.Wait()
 		n.stopStoreMetrics()
 		if cerr := n.store.Close(); err == nil {
@@ -362,6 +363,19 @@ func (n *Node) Close() error {
 		}
 	})
 	return err
+}
+
+// shutdownRaft stops raft and waits for it. The transport is closed before
+// the wait: raft closes it only after its goroutines end, and until then
+// peers' RPCs wait on a raft that no longer reads them, which can keep a
+// replication goroutine of either side blocked for minutes.
+func (n *Node) shutdownRaft() error {
+	n.raftMu.RLock()
+	r, trans := n.raft, n.trans
+	n.raftMu.RUnlock()
+	f := r.Shutdown()
+	_ = trans.Close()
+	return f.Error()
 }
 
 // IsLeader reports whether this node is the leader.

@@ -290,7 +290,7 @@ func (n *Node) Voters() int {
 // restart.
 func (n *Node) restartRaft() error {
 	n.revoke()
-	if err := n.r().Shutdown().Error(); err != nil {
+	if err := n.shutdownRaft(); err != nil {
 		return err
 	}
 	n.raftMu.Lock()

@@ -426,8 +426,13 @@ func (b *Netns) teardown() error {
 			errs = append(errs, err)
 		}
 	}
+	// The kernel destroys a deleted namespace, and the veth pair with a leg in
+	// it, asynchronously: the host link can vanish between the check and the
+	// delete. Only a link that is still there is a failure.
 	if b.hostLink != "" && linkExists(b.hostLink) {
-		errs = append(errs, ipCmd(ctx, "link", "del", b.hostLink))
+		if err := ipCmd(ctx, "link", "del", b.hostLink); err != nil && linkExists(b.hostLink) {
+			errs = append(errs, err)
+		}
 	}
 	return errors.Join(errs...)
 }
