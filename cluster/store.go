@@ -21,7 +21,7 @@ import (
 // Log stores. Bolt (raft-boltdb) is what a new data dir gets; the WAL
 // (raft-wal) appends with one fsync instead of bolt's two, which shortens
 // every commit, and is opt-in. StoreAuto opens whichever kind a data dir
-// already holds.
+// already holds (StoreKind), bolt for a new one.
 const (
 	StoreAuto = ""
 	StoreBolt = "bolt"
@@ -50,7 +50,9 @@ func openStore(dir, kind string, noSync bool, log hclog.Logger) (logStore, func(
 	hasBolt := exists(filepath.Join(dir, boltFile))
 	hasWAL := exists(filepath.Join(dir, walDir))
 	if kind == StoreAuto {
-		kind = autoStore(hasWAL)
+		if kind = StoreKind(dir); kind == "" {
+			kind = StoreBolt
+		}
 	}
 	switch kind {
 	case StoreBolt:
@@ -75,14 +77,6 @@ func openStore(dir, kind string, noSync bool, log hclog.Logger) (logStore, func(
 		return w, func() {}, nil
 	}
 	return nil, nil, fmt.Errorf("%w: unknown raft store %q (want %s or %s)", ErrBadRequest, kind, StoreBolt, StoreWAL)
-}
-
-// autoStore picks the kind for a data dir: the one it holds, else bolt.
-func autoStore(hasWAL bool) string {
-	if hasWAL {
-		return StoreWAL
-	}
-	return StoreBolt
 }
 
 // StoreKind names the kind of log store a data dir holds, or "" for none.
@@ -143,7 +137,7 @@ func (s *walStore) Close() error {
 
 // openStoreReadOnly opens a stopped node's log store for reading.
 func openStoreReadOnly(dir string) (logStore, error) {
-	if exists(filepath.Join(dir, walDir)) {
+	if StoreKind(dir) == StoreWAL {
 		return openWAL(filepath.Join(dir, walDir), hclog.NewNullLogger())
 	}
 	return raftboltdb.New(raftboltdb.Options{

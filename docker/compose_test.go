@@ -16,7 +16,6 @@ import (
 	"errors"
 	"flag"
 	"fmt"
-	"go/build"
 	"net"
 	"os"
 	"os/exec"
@@ -29,6 +28,7 @@ import (
 	"github.com/fenced/fenced/api"
 	"github.com/fenced/fenced/internal/proccluster"
 	"github.com/fenced/fenced/internal/testutil"
+	"github.com/fenced/fenced/jepsen-like/backend"
 )
 
 // The uid and gid the image runs as.
@@ -92,29 +92,14 @@ func buildImage(t *testing.T) string {
 	t.Helper()
 	imageOnce.Do(func() {
 		tag := "fenced:test-" + randHex(4)
-		ctxDir, err := os.MkdirTemp("", "fenced-image-")
+		start := time.Now()
+		out, err := backend.BuildImage(context.Background(), root, tag)
 		if err != nil {
 			imageErr = err
 			return
 		}
-		defer os.RemoveAll(ctxDir)
-		start := time.Now()
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Minute)
-		defer cancel()
-		cmd := exec.CommandContext(ctx, filepath.Join(root, "scripts", "docker-build.sh"), tag)
-		cmd.Dir = root
-		path := os.Getenv("PATH")
-		if _, err := exec.LookPath("go"); err != nil {
-			path = filepath.Join(build.Default.GOROOT, "bin") + string(os.PathListSeparator) + path
-		}
-		cmd.Env = append(os.Environ(), "FENCED_DOCKER_CONTEXT="+ctxDir, "PATH="+path)
-		out, err := cmd.CombinedOutput()
-		if err != nil {
-			imageErr = fmt.Errorf("scripts/docker-build.sh: %v\n%s", err, out)
-			return
-		}
 		image = tag
-		t.Logf("image %s built in %v: %s", tag, time.Since(start).Round(100*time.Millisecond), oneLine(out))
+		t.Logf("image %s built in %v: %s", tag, time.Since(start).Round(100*time.Millisecond), oneLine([]byte(out)))
 	})
 	if imageErr != nil {
 		t.Fatal(imageErr)

@@ -42,6 +42,20 @@ type secureCluster struct {
 	members []string
 }
 
+// startSecureLeader starts a secure cluster and waits for its leader; the
+// returned context bounds the test and ends with it.
+func startSecureLeader(t *testing.T, limit time.Duration) (*secureCluster, *proccluster.Node, context.Context) {
+	t.Helper()
+	sc := startSecureCluster(t)
+	ctx, cancel := context.WithTimeout(context.Background(), limit)
+	t.Cleanup(cancel)
+	lead, err := sc.Leader(ctx, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sc, lead, ctx
+}
+
 func startSecureCluster(t *testing.T) *secureCluster {
 	t.Helper()
 	if testing.Short() {
@@ -178,13 +192,7 @@ func (sc *secureCluster) state(t *testing.T) string {
 // wrong role, to the leader and to a follower: each is refused with 401 or
 // 403 and the code of its cause, and the cluster's state is unchanged.
 func TestSecureRefusals(t *testing.T) {
-	sc := startSecureCluster(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	lead, err := sc.Leader(ctx, 30*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc, lead, ctx := startSecureLeader(t, 2*time.Minute)
 	var fol *proccluster.Node
 	for _, n := range sc.Nodes {
 		if n != lead {
@@ -316,12 +324,7 @@ func TestSecureRefusals(t *testing.T) {
 // only as its own holders: bob cannot renew, release or keep alive a grant
 // of client's, even with its token, and client cannot release bob's.
 func TestHolderBinding(t *testing.T) {
-	sc := startSecureCluster(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if _, err := sc.Leader(ctx, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	sc, _, ctx := startSecureLeader(t, time.Minute)
 	ca := tlsConfig(t, tlsutil.Files{CA: sc.pki.CA})
 	client := api.NewClient(sc.Endpoints(), api.WithTLS(tlsConfig(t, sc.pki.Client)))
 	bob := api.NewClient(sc.Endpoints(), api.WithTLS(ca), api.WithBearerToken(clientToken))
@@ -379,13 +382,7 @@ func TestHolderBinding(t *testing.T) {
 // None becomes a member, and the cluster keeps its leader, its term and
 // serves.
 func TestForeignNode(t *testing.T) {
-	sc := startSecureCluster(t)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-	defer cancel()
-	lead, err := sc.Leader(ctx, 30*time.Second)
-	if err != nil {
-		t.Fatal(err)
-	}
+	sc, lead, ctx := startSecureLeader(t, 2*time.Minute)
 	cl := sc.Client()
 	st0, err := cl.NodeStatus(ctx, sc.URL(lead))
 	if err != nil {
@@ -496,12 +493,7 @@ func writePEM(t *testing.T, data []byte) string {
 // certificates while the node keeps serving; a broken file is refused and
 // the certificate in use kept.
 func TestCertReloadOnSIGHUP(t *testing.T) {
-	sc := startSecureCluster(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if _, err := sc.Leader(ctx, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	sc, _, ctx := startSecureLeader(t, time.Minute)
 	n := sc.Nodes[1]
 	nf := sc.pki.Nodes[n.ID]
 	clientCfg := tlsConfig(t, tlsutil.Files{CA: sc.pki.CA})
@@ -597,12 +589,7 @@ func TestCertReloadOnSIGHUP(t *testing.T) {
 // certificates and tokens from flags and from the environment, a refusal
 // that names its reason, and a lock whose command inherits the credentials.
 func TestFencectlSecure(t *testing.T) {
-	sc := startSecureCluster(t)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	if _, err := sc.Leader(ctx, 30*time.Second); err != nil {
-		t.Fatal(err)
-	}
+	sc, _, ctx := startSecureLeader(t, time.Minute)
 	bin, err := proccluster.Fencectl()
 	if err != nil {
 		t.Fatal(err)

@@ -127,7 +127,7 @@ func (d *Docker) Start(ctx context.Context) error {
 	if d.image == "" {
 		tag := fmt.Sprintf("fenced:jepsen-%d-%s", os.Getpid(), randHex(3))
 		began := time.Now()
-		if err := BuildImage(ctx, root, tag); err != nil {
+		if _, err := BuildImage(ctx, root, tag); err != nil {
 			return err
 		}
 		d.image, d.ownImage = tag, true
@@ -192,11 +192,11 @@ func (d *Docker) Start(ctx context.Context) error {
 }
 
 // BuildImage builds the fenced image of the module at root under tag, with
-// scripts/docker-build.sh.
-func BuildImage(ctx context.Context, root, tag string) error {
+// scripts/docker-build.sh, and returns what the script printed.
+func BuildImage(ctx context.Context, root, tag string) (string, error) {
 	ctxDir, err := os.MkdirTemp("", "fenced-image-")
 	if err != nil {
-		return err
+		return "", err
 	}
 	defer os.RemoveAll(ctxDir)
 	bctx, cancel := context.WithTimeout(ctx, 10*time.Minute)
@@ -208,10 +208,11 @@ func BuildImage(ctx context.Context, root, tag string) error {
 		path = filepath.Join(build.Default.GOROOT, "bin") + string(os.PathListSeparator) + path
 	}
 	cmd.Env = append(os.Environ(), "FENCED_DOCKER_CONTEXT="+ctxDir, "PATH="+path)
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("build image %s: %v\n%s", tag, err, out)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		return "", fmt.Errorf("build image %s: %v\n%s", tag, err, out)
 	}
-	return nil
+	return string(out), nil
 }
 
 // imageHelp returns fenced --help of the image, to pass only the flags it
