@@ -133,20 +133,15 @@ func newProject(t *testing.T, nodes int) *project {
 		t:          t,
 		name:       "fencedtest" + randHex(4),
 		files:      []string{filepath.Join(root, "docker-compose.yml")},
-		env:        []string{"FENCED_IMAGE=" + img},
-		http:       map[string]string{},
 		containers: map[string]string{},
 	}
 	if nodes == 5 {
 		p.files = append(p.files, filepath.Join(root, "docker-compose.5.yml"))
 	}
-	for i, addr := range testutil.FreeAddrs(t, nodes) {
-		svc := fmt.Sprintf("fenced%d", i+1)
-		_, port, _ := net.SplitHostPort(addr)
-		p.services = append(p.services, svc)
-		p.http[svc] = addr
-		p.env = append(p.env, fmt.Sprintf("FENCED%d_PORT=%s", i+1, port))
+	for i := 0; i < nodes; i++ {
+		p.services = append(p.services, fmt.Sprintf("fenced%d", i+1))
 	}
+	p.pickPorts(img)
 	t.Cleanup(func() {
 		if t.Failed() {
 			out, _ := p.composeOutput("logs", "--no-color", "--tail", "60")
@@ -157,8 +152,33 @@ func newProject(t *testing.T, nodes int) *project {
 		}
 	})
 	p.started = time.Now()
-	p.compose("up", "-d")
+	for attempt := 1; ; attempt++ {
+		out, err := p.composeOutput("up", "-d")
+		if err == nil {
+			break
+		}
+		// A free port picked here can be taken by a parallel test's container
+		// before this project binds it: start again on new ports.
+		if attempt < 3 && strings.Contains(out, "port is already allocated") {
+			t.Logf("a host port was taken meanwhile; starting again on new ports")
+			_, _ = p.composeOutput("down", "-v", "--remove-orphans", "-t", "5")
+			p.pickPorts(img)
+			continue
+		}
+		t.Fatalf("docker-compose up -d: %v\n%s", err, out)
+	}
 	return p
+}
+
+// pickPorts gives every service a free host port for its HTTP API.
+func (p *project) pickPorts(img string) {
+	p.env = []string{"FENCED_IMAGE=" + img}
+	p.http = map[string]string{}
+	for i, addr := range testutil.FreeAddrs(p.t, len(p.services)) {
+		_, port, _ := net.SplitHostPort(addr)
+		p.http[p.services[i]] = addr
+		p.env = append(p.env, fmt.Sprintf("FENCED%d_PORT=%s", i+1, port))
+	}
 }
 
 func (p *project) composeOutput(args ...string) (string, error) {
