@@ -53,10 +53,25 @@ func (tc *testCluster) start(i int) {
 	tc.nodes[i] = n
 }
 
+// closeTimeout bounds a node's Close in tests: a close that hangs is a bug to
+// report by name, not a test binary that runs into its global timeout.
+const closeTimeout = time.Minute
+
 func (tc *testCluster) stop(i int) {
-	if tc.nodes[i] != nil {
-		_ = tc.nodes[i].Close()
-		tc.nodes[i] = nil
+	n := tc.nodes[i]
+	if n == nil {
+		return
+	}
+	tc.nodes[i] = nil
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_ = n.Close()
+	}()
+	select {
+	case <-done:
+	case <-time.After(closeTimeout):
+		tc.t.Errorf("node %s did not close within %v", n.cfg.ID, closeTimeout)
 	}
 }
 

@@ -312,5 +312,20 @@ func shutdown(log hclog.Logger, node *cluster.Node, srv *http.Server, timeout ti
 	if err := srv.Shutdown(ctx); err != nil {
 		_ = srv.Close()
 	}
-	return node.Close()
+	return closeWithin(node, timeout)
+}
+
+// closeWithin closes the node, giving up after timeout. Every log entry is on
+// disk before it is acknowledged, so a node that exits without finishing its
+// close is no worse off than one that crashed; a stuck close must not keep
+// the process, and whatever supervises it, waiting forever.
+func closeWithin(node *cluster.Node, timeout time.Duration) error {
+	done := make(chan error, 1)
+	go func() { done <- node.Close() }()
+	select {
+	case err := <-done:
+		return err
+	case <-time.After(timeout):
+		return fmt.Errorf("raft did not stop within %v: exiting without a clean close", timeout)
+	}
 }

@@ -1,0 +1,96 @@
+// Copyright (c) HashiCorp, Inc.
+// SPDX-License-Identifier: MPL-2.0
+
+package raft
+
+import (
+	"fmt"
+	"testing"
+	"time"
+)
+
+// A follower cut off while it led, with entries it appended but never
+// committed, must catch up after the partition heals even when the new
+// leader has compacted its log to a snapshot whose last index falls among
+// those stale entries (hashicorp/raft#697). Without the rule-7 discard the
+// follower rejects every AppendEntries after the install and the leader sends
+// the snapshot again, forever.
+func TestRaft_InstallSnapshotOverConflictingLog(t *testing.T) {
+	for _, monotonic := range []bool{false, true} {
+		t.Run(fmt.Sprintf("monotonic=%v", monotonic), func(t *testing.T) {
+			conf := inmemConfig(t)
+			conf.TrailingLogs = 0 // the leader's snapshot drops every entry before it
+			conf.SnapshotThreshold = 1 << 30
+			conf.SnapshotInterval = time.Hour
+			c := MakeClusterCustom(t, &MakeClusterOpts{Peers: 3, Bootstrap: true, Conf: conf, MonotonicLogs: monotonic})
+			defer c.Close()
+
+			old := c.Leader()
+			for i := 0; i < 10; i++ {
+				if err := old.Apply([]byte(fmt.Sprintf("base-%d", i)), 0).Error(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			c.WaitForReplication(10)
+			base := old.LastIndex()
+
+			// The old leader, alone, appends entries no one else sees.
+			c.Partition([]ServerAddress{old.localAddr})
+			for i := 0; i < 5; i++ {
+				old.Apply([]byte(fmt.Sprintf("stale-%d", i)), 0)
+			}
+			waitFor(t, func() bool { return old.LastIndex() >= base+5 }, "stale entries appended")
+
+			// The majority elects a new leader, which commits up to
+			// base+3 and compacts its log to a snapshot there.
+			var lead *Raft
+			waitFor(t, func() bool {
+				for _, r := range c.rafts {
+					if r != old && r.State() == Leader {
+						lead = r
+						return true
+					}
+				}
+				return false
+			}, "a new leader")
+			for lead.AppliedIndex() < base+3 {
+				if err := lead.Apply([]byte("new"), 0).Error(); err != nil {
+					t.Fatal(err)
+				}
+			}
+			if err := lead.Snapshot().Error(); err != nil {
+				t.Fatal(err)
+			}
+			snapIdx, snapTerm := lead.getLastSnapshot()
+			if snapIdx <= base || snapIdx > base+5 {
+				t.Fatalf("snapshot at %d, not among the stale entries %d..%d", snapIdx, base+1, base+5)
+			}
+			var stale Log
+			if err := old.logs.GetLog(snapIdx, &stale); err != nil || stale.Term == snapTerm {
+				t.Fatalf("old leader's entry at %d: %+v %v, want one of another term than %d", snapIdx, stale, err, snapTerm)
+			}
+
+			c.FullyConnect()
+			if err := lead.Apply([]byte("after-heal"), 0).Error(); err != nil && err != ErrLeadershipLost && err != ErrNotLeader {
+				t.Fatal(err)
+			}
+			waitFor(t, func() bool {
+				l := c.Leader()
+				return old.AppliedIndex() >= l.AppliedIndex() && old.LastIndex() == l.LastIndex()
+			}, "the old leader catching up")
+			c.EnsureSame(t)
+		})
+	}
+}
+
+// waitFor polls cond until it holds or ten seconds pass.
+func waitFor(t *testing.T, cond func() bool, what string) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
