@@ -51,7 +51,13 @@ func checkAbove(t *testing.T, n *Node, high map[string]fence.Token) {
 // An in-place restore rewinds every key's counter to the backup, yet every
 // new token is above every token issued before, including after the backup.
 func TestRestoreInPlace(t *testing.T) {
-	tc := newTestCluster(t, 3)
+	for _, store := range []string{StoreBolt, StoreWAL} {
+		t.Run(store, func(t *testing.T) { testRestoreInPlace(t, store) })
+	}
+}
+
+func testRestoreInPlace(t *testing.T, store string) {
+	tc := newTestClusterWith(t, 3, func(c *Config) { c.Store = store })
 	ctx := context.Background()
 	_, lead := tc.leader()
 	churn(t, lead, 4, 3)
