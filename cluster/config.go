@@ -41,7 +41,7 @@ func ParsePeers(s string) ([]Peer, error) {
 type Config struct {
 	// ID is the node's Raft server ID, unique and stable for its data dir.
 	ID string
-	// DataDir holds raft.db (log and stable store) and snapshots/.
+	// DataDir holds the log and stable store (wal/ or raft.db) and snapshots/.
 	DataDir string
 	// RaftBind is the address the Raft transport listens on.
 	RaftBind string
@@ -69,8 +69,9 @@ type Config struct {
 	// MaxSeq lowers the per-epoch seq limit (tests); 0 is the full 32 bits.
 	MaxSeq uint64
 	// Store is the kind of Raft log store: StoreAuto (the default: the kind
-	// the data dir holds, StoreBolt for a new one), StoreBolt or StoreWAL. A
-	// data dir keeps the kind it was created with.
+	// the data dir holds, StoreWAL for a new one, StoreBolt for a new one
+	// with NoSync), StoreBolt or StoreWAL. A data dir keeps the kind it was
+	// created with.
 	Store string
 	// NoSync turns off fsync of the log. Never in production: an
 	// acknowledged grant could be lost by a power failure.

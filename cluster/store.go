@@ -18,10 +18,11 @@ import (
 	"go.etcd.io/bbolt"
 )
 
-// Log stores. Bolt (raft-boltdb) is what a new data dir gets; the WAL
-// (raft-wal) appends with one fsync instead of bolt's two, which shortens
-// every commit, and is opt-in. StoreAuto opens whichever kind a data dir
-// already holds (StoreKind), bolt for a new one.
+// Log stores. The WAL (raft-wal) is what a new data dir gets: it appends with
+// one write and one fsync where bolt's transaction does two fsyncs, which
+// shortens every commit. Bolt (raft-boltdb) stays for the data dirs that hold
+// it and for NoSync, which the WAL does not offer. StoreAuto opens whichever
+// kind a data dir already holds (StoreKind), and picks for a new one.
 const (
 	StoreAuto = ""
 	StoreBolt = "bolt"
@@ -50,7 +51,11 @@ func openStore(dir, kind string, noSync bool, log hclog.Logger) (logStore, func(
 	hasBolt := exists(filepath.Join(dir, boltFile))
 	hasWAL := exists(filepath.Join(dir, walDir))
 	if kind == StoreAuto {
-		if kind = StoreKind(dir); kind == "" {
+		kind = StoreKind(dir)
+	}
+	if kind == "" {
+		kind = StoreWAL
+		if noSync {
 			kind = StoreBolt
 		}
 	}

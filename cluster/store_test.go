@@ -81,20 +81,23 @@ func TestStoreKindAndInUse(t *testing.T) {
 		t.Fatalf("WAL data dir reopened as %q", got)
 	}
 
-	bolt := t.TempDir()
-	b, stop, err := openStore(bolt, StoreAuto, false, hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop()
-	b.Close()
-	b, stop, err = openStore(bolt, StoreAuto, false, hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
-	stop()
-	b.Close()
-	if got := StoreKind(bolt); got != StoreBolt {
-		t.Fatalf("new data dir got %q", got)
+	// A new data dir gets the WAL, or bolt when fsync is off; either is
+	// reopened as what it is.
+	for _, c := range []struct {
+		noSync bool
+		want   string
+	}{{false, StoreWAL}, {true, StoreBolt}} {
+		dir := t.TempDir()
+		for i := 0; i < 2; i++ {
+			s, stop, err := openStore(dir, StoreAuto, c.noSync, hclog.NewNullLogger())
+			if err != nil {
+				t.Fatal(err)
+			}
+			stop()
+			s.Close()
+		}
+		if got := StoreKind(dir); got != c.want {
+			t.Fatalf("new data dir (no sync %v) got %q, want %q", c.noSync, got, c.want)
+		}
 	}
 }

@@ -84,7 +84,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.election, "election-timeout", time.Second, "Raft election timeout: how long followers wait before electing a new leader")
 	fs.Uint64Var(&o.snapshotThreshold, "snapshot-threshold", 8192, "log entries between snapshots")
 	fs.DurationVar(&o.snapshotInterval, "snapshot-interval", 30*time.Second, "how often to check whether to snapshot")
-	fs.StringVar(&o.raftStore, "raft-store", "", "Raft log store: bolt (raft-boltdb) or wal (raft-wal: one fsync per append instead of two, shorter commits); empty: the kind the data dir holds, bolt for a new one")
+	fs.StringVar(&o.raftStore, "raft-store", "", "Raft log store: wal (raft-wal: one write and one fsync per append) or bolt (raft-boltdb: a transaction with two fsyncs per append); empty: the kind the data dir holds, wal for a new one (bolt with --unsafe-no-fsync)")
 	fs.Uint64Var(&o.trailingLogs, "trailing-logs", 10240, "log entries kept after a snapshot; a follower further behind gets the snapshot instead")
 	fs.Uint64Var(&o.maxSeq, "max-seq", 0, "lower the per-epoch grant limit per key (testing only; same on every node)")
 	fs.BoolVar(&o.noSync, "unsafe-no-fsync", false, "do not fsync the Raft log (testing only: acknowledged grants can be lost on power failure)")

@@ -5,6 +5,8 @@ package proccluster
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"net"
@@ -57,16 +59,32 @@ func binary(pkg, name string) (string, error) {
 		return "", err
 	}
 	if buildDir == "" {
-		if buildDir, err = os.MkdirTemp("", "fenced-bin-"); err != nil {
+		// One directory per checkout, reused by every test process, so test
+		// runs do not leave a copy of the binaries behind each.
+		sum := sha256.Sum256([]byte(root))
+		buildDir = filepath.Join(os.TempDir(), "fenced-test-bin-"+hex.EncodeToString(sum[:6]))
+		if err := os.MkdirAll(buildDir, 0o700); err != nil {
 			return "", err
 		}
 	}
 	out := filepath.Join(buildDir, name)
-	cmd := exec.Command("go", "build", "-o", out, pkg)
+	// Test packages run in parallel: each builds to a name of its own and
+	// renames it into place, which never disturbs a binary already running.
+	tmp, err := os.CreateTemp(buildDir, name+".build-")
+	if err != nil {
+		return "", err
+	}
+	_ = tmp.Close()
+	cmd := exec.Command("go", "build", "-o", tmp.Name(), pkg)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if msg, err := cmd.CombinedOutput(); err != nil {
+		_ = os.Remove(tmp.Name())
 		return "", fmt.Errorf("go build %s: %v\n%s", pkg, err, msg)
+	}
+	if err := os.Rename(tmp.Name(), out); err != nil {
+		_ = os.Remove(tmp.Name())
+		return "", err
 	}
 	built[pkg] = out
 	return out, nil
