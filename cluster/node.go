@@ -103,6 +103,10 @@ func (n *Node) raftConfig() *raft.Config {
 	return rc
 }
 
+// logCacheSize is how many recent log entries are kept in memory: a few
+// MaxAppendEntries batches, enough for followers that keep up.
+const logCacheSize = 1024
+
 // startRaft builds the transport and the raft instance. Each instance gets its
 // own notify channel and watcher goroutine.
 func (n *Node) startRaft() error {
@@ -119,7 +123,15 @@ func (n *Node) startRaft() error {
 	rc := n.raftConfig()
 	notify := make(chan bool, 16)
 	rc.NotifyCh = notify
-	r, err := raft.NewRaft(rc, n.fsm, n.store, n.store, n.snaps, trans)
+	// Replication reads back every entry it sends; the cache serves the
+	// recent ones from memory instead of a read from disk per entry. A fresh
+	// cache per raft instance: a restarted raft must not see stale entries.
+	logs, err := raft.NewLogCache(logCacheSize, n.store)
+	if err != nil {
+		trans.Close()
+		return err
+	}
+	r, err := raft.NewRaft(rc, n.fsm, logs, n.store, n.snaps, trans)
 	if err != nil {
 		trans.Close()
 		return fmt.Errorf("start raft: %w", err)
