@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# Measures fenced and etcd side by side on this machine: for each workload
+# pair, RUNS alternating runs of each, every run on a fresh 3-node loopback
+# cluster with the client on the same machine talking to the leader. Prints
+# one line per run: SYSTEM WORKLOAD CLIENTS OPS_PER_SEC P50_MS P99_MS.
+#
+#   scripts/bench-vs-etcd.sh            # DURATION=5s RUNS=3
+#
+# Needs: Go, python3, free loopback ports 7810-7831 and 23800-23831. The etcd
+# side is scripts/etcdcmp (its own module: etcd's server is not a dependency
+# of fenced).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+DURATION=${DURATION:-5s}
+RUNS=${RUNS:-3}
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+go build -o "$work/fenced" ./cmd/fenced
+go build -o "$work/fencectl" ./cmd/fencectl
+(cd scripts/etcdcmp && go build -o "$work/etcdcmp" .)
+
+stop_all() { kill "$@" 2>/dev/null || true; wait "$@" 2>/dev/null || true; }
+
+fenced_run() { # WORKLOAD CLIENTS
+	local base pids=() peers="n1=127.0.0.1:7811,n2=127.0.0.1:7821,n3=127.0.0.1:7831"
+	base=$(mktemp -d -p "$work")
+	for i in 1 2 3; do
+		"$work/fenced" --id "n$i" --data-dir "$base/n$i" --http-addr "127.0.0.1:78${i}0" \
+			--raft-addr "127.0.0.1:78${i}1" --peers "$peers" >"$base/n$i.log" 2>&1 &
+		pids+=($!)
+	done
+	local eps=127.0.0.1:7810,127.0.0.1:7820,127.0.0.1:7830 lead=""
+	for _ in $(seq 100); do
+		lead=$("$work/fencectl" --endpoints "$eps" status -o json 2>/dev/null |
+			python3 -c 'import json,sys; print(json.load(sys.stdin)["leader_http"])' 2>/dev/null) && [ -n "$lead" ] && break
+		sleep 0.2
+	done
+	"$work/fencectl" --endpoints "$lead" bench "$1" --clients "$2" --duration "$DURATION" -o json 2>/dev/null |
+		python3 -c 'import json,sys; d=json.load(sys.stdin)[0]; print("fenced", d["workload"], d["clients"], round(d["ops_per_sec"]), round(d["p50_ns"]/1e6, 2), round(d["p99_ns"]/1e6, 2))'
+	stop_all "${pids[@]}"
+	rm -rf "$base"
+}
+
+etcd_run() { # WORKLOAD CLIENTS
+	local base pids=() lead=""
+	base=$(mktemp -d -p "$work")
+	for i in 1 2 3; do
+		"$work/etcdcmp" -mode serve -i "$i" -dir "$base/e$i" >"$base/e$i.log" 2>&1 &
+		pids+=($!)
+	done
+	for _ in $(seq 100); do
+		lead=$("$work/etcdcmp" -mode leader 2>/dev/null) && break
+		sleep 0.2
+	done
+	echo -n "etcd "
+	"$work/etcdcmp" -w "$1" -c "$2" -d "$DURATION" -ep "$lead" 2>>"$base/bench.err"
+	stop_all "${pids[@]}"
+	rm -rf "$base"
+}
+
+for pair in "txn acquire 1" "txn acquire 64" "lock cycle 1" "lock cycle 64" \
+	"contended contended 16" "read verify 1" "read verify 64" \
+	"keepalive keepalive 1" "keepalive keepalive 64"; do
+	set -- $pair
+	for _ in $(seq "$RUNS"); do
+		etcd_run "$1" "$3"
+		fenced_run "$2" "$3"
+	done
+done

@@ -1,0 +1,175 @@
+// Command etcdcmp runs a 3-member etcd cluster on loopback and drives it with
+// the etcd counterparts of fencectl bench's workloads, so that the two can be
+// measured side by side on one machine (scripts/bench-vs-etcd.sh).
+//
+// Workloads: txn (compare-and-create of a fresh key, the analogue of an
+// acquire), lock (concurrency.Mutex Lock+Unlock on a key per client, the
+// analogue of a cycle), contended (the same on one key), read (a
+// linearizable Get, the analogue of verify), keepalive (KeepAliveOnce).
+// Output: one line "WORKLOAD CLIENTS OPS_PER_SEC P50_MS P99_MS".
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+	"net/url"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	clientv3 "go.etcd.io/etcd/client/v3"
+	"go.etcd.io/etcd/client/v3/concurrency"
+	"go.etcd.io/etcd/server/v3/embed"
+)
+
+// serve runs member name until interrupted.
+func serve(name, dir string, i int, cluster string) {
+	cfg := embed.NewConfig()
+	cfg.Name = name
+	cfg.Dir = dir
+	cu, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", 23790+i*10))
+	pu, _ := url.Parse(fmt.Sprintf("http://127.0.0.1:%d", 23791+i*10))
+	cfg.ListenClientUrls = []url.URL{*cu}
+	cfg.AdvertiseClientUrls = []url.URL{*cu}
+	cfg.ListenPeerUrls = []url.URL{*pu}
+	cfg.AdvertisePeerUrls = []url.URL{*pu}
+	cfg.InitialCluster = cluster
+	cfg.LogLevel = "error"
+	e, err := embed.StartEtcd(cfg)
+	if err != nil {
+		log.Fatal(err)
+	}
+	<-e.Server.ReadyNotify()
+	fmt.Println("ready", name)
+	c := make(chan os.Signal, 1)
+	signal.Notify(c, os.Interrupt, os.Kill)
+	<-c
+	e.Close()
+}
+
+func main() {
+	mode := flag.String("mode", "bench", "serve, leader (print the leader's endpoint) or bench")
+	idx := flag.Int("i", 1, "member index")
+	dir := flag.String("dir", "", "data dir")
+	w := flag.String("w", "txn", "workload: txn lock read keepalive contended")
+	clients := flag.Int("c", 1, "clients")
+	dur := flag.Duration("d", 5*time.Second, "duration")
+	ep := flag.String("ep", "127.0.0.1:23800", "endpoint")
+	flag.Parse()
+	if *mode == "serve" {
+		var parts []string
+		for j := 1; j <= 3; j++ {
+			parts = append(parts, fmt.Sprintf("e%d=http://127.0.0.1:%d", j, 23791+j*10))
+		}
+		serve(fmt.Sprintf("e%d", *idx), *dir, *idx, strings.Join(parts, ","))
+		return
+	}
+	if *mode == "leader" {
+		for j := 1; j <= 3; j++ {
+			e := fmt.Sprintf("127.0.0.1:%d", 23790+j*10)
+			cli, err := clientv3.New(clientv3.Config{Endpoints: []string{e}, DialTimeout: 2 * time.Second})
+			if err != nil {
+				continue
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			st, err := cli.Status(ctx, e)
+			cancel()
+			cli.Close()
+			if err == nil && st.Leader == st.Header.MemberId {
+				fmt.Println(e)
+				return
+			}
+		}
+		os.Exit(1)
+	}
+	bench(*w, *clients, *dur, *ep)
+}
+
+// bench runs workload w with n clients for d against endpoint ep.
+func bench(w string, n int, d time.Duration, ep string) {
+	ctx := context.Background()
+	var lats []time.Duration
+	var mu sync.Mutex
+	var ops atomic.Int64
+	stop := time.Now().Add(d)
+	var wg sync.WaitGroup
+	var shared *clientv3.Client
+	for c := 0; c < n; c++ {
+		cli, err := clientv3.New(clientv3.Config{Endpoints: []string{ep}, DialTimeout: 5 * time.Second})
+		if err != nil {
+			log.Fatal(err)
+		}
+		if shared == nil {
+			shared = cli
+		}
+		wg.Add(1)
+		go func(c int, cli *clientv3.Client) {
+			defer wg.Done()
+			var local []time.Duration
+			var sess *concurrency.Session
+			var lease clientv3.LeaseID
+			if w == "lock" || w == "contended" {
+				s, err := concurrency.NewSession(cli, concurrency.WithTTL(30))
+				if err != nil {
+					log.Fatal(err)
+				}
+				sess = s
+			}
+			if w == "keepalive" || w == "read" {
+				g, err := cli.Grant(ctx, 30)
+				if err != nil {
+					log.Fatal(err)
+				}
+				lease = g.ID
+				cli.Put(ctx, fmt.Sprintf("r/%d", c), "v", clientv3.WithLease(lease))
+			}
+			for i := 0; time.Now().Before(stop); i++ {
+				t0 := time.Now()
+				var err error
+				switch w {
+				case "txn":
+					k := fmt.Sprintf("t/%d/%d/%d", time.Now().UnixNano(), c, i)
+					_, err = cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).Then(clientv3.OpPut(k, "h")).Commit()
+				case "lock":
+					m := concurrency.NewMutex(sess, fmt.Sprintf("l/%d", c))
+					if err = m.Lock(ctx); err == nil {
+						err = m.Unlock(ctx)
+					}
+				case "contended":
+					m := concurrency.NewMutex(sess, "contended")
+					if err = m.Lock(ctx); err == nil {
+						err = m.Unlock(ctx)
+					}
+				case "read":
+					_, err = cli.Get(ctx, fmt.Sprintf("r/%d", c))
+				case "keepalive":
+					_, err = cli.KeepAliveOnce(ctx, lease)
+				}
+				if err != nil {
+					log.Print(err)
+					continue
+				}
+				local = append(local, time.Since(t0))
+				ops.Add(1)
+			}
+			mu.Lock()
+			lats = append(lats, local...)
+			mu.Unlock()
+		}(c, cli)
+	}
+	wg.Wait()
+	sort.Slice(lats, func(i, j int) bool { return lats[i] < lats[j] })
+	p := func(q float64) float64 {
+		if len(lats) == 0 {
+			return 0
+		}
+		return float64(lats[int(q*float64(len(lats)-1))].Microseconds()) / 1000
+	}
+	fmt.Printf("%s %d %d %.2f %.2f\n", w, n, int(float64(ops.Load())/d.Seconds()), p(0.5), p(0.99))
+}
