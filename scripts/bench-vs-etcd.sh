@@ -13,13 +13,29 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-5s}
 RUNS=${RUNS:-3}
+for port in 7810 7811 7820 7821 7830 7831 23800 23801 23810 23811 23820 23821; do
+	if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then
+		echo "bench-vs-etcd: 127.0.0.1:$port is in use; stop what listens there first" >&2
+		exit 1
+	fi
+done
 work=$(mktemp -d)
-trap 'rm -rf "$work"' EXIT
+running=()
+cleanup() {
+	[ ${#running[@]} -eq 0 ] || kill "${running[@]}" 2>/dev/null || true
+	wait 2>/dev/null || true
+	rm -rf "$work"
+}
+trap cleanup EXIT
 go build -o "$work/fenced" ./cmd/fenced
 go build -o "$work/fencectl" ./cmd/fencectl
 (cd scripts/etcdcmp && go build -o "$work/etcdcmp" .)
 
-stop_all() { kill "$@" 2>/dev/null || true; wait "$@" 2>/dev/null || true; }
+stop_all() {
+	kill "$@" 2>/dev/null || true
+	wait "$@" 2>/dev/null || true
+	running=()
+}
 
 fenced_run() { # WORKLOAD CLIENTS
 	local base pids=() peers="n1=127.0.0.1:7811,n2=127.0.0.1:7821,n3=127.0.0.1:7831"
@@ -28,6 +44,7 @@ fenced_run() { # WORKLOAD CLIENTS
 		"$work/fenced" --id "n$i" --data-dir "$base/n$i" --http-addr "127.0.0.1:78${i}0" \
 			--raft-addr "127.0.0.1:78${i}1" --peers "$peers" >"$base/n$i.log" 2>&1 &
 		pids+=($!)
+		running+=($!)
 	done
 	local eps=127.0.0.1:7810,127.0.0.1:7820,127.0.0.1:7830 lead=""
 	for _ in $(seq 100); do
@@ -47,6 +64,7 @@ etcd_run() { # WORKLOAD CLIENTS
 	for i in 1 2 3; do
 		"$work/etcdcmp" -mode serve -i "$i" -dir "$base/e$i" >"$base/e$i.log" 2>&1 &
 		pids+=($!)
+		running+=($!)
 	done
 	for _ in $(seq 100); do
 		lead=$("$work/etcdcmp" -mode leader 2>/dev/null) && break
