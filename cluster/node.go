@@ -404,7 +404,7 @@ func (n *Node) Leader() (id, httpAddr string) {
 	if lid == "" {
 		return "", ""
 	}
-	return string(lid), n.fsm.Members()[string(lid)]
+	return string(lid), n.fsm.Member(string(lid))
 }
 
 // TransferLeadership hands leadership to the voter id, or to the most

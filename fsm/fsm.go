@@ -463,6 +463,14 @@ func (f *FSM) Members() map[string]string {
 	return out
 }
 
+// Member returns the HTTP address recorded for member id, or "". Unlike
+// Members it copies nothing: every HTTP answer names the leader's address.
+func (f *FSM) Member(id string) string {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.members[id]
+}
+
 // ClusterID returns the ID the cluster's first leader recorded.
 func (f *FSM) ClusterID() string {
 	f.mu.RLock()

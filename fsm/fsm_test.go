@@ -404,7 +404,7 @@ func TestSnapshotKeepsReleasedKeys(t *testing.T) {
 	if r2 := b.at(4, Acquire{Key: "k", Holder: "h2", TTL: time.Second}); r2.Key.Token <= r.Key.Token {
 		t.Fatalf("after restore, grant %d is not above %d", r2.Key.Token, r.Key.Token)
 	}
-	if g.Members()["n1"] != "x:1" || g.Floor() != 2 || g.Applied() != a.index+1 {
+	if g.Members()["n1"] != "x:1" || g.Member("n1") != "x:1" || g.Member("n9") != "" || g.Floor() != 2 || g.Applied() != a.index+1 {
 		t.Fatalf("members %v floor %d applied %d", g.Members(), g.Floor(), g.Applied())
 	}
 }
