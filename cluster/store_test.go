@@ -101,3 +101,48 @@ func TestStoreKindAndInUse(t *testing.T) {
 		}
 	}
 }
+
+// Raft clears a log suffix that conflicts with a new leader's entries
+// (DeleteRange at the tail). The WAL must still open and read every kept
+// entry afterwards: raft-wal before v0.4.1 sealed the tail segment without an
+// index block there, and the next start panicked in raft.NewRaft
+// (hashicorp/raft-wal#31).
+func TestWALTailTruncationSurvivesRestart(t *testing.T) {
+	dir := t.TempDir()
+	open := func() logStore {
+		s, stop, err := openStore(dir, StoreWAL, false, hclog.NewNullLogger())
+		if err != nil {
+			t.Fatal(err)
+		}
+		stop()
+		return s
+	}
+	s := open()
+	var logs []*raft.Log
+	for i := uint64(1); i <= 10; i++ {
+		logs = append(logs, &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: []byte{byte(i)}})
+	}
+	if err := s.StoreLogs(logs); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DeleteRange(9, 10); err != nil { // "clearing log suffix"
+		t.Fatal(err)
+	}
+	if err := s.StoreLogs([]*raft.Log{{Index: 9, Term: 2, Type: raft.LogCommand, Data: []byte{9}}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Close(); err != nil {
+		t.Fatal(err)
+	}
+	s = open()
+	defer s.Close()
+	for i := uint64(1); i <= 9; i++ {
+		var l raft.Log
+		if err := s.GetLog(i, &l); err != nil {
+			t.Fatalf("entry %d after a tail truncation and a restart: %v", i, err)
+		}
+	}
+	if last, err := s.LastIndex(); err != nil || last != 9 {
+		t.Fatalf("last index %d, %v; want 9", last, err)
+	}
+}
