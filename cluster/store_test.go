@@ -8,17 +8,24 @@ import (
 	"github.com/hashicorp/raft"
 )
 
+// openTestStore opens dir's log store of the given kind; its metrics stop at
+// once, and the caller closes it.
+func openTestStore(t *testing.T, dir, kind string, noSync bool) logStore {
+	t.Helper()
+	s, stop, err := openStore(dir, kind, noSync, hclog.NewNullLogger())
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop()
+	return s
+}
+
 // A closed store refuses raft's calls instead of touching a closed database,
 // and the WAL still tells raft it is monotonic through the gate.
 func TestGatedStore(t *testing.T) {
 	for _, kind := range []string{StoreBolt, StoreWAL} {
 		t.Run(kind, func(t *testing.T) {
-			s, stop, err := openStore(t.TempDir(), kind, false, hclog.NewNullLogger())
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer stop()
-			g := gate(s)
+			g := gate(openTestStore(t, t.TempDir(), kind, false))
 			if err := g.StoreLogs([]*raft.Log{{Index: 1, Term: 1, Data: []byte("x")}}); err != nil {
 				t.Fatal(err)
 			}
@@ -52,17 +59,13 @@ func TestGatedStore(t *testing.T) {
 // forever; a data dir keeps its kind when none is asked for.
 func TestStoreKindAndInUse(t *testing.T) {
 	dir := t.TempDir()
-	s, stop, err := openStore(dir, StoreWAL, false, hclog.NewNullLogger())
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := openTestStore(t, dir, StoreWAL, false)
 	if got := StoreKind(dir); got != StoreWAL {
 		t.Fatalf("WAL data dir seen as %q", got)
 	}
 	if _, err := openStoreReadOnly(dir); !errors.Is(err, ErrStoreInUse) {
 		t.Fatalf("open of a WAL in use: %v", err)
 	}
-	stop()
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
@@ -71,12 +74,7 @@ func TestStoreKindAndInUse(t *testing.T) {
 		t.Fatalf("open of a closed WAL: %v", err)
 	}
 	r.Close()
-	w, stop, err := openStore(dir, StoreAuto, false, hclog.NewNullLogger())
-	if err != nil {
-		t.Fatalf("reopen of a WAL data dir: %v", err)
-	}
-	stop()
-	w.Close()
+	openTestStore(t, dir, StoreAuto, false).Close()
 	if got := StoreKind(dir); got != StoreWAL {
 		t.Fatalf("WAL data dir reopened as %q", got)
 	}
@@ -89,12 +87,7 @@ func TestStoreKindAndInUse(t *testing.T) {
 	}{{false, StoreWAL}, {true, StoreBolt}} {
 		dir := t.TempDir()
 		for i := 0; i < 2; i++ {
-			s, stop, err := openStore(dir, StoreAuto, c.noSync, hclog.NewNullLogger())
-			if err != nil {
-				t.Fatal(err)
-			}
-			stop()
-			s.Close()
+			openTestStore(t, dir, StoreAuto, c.noSync).Close()
 		}
 		if got := StoreKind(dir); got != c.want {
 			t.Fatalf("new data dir (no sync %v) got %q, want %q", c.noSync, got, c.want)
@@ -109,15 +102,7 @@ func TestStoreKindAndInUse(t *testing.T) {
 // (hashicorp/raft-wal#31).
 func TestWALTailTruncationSurvivesRestart(t *testing.T) {
 	dir := t.TempDir()
-	open := func() logStore {
-		s, stop, err := openStore(dir, StoreWAL, false, hclog.NewNullLogger())
-		if err != nil {
-			t.Fatal(err)
-		}
-		stop()
-		return s
-	}
-	s := open()
+	s := openTestStore(t, dir, StoreWAL, false)
 	var logs []*raft.Log
 	for i := uint64(1); i <= 10; i++ {
 		logs = append(logs, &raft.Log{Index: i, Term: 1, Type: raft.LogCommand, Data: []byte{byte(i)}})
@@ -134,7 +119,7 @@ func TestWALTailTruncationSurvivesRestart(t *testing.T) {
 	if err := s.Close(); err != nil {
 		t.Fatal(err)
 	}
-	s = open()
+	s = openTestStore(t, dir, StoreWAL, false)
 	defer s.Close()
 	for i := uint64(1); i <= 9; i++ {
 		var l raft.Log
