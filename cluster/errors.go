@@ -63,7 +63,10 @@ func translate(err error) error {
 	case errors.Is(err, raft.ErrRaftShutdown):
 		return ErrLeadershipLost
 	}
-	return err
+	// Any other failure came after the entry was handed to raft: the
+	// leader's log write failing, say, while followers may already hold the
+	// entry. Whether it commits is unknown, and saying so is the safe answer.
+	return fmt.Errorf("%w: %v", ErrLeadershipLost, err)
 }
 
 // translateRead maps errors of a read or of a leadership confirmation, which

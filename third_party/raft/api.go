@@ -88,6 +88,11 @@ type Raft struct {
 	// be committed and applied to the FSM.
 	applyCh chan *logFuture
 
+	// unstable holds the batch the leader is writing to its log store, so
+	// that replicators can send it at the same time (local patch, see
+	// parallel_append.go).
+	unstable unstableLogs
+
 	// conf stores the current configuration to use. This is the most recent one
 	// provided. All reads of config values should use the config() helper method
 	// to read this safely.

@@ -1262,9 +1262,22 @@ func (r *Raft) dispatchLogs(applyLogs []*logFuture) {
 		r.leaderState.inflight.PushBack(applyLog)
 	}
 
+	// Publish the batch and wake the replicators before writing it locally,
+	// so that followers store it while the leader does (local patch, see
+	// parallel_append.go). The leader's own match waits for its write.
+	prevIndex, prevTerm := r.getLastLog()
+	r.unstable.set(logs)
+	r.setLastLog(lastIndex, term)
+	for _, f := range r.leaderState.replState {
+		asyncNotifyCh(f.triggerCh)
+	}
+
 	// Write the log entry locally
-	if err := r.logs.StoreLogs(logs); err != nil {
+	err := r.logs.StoreLogs(logs)
+	r.unstable.clear()
+	if err != nil {
 		r.logger.Error("failed to commit logs", "error", err)
+		r.setLastLog(prevIndex, prevTerm)
 		for _, applyLog := range applyLogs {
 			applyLog.respond(err)
 		}
@@ -1272,14 +1285,6 @@ func (r *Raft) dispatchLogs(applyLogs []*logFuture) {
 		return
 	}
 	r.leaderState.commitment.match(r.localID, lastIndex)
-
-	// Update the last log since it's on disk now
-	r.setLastLog(lastIndex, term)
-
-	// Notify the replicators of the new log
-	for _, f := range r.leaderState.replState {
-		asyncNotifyCh(f.triggerCh)
-	}
 }
 
 // processLogs is used to apply all the committed entries that haven't been

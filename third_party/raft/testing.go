@@ -724,6 +724,9 @@ type MakeClusterOpts struct {
 	MakeFSMFunc     func() FSM
 	LongstopTimeout time.Duration
 	MonotonicLogs   bool
+	// WrapLogStore, if set, wraps each server's log store (local patch, for
+	// the tests of parallel_append.go).
+	WrapLogStore func(LogStore) LogStore
 }
 
 // makeCluster will return a cluster with the given config and number of peers.
@@ -807,6 +810,9 @@ func makeCluster(t *testing.T, opts *MakeClusterOpts) *cluster {
 
 		if opts.MonotonicLogs {
 			logs = &MockMonotonicLogStore{s: logs}
+		}
+		if opts.WrapLogStore != nil {
+			logs = opts.WrapLogStore(logs)
 		}
 
 		peerConf := opts.Conf
