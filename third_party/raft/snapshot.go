@@ -198,8 +198,14 @@ func (r *Raft) takeSnapshot() (string, error) {
 		return "", fmt.Errorf("failed to close snapshot: %v", err)
 	}
 
-	// Update the last stable snapshot info.
-	r.setLastSnapshot(snapReq.index, snapReq.term)
+	// Update the last stable snapshot info, unless a snapshot installed or
+	// restored while this one was written is newer (local patch, see
+	// snapshot_order.go).
+	if !r.advanceLastSnapshot(snapReq.index, snapReq.term) {
+		r.logger.Warn("a newer snapshot was installed while this one was taken; keeping the newer one",
+			"index", snapReq.index)
+		return sink.ID(), nil
+	}
 
 	// Compact the logs.
 	if err := r.compactLogs(snapReq.index); err != nil {
