@@ -114,6 +114,10 @@ func bench(w string, n int, d time.Duration, ep string) {
 			defer wg.Done()
 			var local []time.Duration
 			var sess *concurrency.Session
+			lockKey := fmt.Sprintf("l/%d", c) // a key per client, or one for all
+			if w == "contended" {
+				lockKey = "contended"
+			}
 			var lease clientv3.LeaseID
 			if w == "lock" || w == "contended" {
 				s, err := concurrency.NewSession(cli, concurrency.WithTTL(30))
@@ -137,13 +141,8 @@ func bench(w string, n int, d time.Duration, ep string) {
 				case "txn":
 					k := fmt.Sprintf("t/%d/%d/%d", time.Now().UnixNano(), c, i)
 					_, err = cli.Txn(ctx).If(clientv3.Compare(clientv3.CreateRevision(k), "=", 0)).Then(clientv3.OpPut(k, "h")).Commit()
-				case "lock":
-					m := concurrency.NewMutex(sess, fmt.Sprintf("l/%d", c))
-					if err = m.Lock(ctx); err == nil {
-						err = m.Unlock(ctx)
-					}
-				case "contended":
-					m := concurrency.NewMutex(sess, "contended")
+				case "lock", "contended":
+					m := concurrency.NewMutex(sess, lockKey)
 					if err = m.Lock(ctx); err == nil {
 						err = m.Unlock(ctx)
 					}

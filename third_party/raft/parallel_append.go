@@ -28,17 +28,11 @@ type unstableLogs struct {
 	logs []*Log // consecutive indexes; nil when no batch is in flight
 }
 
-// set publishes logs, which must have consecutive indexes.
+// set publishes logs, which must have consecutive indexes; nil withdraws
+// the batch once it is in the log store.
 func (u *unstableLogs) set(logs []*Log) {
 	u.mu.Lock()
 	u.logs = logs
-	u.mu.Unlock()
-}
-
-// clear withdraws the published batch once it is in the log store.
-func (u *unstableLogs) clear() {
-	u.mu.Lock()
-	u.logs = nil
 	u.mu.Unlock()
 }
 

@@ -48,61 +48,86 @@ func (s *heldLogStore) StoreLogs(logs []*Log) error {
 
 func (s *heldLogStore) StoreLog(l *Log) error { return s.StoreLogs([]*Log{l}) }
 
-// The leader must send a new entry to its followers while it is still
-// writing that entry itself, not after: a commit then costs the slower of the
-// two, not their sum. Upstream, the followers see nothing until the leader's
-// write returns, and this test times out.
-func TestRaft_LeaderStoresInParallelWithReplication(t *testing.T) {
-	hold := &storeHold{target: -1, entered: make(chan struct{}), release: make(chan struct{})}
-	var stores []*heldLogStore
-	c := MakeClusterCustom(t, &MakeClusterOpts{Peers: 3, Bootstrap: true, Conf: inmemConfig(t),
-		WrapLogStore: func(s LogStore) LogStore {
-			h := &heldLogStore{LogStore: s, id: len(stores), hold: hold}
-			stores = append(stores, h)
-			return h
-		}})
-	defer c.Close()
-	var releaseOnce sync.Once
-	release := func() { releaseOnce.Do(func() { close(hold.release) }) }
-	defer release()
+// heldWrite is a 3-server cluster whose leader is inside its StoreLogs of
+// one entry, held there until release, after both followers stored it.
+type heldWrite struct {
+	c       *cluster
+	stores  []*heldLogStore
+	leader  *Raft
+	lead    int    // the leader's index in c.rafts and stores
+	index   uint64 // the held entry's index
+	f       ApplyFuture
+	release func()
+}
 
-	leader := c.Leader()
-	if err := leader.Apply([]byte("warm-up"), 0).Error(); err != nil {
+// holdLeaderWrite applies data on the leader and holds the leader's write of
+// it; the held write then returns fail, if set, storing nothing.
+func holdLeaderWrite(t *testing.T, data string, fail error) *heldWrite {
+	t.Helper()
+	hold := &storeHold{target: -1, fail: fail, entered: make(chan struct{}), release: make(chan struct{})}
+	h := &heldWrite{}
+	h.c = MakeClusterCustom(t, &MakeClusterOpts{Peers: 3, Bootstrap: true, Conf: inmemConfig(t),
+		WrapLogStore: func(s LogStore) LogStore {
+			hs := &heldLogStore{LogStore: s, id: len(h.stores), hold: hold}
+			h.stores = append(h.stores, hs)
+			return hs
+		}})
+	t.Cleanup(h.c.Close)
+	var releaseOnce sync.Once
+	h.release = func() { releaseOnce.Do(func() { close(hold.release) }) }
+	t.Cleanup(h.release) // cleanups run last first: released before Close
+
+	h.leader = h.c.Leader()
+	if err := h.leader.Apply([]byte("warm-up"), 0).Error(); err != nil {
 		t.Fatal(err)
 	}
-	lead := -1
-	for i, r := range c.rafts {
-		if r == leader {
-			lead = i
-		}
-	}
+	h.lead = serverIndex(h.c, h.leader)
 	hold.mu.Lock()
-	hold.target = lead
+	hold.target = h.lead
 	hold.mu.Unlock()
 
-	f := leader.Apply([]byte("parallel"), 0)
+	h.f = h.leader.Apply([]byte(data), 0)
 	select {
 	case <-hold.entered:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the leader never wrote the entry")
 	}
+	h.index = hold.index
 	waitFor(t, func() bool {
-		for i, s := range stores {
+		for i, s := range h.stores {
 			var l Log
-			if i != lead && s.GetLog(hold.index, &l) != nil {
+			if i != h.lead && s.GetLog(h.index, &l) != nil {
 				return false
 			}
 		}
 		return true
 	}, "both followers to store the entry while the leader's write is held")
+	return h
+}
 
-	release()
-	if err := f.Error(); err != nil {
+// serverIndex is r's index in c.rafts, or -1.
+func serverIndex(c *cluster, r *Raft) int {
+	for i, x := range c.rafts {
+		if x == r {
+			return i
+		}
+	}
+	return -1
+}
+
+// The leader must send a new entry to its followers while it is still
+// writing that entry itself, not after: a commit then costs the slower of the
+// two, not their sum. Upstream, the followers see nothing until the leader's
+// write returns, and this test times out.
+func TestRaft_LeaderStoresInParallelWithReplication(t *testing.T) {
+	h := holdLeaderWrite(t, "parallel", nil)
+	h.release()
+	if err := h.f.Error(); err != nil {
 		t.Fatalf("apply: %v", err)
 	}
 	var l Log
-	if err := stores[lead].GetLog(hold.index, &l); err != nil || string(l.Data) != "parallel" {
-		t.Fatalf("leader's entry at %d: %+v %v", hold.index, l, err)
+	if err := h.stores[h.lead].GetLog(h.index, &l); err != nil || string(l.Data) != "parallel" {
+		t.Fatalf("leader's entry at %d: %+v %v", h.index, l, err)
 	}
 }
 
@@ -112,70 +137,30 @@ func TestRaft_LeaderStoresInParallelWithReplication(t *testing.T) {
 // leader, now a follower, gets it from there. Were the last index left at the
 // entry it never wrote, the old leader would accept later entries over a hole.
 func TestRaft_LeaderWriteFailsAfterReplication(t *testing.T) {
-	hold := &storeHold{target: -1, fail: errors.New("disk failed"), entered: make(chan struct{}), release: make(chan struct{})}
-	var stores []*heldLogStore
-	c := MakeClusterCustom(t, &MakeClusterOpts{Peers: 3, Bootstrap: true, Conf: inmemConfig(t),
-		WrapLogStore: func(s LogStore) LogStore {
-			h := &heldLogStore{LogStore: s, id: len(stores), hold: hold}
-			stores = append(stores, h)
-			return h
-		}})
-	defer c.Close()
-	var releaseOnce sync.Once
-	release := func() { releaseOnce.Do(func() { close(hold.release) }) }
-	defer release()
-
-	old := c.Leader()
-	if err := old.Apply([]byte("warm-up"), 0).Error(); err != nil {
-		t.Fatal(err)
-	}
-	lead := -1
-	for i, r := range c.rafts {
-		if r == old {
-			lead = i
-		}
-	}
-	hold.mu.Lock()
-	hold.target = lead
-	hold.mu.Unlock()
-
-	f := old.Apply([]byte("replicated"), 0)
-	select {
-	case <-hold.entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the leader never wrote the entry")
-	}
-	waitFor(t, func() bool {
-		for i, s := range stores {
-			var l Log
-			if i != lead && s.GetLog(hold.index, &l) != nil {
-				return false
-			}
-		}
-		return true
-	}, "both followers to store the entry while the leader's write is held")
-	release()
-	if err := f.Error(); err == nil {
+	h := holdLeaderWrite(t, "replicated", errors.New("disk failed"))
+	h.release()
+	if err := h.f.Error(); err == nil {
 		t.Fatal("apply succeeded although the leader's write failed")
 	}
 
 	// Later entries, from whichever leader, reach every member.
+	c, old := h.c, h.leader
 	waitFor(t, func() bool {
 		l := c.Leader()
 		return l.Apply([]byte("after"), time.Second).Error() == nil
 	}, "a leader to commit after the failure")
 	last := c.Leader().LastIndex()
 	waitFor(t, func() bool { return old.LastIndex() >= last && old.AppliedIndex() >= last }, "the old leader to catch up")
-	for i, s := range stores {
-		for idx := hold.index; idx <= last; idx++ {
+	for i, s := range h.stores {
+		for idx := h.index; idx <= last; idx++ {
 			var l Log
 			if err := s.GetLog(idx, &l); err != nil {
-				t.Fatalf("server %d lacks entry %d (old leader: %v): %v", i, idx, i == lead, err)
+				t.Fatalf("server %d lacks entry %d (old leader: %v): %v", i, idx, i == h.lead, err)
 			}
 		}
 		var l Log
-		if err := s.GetLog(hold.index, &l); err != nil || string(l.Data) != "replicated" {
-			t.Fatalf("server %d, entry %d: %q %v", i, hold.index, l.Data, err)
+		if err := s.GetLog(h.index, &l); err != nil || string(l.Data) != "replicated" {
+			t.Fatalf("server %d, entry %d: %q %v", i, h.index, l.Data, err)
 		}
 	}
 	c.EnsureSame(t)

@@ -1274,7 +1274,7 @@ func (r *Raft) dispatchLogs(applyLogs []*logFuture) {
 
 	// Write the log entry locally
 	err := r.logs.StoreLogs(logs)
-	r.unstable.clear()
+	r.unstable.set(nil)
 	if err != nil {
 		r.logger.Error("failed to commit logs", "error", err)
 		r.setLastLog(prevIndex, prevTerm)

@@ -85,12 +85,7 @@ func TestRaft_SnapshotTakenDuringRestoreKeepsRestoredIndex(t *testing.T) {
 	}
 	waitApplied(t, c, leader.LastIndex())
 
-	var f *heldSnapshotFSM
-	for i, r := range c.rafts {
-		if r == leader {
-			f = fsms[i]
-		}
-	}
+	f := fsms[serverIndex(c, leader)]
 	f.armed.Store(true)
 	var releaseOnce sync.Once
 	release := func() { releaseOnce.Do(func() { close(f.release) }) }
