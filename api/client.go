@@ -67,6 +67,10 @@ func NewClient(endpoints []string, opts ...ClientOption) *Client {
 	return c
 }
 
+// CloseIdleConnections closes the client's kept-alive connections that no
+// request is using; it does not stop the client from opening new ones.
+func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
+
 // Endpoints returns the endpoints as URLs.
 func (c *Client) Endpoints() []string { return append([]string(nil), c.endpoints...) }
 

@@ -629,4 +629,19 @@ func TestFencectlSecure(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("lock with a token, verifying inside: exit %d\n%s", code, out)
 	}
+	// The benchmark's own transport speaks mutual TLS like the library's.
+	admin := []string{"--cacert", sc.pki.CA, "--cert", sc.pki.Admin.Cert, "--key", sc.pki.Admin.Key}
+	for _, tr := range []string{"lean", "std"} {
+		code, out := ctl(nil, append(admin, "-o", "json", "bench", "verify", "keepalive", "--clients", "2", "--duration", "300ms", "--transport", tr)...)
+		var rs []struct{ Ops, Errors int64 }
+		start := max(0, strings.Index(out, "[\n")) // after the progress bar
+		if code != 0 || json.Unmarshal([]byte(out[start:]), &rs) != nil || len(rs) != 2 {
+			t.Fatalf("bench over mutual TLS, %s transport: exit %d\n%s", tr, code, out)
+		}
+		for _, r := range rs {
+			if r.Ops == 0 || r.Errors != 0 {
+				t.Fatalf("bench over mutual TLS, %s transport: %+v\n%s", tr, rs, out)
+			}
+		}
+	}
 }

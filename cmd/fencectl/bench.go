@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/http"
 	"os"
 	"runtime/pprof"
 	"strconv"
@@ -13,7 +14,9 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/fenced/fenced/api"
 	"github.com/fenced/fenced/internal/bench"
+	"github.com/fenced/fenced/internal/synchttp"
 )
 
 var benchCommand = command{
@@ -43,11 +46,12 @@ fencectl bench cycle acquire -o json > results.json`,
 }
 
 type benchCmd struct {
-	clients  string
-	duration time.Duration
-	ttl      time.Duration
-	noHist   bool
-	cpuProf  string
+	clients   string
+	duration  time.Duration
+	ttl       time.Duration
+	noHist    bool
+	cpuProf   string
+	transport string
 }
 
 func (b *benchCmd) flags(fs *pflag.FlagSet) {
@@ -55,6 +59,9 @@ func (b *benchCmd) flags(fs *pflag.FlagSet) {
 	fs.DurationVar(&b.duration, "duration", 10*time.Second, "length of each run")
 	fs.DurationVar(&b.ttl, "ttl", 30*time.Second, "TTL of the grants the workloads make")
 	fs.BoolVar(&b.noHist, "no-histogram", false, "do not print the latency histogram")
+	fs.StringVar(&b.transport, "transport", transportLean, "how the benchmark client sends requests: "+transportLean+
+		" (each client's requests written and read on its own goroutine over a kept-alive connection, so the client takes little of the CPU it measures), or "+
+		transportStd+" (net/http's Transport, as api.Client uses it: an end-to-end figure for a Go application)")
 	fs.StringVar(&b.cpuProf, "cpuprofile", "", "write a Go CPU profile of the benchmark client to this file (the server's is at /debug/pprof/ with --enable-pprof)")
 }
 
@@ -70,6 +77,9 @@ func (b *benchCmd) run(ctx context.Context, e *env, args []string) error {
 	if b.duration <= 0 {
 		return usageErr("bench", "--duration must be positive")
 	}
+	if b.transport != transportLean && b.transport != transportStd {
+		return usageErr("bench", fmt.Sprintf("--transport: %q is neither %s nor %s", b.transport, transportLean, transportStd))
+	}
 	if b.cpuProf != "" {
 		stop, err := startCPUProfile(b.cpuProf)
 		if err != nil {
@@ -80,8 +90,10 @@ func (b *benchCmd) run(ctx context.Context, e *env, args []string) error {
 	var results []*bench.Result
 	for _, w := range workloads {
 		for _, n := range counts {
-			r, err := bench.Run(ctx, e.client(), bench.Config{Workload: w, Clients: n, Duration: b.duration, TTL: b.ttl,
+			c := b.client(e)
+			r, err := bench.Run(ctx, c, bench.Config{Workload: w, Clients: n, Duration: b.duration, TTL: b.ttl,
 				Progress: progressBar(e.stderr, w, n, b.duration)})
+			c.CloseIdleConnections()
 			fmt.Fprint(e.stderr, "\r\033[K")
 			if err != nil {
 				return fmt.Errorf("%s with %d clients: %w", w, n, err)
@@ -110,6 +122,20 @@ func (b *benchCmd) run(ctx context.Context, e *env, args []string) error {
 		histogram(e.stdout, last.Latencies)
 	}
 	return nil
+}
+
+// Benchmark client transports.
+const (
+	transportLean = "lean"
+	transportStd  = "std"
+)
+
+// client returns the api.Client of one run.
+func (b *benchCmd) client(e *env) *api.Client {
+	if b.transport == transportStd {
+		return e.client()
+	}
+	return e.client(api.WithHTTPClient(&http.Client{Transport: &synchttp.Transport{TLS: e.g.tls.cfg}}))
 }
 
 func parseCounts(s string) ([]int, error) {

@@ -39,8 +39,15 @@ func TestBench(t *testing.T) {
 	if code != 0 || !strings.Contains(stdout, "OPS/S") || !strings.Contains(stdout, "latency histogram") {
 		t.Fatalf("table output: %d %s", code, stdout)
 	}
+	code, stdout, stderr = runCtl(t, nil, "--endpoints", endpoints(cl), "-o", "json", "bench", "cycle", "--clients", "2", "--duration", "200ms", "--transport", "std")
+	if code != 0 || !strings.Contains(stdout, `"errors": 0`) {
+		t.Fatalf("net/http transport: exit %d\n%s\n%s", code, stdout, stderr)
+	}
 	if code, _, _ := runCtl(t, nil, "bench", "--clients", "0"); code != 2 {
 		t.Fatalf("bad --clients: exit %d", code)
+	}
+	if code, _, stderr := runCtl(t, nil, "bench", "--transport", "grpc"); code != 2 || !strings.Contains(stderr, "--transport") {
+		t.Fatalf("bad --transport: exit %d %s", code, stderr)
 	}
 }
 

@@ -86,7 +86,9 @@ func (g *globals) check() error {
 }
 
 // client returns a client of the endpoints.
-func (e *env) client() *api.Client { return api.NewClient(e.g.endpoints, e.g.tls.clientOptions()...) }
+func (e *env) client(opts ...api.ClientOption) *api.Client {
+	return api.NewClient(e.g.endpoints, append(e.g.tls.clientOptions(), opts...)...)
+}
 
 // withTimeout bounds one request, retries included, by --timeout plus extra
 // (the --wait of an acquire, which the server may spend queueing).
