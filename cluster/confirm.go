@@ -17,6 +17,9 @@ const maxRounds = 2
 // joins the next round, and one VerifyLeader answers the whole round. A round
 // starts only after all its members joined, so each of them is confirmed by a
 // heartbeat quorum asked for after it arrived: enough for linearizability.
+// That holds because fenced's raft counts towards a VerifyLeader only
+// heartbeats sent after it was asked for (third_party/raft/PATCHES.md);
+// upstream also counts answers to earlier ones.
 type confirmer struct {
 	verify func() error
 

@@ -4,7 +4,13 @@
 # cluster with the client on the same machine talking to the leader. Prints
 # one line per run: SYSTEM WORKLOAD CLIENTS OPS_PER_SEC P50_MS P99_MS.
 #
-#   scripts/bench-vs-etcd.sh            # DURATION=5s RUNS=3
+#   scripts/bench-vs-etcd.sh            # DURATION=5s RUNS=3 TRANSPORTS=lean
+#   TRANSPORTS="lean std" scripts/bench-vs-etcd.sh
+#
+# TRANSPORTS lists the fencectl bench --transport values to run fenced with
+# (lean: the benchmark's own lean client transport; std: net/http's, as
+# api.Client uses by default); each is a SYSTEM of its own in the output
+# (fenced, fenced-std).
 #
 # Needs: Go, python3, free loopback ports 7810-7831 and 23800-23831. The etcd
 # side is scripts/etcdcmp (its own module: etcd's server is not a dependency
@@ -13,6 +19,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-5s}
 RUNS=${RUNS:-3}
+TRANSPORTS=${TRANSPORTS:-lean}
 for port in 7810 7811 7820 7821 7830 7831 23800 23801 23810 23811 23820 23821; do
 	if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then
 		echo "bench-vs-etcd: 127.0.0.1:$port is in use; stop what listens there first" >&2
@@ -37,7 +44,7 @@ stop_all() {
 	running=()
 }
 
-fenced_run() { # WORKLOAD CLIENTS
+fenced_run() { # WORKLOAD CLIENTS TRANSPORT
 	local base pids=() peers="n1=127.0.0.1:7811,n2=127.0.0.1:7821,n3=127.0.0.1:7831"
 	base=$(mktemp -d -p "$work")
 	for i in 1 2 3; do
@@ -52,8 +59,10 @@ fenced_run() { # WORKLOAD CLIENTS
 			python3 -c 'import json,sys; print(json.load(sys.stdin)["leader_http"])' 2>/dev/null) && [ -n "$lead" ] && break
 		sleep 0.2
 	done
-	"$work/fencectl" --endpoints "$lead" bench "$1" --clients "$2" --duration "$DURATION" -o json 2>/dev/null |
-		python3 -c 'import json,sys; d=json.load(sys.stdin)[0]; print("fenced", d["workload"], d["clients"], round(d["ops_per_sec"]), round(d["p50_ns"]/1e6, 2), round(d["p99_ns"]/1e6, 2))'
+	local name=fenced
+	[ "$3" = lean ] || name="fenced-$3"
+	"$work/fencectl" --endpoints "$lead" bench "$1" --clients "$2" --duration "$DURATION" --transport "$3" -o json 2>/dev/null |
+		python3 -c 'import json,sys; d=json.load(sys.stdin)[0]; print(sys.argv[1], d["workload"], d["clients"], round(d["ops_per_sec"]), round(d["p50_ns"]/1e6, 2), round(d["p99_ns"]/1e6, 2))' "$name"
 	stop_all "${pids[@]}"
 	rm -rf "$base"
 }
@@ -82,6 +91,8 @@ for pair in "txn acquire 1" "txn acquire 64" "lock cycle 1" "lock cycle 64" \
 	set -- $pair
 	for _ in $(seq "$RUNS"); do
 		etcd_run "$1" "$3"
-		fenced_run "$2" "$3"
+		for tr in $TRANSPORTS; do
+			fenced_run "$2" "$3" "$tr"
+		done
 	done
 done

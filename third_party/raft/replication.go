@@ -373,8 +373,8 @@ func (r *Raft) sendLatestSnapshot(s *followerReplication) (bool, error) {
 		// Clear any failures
 		s.failures = 0
 
-		// Notify we are still leader
-		s.notifyAll(true)
+		// Verify futures wait for a heartbeat sent after them (local
+		// patch, verify_order.go); this RPC may have been sent before.
 	} else {
 		s.failures++
 		r.logger.Warn("installSnapshot rejected to", "peer", peer.ID, "id", snapID)
@@ -409,7 +409,11 @@ func (r *Raft) heartbeat(s *followerReplication, stopCh chan struct{}) {
 		s.peerLock.RUnlock()
 
 		start := time.Now()
+		// Only futures registered before this heartbeat leaves may count
+		// its answer (local patch, verify_order.go).
+		waiting := s.takeNotify()
 		if err := r.trans.AppendEntries(peer.ID, peer.Address, &req, &resp); err != nil {
+			s.returnNotify(waiting)
 			nextBackoffTime := cappedExponentialBackoff(failureWait, failures, maxFailureScale, r.config().HeartbeatTimeout/2)
 			r.logger.Error("failed to heartbeat to", "peer", peer.Address, "backoff time",
 				nextBackoffTime, "error", err)
@@ -434,7 +438,10 @@ func (r *Raft) heartbeat(s *followerReplication, stopCh chan struct{}) {
 				metrics.MeasureSince([]string{"raft", "replication", "heartbeat", string(peer.ID)}, start)
 			}
 
-			s.notifyAll(resp.Success)
+			voteFor(waiting, resp.Success)
+			if !resp.Success {
+				s.notifyAll(false)
+			}
 		}
 	}
 }
@@ -659,7 +666,6 @@ func updateLastAppended(s *followerReplication, req *AppendEntriesRequest) {
 		atomic.StoreUint64(&s.nextIndex, last.Index+1)
 		s.commitment.match(s.peer.ID, last.Index)
 	}
-
-	// Notify still leader
-	s.notifyAll(true)
+	// Verify futures wait for a heartbeat sent after them (local patch,
+	// verify_order.go); this RPC may have been sent before.
 }

@@ -727,6 +727,10 @@ type MakeClusterOpts struct {
 	// WrapLogStore, if set, wraps each server's log store (local patch, for
 	// the tests of parallel_append.go).
 	WrapLogStore func(LogStore) LogStore
+	// WrapTransport, if set, wraps the transport each server's raft sends
+	// through (local patch, for the tests of verify_order.go); the cluster
+	// still connects and disconnects the transports it wrapped.
+	WrapTransport func(LoopbackTransport) LoopbackTransport
 }
 
 // makeCluster will return a cluster with the given config and number of peers.
@@ -813,6 +817,9 @@ func makeCluster(t *testing.T, opts *MakeClusterOpts) *cluster {
 		}
 		if opts.WrapLogStore != nil {
 			logs = opts.WrapLogStore(logs)
+		}
+		if opts.WrapTransport != nil {
+			trans = opts.WrapTransport(trans)
 		}
 
 		peerConf := opts.Conf

@@ -1,0 +1,42 @@
+package raft
+
+// Local patch (see PATCHES.md): a verifyFuture counts a follower's vote only
+// from a heartbeat sent after the future was registered with that follower.
+//
+// Upstream votes for every registered future whenever any RPC to the
+// follower succeeds, including one that was sent, and answered by the
+// follower, before the future existed and whose answer was still on its way
+// back. VerifyLeader could then confirm a leadership that a newer leader had
+// already ended: the follower answered, lost contact, voted for a new leader
+// that committed writes, and only then did its old answer arrive. A read the
+// old leader served after such a confirmation is stale.
+
+// takeNotify removes and returns the futures waiting on this follower; a
+// heartbeat sent after this call may vote for them.
+func (s *followerReplication) takeNotify() map[*verifyFuture]struct{} {
+	s.notifyLock.Lock()
+	defer s.notifyLock.Unlock()
+	n := s.notify
+	s.notify = make(map[*verifyFuture]struct{})
+	return n
+}
+
+// returnNotify puts futures back to wait for the next heartbeat, after the
+// one sent for them failed.
+func (s *followerReplication) returnNotify(n map[*verifyFuture]struct{}) {
+	if len(n) == 0 {
+		return
+	}
+	s.notifyLock.Lock()
+	defer s.notifyLock.Unlock()
+	for v := range n {
+		s.notify[v] = struct{}{}
+	}
+}
+
+// voteFor submits this follower's vote to the futures in n.
+func voteFor(n map[*verifyFuture]struct{}, leader bool) {
+	for v := range n {
+		v.vote(leader)
+	}
+}

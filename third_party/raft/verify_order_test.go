@@ -1,0 +1,93 @@
+package raft
+
+import (
+	"sync"
+	"testing"
+	"time"
+)
+
+// heldHeartbeats delivers heartbeats but, while armed, holds back each
+// answer until released: an answer still on its way back to the leader.
+type heldHeartbeats struct {
+	LoopbackTransport
+	mu      sync.Mutex
+	armed   bool
+	held    chan struct{}
+	release chan struct{}
+}
+
+func (h *heldHeartbeats) AppendEntries(id ServerID, target ServerAddress, args *AppendEntriesRequest, resp *AppendEntriesResponse) error {
+	err := h.LoopbackTransport.AppendEntries(id, target, args, resp)
+	h.mu.Lock()
+	hold := h.armed && err == nil && len(args.Entries) == 0
+	h.mu.Unlock()
+	if hold {
+		h.held <- struct{}{}
+		<-h.release
+	}
+	return err
+}
+
+// A VerifyLeader must be confirmed by heartbeats sent after it was asked
+// for. Here both followers answered a heartbeat before it, those answers
+// arrive only after it, and no later heartbeat gets through: upstream counts
+// the old answers and confirms the leadership (a newer leader could have
+// been elected and have committed writes meanwhile); patched, the leader
+// steps down unconfirmed.
+func TestRaft_VerifyLeaderIgnoresAnswersToEarlierHeartbeats(t *testing.T) {
+	var wraps []*heldHeartbeats
+	c := MakeClusterCustom(t, &MakeClusterOpts{Peers: 3, Bootstrap: true, Conf: inmemConfig(t),
+		WrapTransport: func(tr LoopbackTransport) LoopbackTransport {
+			w := &heldHeartbeats{LoopbackTransport: tr, held: make(chan struct{}, 2), release: make(chan struct{})}
+			wraps = append(wraps, w)
+			return w
+		}})
+	defer c.Close()
+	leader := c.Leader()
+	lead := serverIndex(c, leader)
+	w := wraps[lead]
+	var releaseOnce sync.Once
+	release := func() { releaseOnce.Do(func() { close(w.release) }) }
+	defer release()
+
+	w.mu.Lock()
+	w.armed = true
+	w.mu.Unlock()
+	for i := 0; i < 2; i++ {
+		select {
+		case <-w.held:
+		case <-time.After(10 * time.Second):
+			t.Fatal("the leader's heartbeats were never answered")
+		}
+	}
+	v := leader.VerifyLeader()
+	// The main goroutine registers a future as it takes it; once it has
+	// answered a later request, the future is registered.
+	waitFor(t, func() bool { return len(leader.verifyCh) == 0 }, "the leader to take the verify request")
+	if err := leader.GetConfiguration().Error(); err != nil {
+		t.Fatal(err)
+	}
+	for i := range c.rafts {
+		if i != lead {
+			c.trans[lead].Disconnect(c.trans[i].LocalAddr())
+		}
+	}
+	w.mu.Lock()
+	w.armed = false
+	w.mu.Unlock()
+	release()
+	select {
+	case <-errCh(v):
+	case <-time.After(10 * time.Second):
+		t.Fatal("the verify neither failed nor succeeded")
+	}
+	if err := v.Error(); err == nil {
+		t.Fatal("VerifyLeader was confirmed by answers to heartbeats sent before it, with the followers unreachable since")
+	}
+}
+
+func errCh(f Future) <-chan error {
+	ch := make(chan error, 1)
+	go func() { ch <- f.Error() }()
+	return ch
+}
