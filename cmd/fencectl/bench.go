@@ -98,6 +98,7 @@ func (b *benchCmd) run(ctx context.Context, e *env, args []string) error {
 			if err != nil {
 				return fmt.Errorf("%s with %d clients: %w", w, n, err)
 			}
+			r.Transport = b.transport
 			results = append(results, r)
 		}
 	}

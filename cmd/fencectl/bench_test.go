@@ -40,7 +40,7 @@ func TestBench(t *testing.T) {
 		t.Fatalf("table output: %d %s", code, stdout)
 	}
 	code, stdout, stderr = runCtl(t, nil, "--endpoints", endpoints(cl), "-o", "json", "bench", "cycle", "--clients", "2", "--duration", "200ms", "--transport", "std")
-	if code != 0 || !strings.Contains(stdout, `"errors": 0`) {
+	if code != 0 || !strings.Contains(stdout, `"errors": 0`) || !strings.Contains(stdout, `"transport": "std"`) {
 		t.Fatalf("net/http transport: exit %d\n%s\n%s", code, stdout, stderr)
 	}
 	if code, _, _ := runCtl(t, nil, "bench", "--clients", "0"); code != 2 {

@@ -53,6 +53,8 @@ type Result struct {
 	Max       time.Duration   `json:"max_ns"`
 	Latencies []time.Duration `json:"-"`
 	FirstErr  string          `json:"first_error,omitempty"`
+	// Transport names how the client sent its requests (set by the caller).
+	Transport string `json:"transport,omitempty"`
 }
 
 // op is one measured operation of a client; it returns how many operations
