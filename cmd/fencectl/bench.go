@@ -92,7 +92,7 @@ func (b *benchCmd) run(ctx context.Context, e *env, args []string) error {
 		for _, n := range counts {
 			c := b.client(e)
 			r, err := bench.Run(ctx, c, bench.Config{Workload: w, Clients: n, Duration: b.duration, TTL: b.ttl,
-				Progress: progressBar(e.stderr, w, n, b.duration)})
+				Progress: progressBar(e.stderr, w, n, b.duration), CPU: processCPU})
 			c.CloseIdleConnections()
 			fmt.Fprint(e.stderr, "\r\033[K")
 			if err != nil {
@@ -105,9 +105,9 @@ func (b *benchCmd) run(ctx context.Context, e *env, args []string) error {
 	if e.jsonOutput() {
 		return printJSON(e.stdout, results)
 	}
-	t := newTable(e.stdout, "WORKLOAD", "CLIENTS", "OPS/S", "P50", "P90", "P99", "MAX", "ERRORS")
+	t := newTable(e.stdout, "WORKLOAD", "CLIENTS", "OPS/S", "P50", "P90", "P99", "MAX", "ERRORS", "CLIENT CPU/OP")
 	for _, r := range results {
-		t.row(r.Workload, strconv.Itoa(r.Clients), fmt.Sprintf("%.0f", r.OpsPerSec), ms(r.P50), ms(r.P90), ms(r.P99), ms(r.Max), strconv.FormatInt(r.Errors, 10))
+		t.row(r.Workload, strconv.Itoa(r.Clients), fmt.Sprintf("%.0f", r.OpsPerSec), ms(r.P50), ms(r.P90), ms(r.P99), ms(r.Max), strconv.FormatInt(r.Errors, 10), us(r.ClientCPUPerOp))
 	}
 	if err := t.flush(); err != nil {
 		return err
@@ -152,6 +152,13 @@ func parseCounts(s string) ([]int, error) {
 }
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2fms", float64(d)/1e6) }
+
+func us(d time.Duration) string {
+	if d == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.0fµs", float64(d)/1e3)
+}
 
 // progressBar draws a one-line bar on w while a run goes.
 func progressBar(w io.Writer, workload string, clients int, total time.Duration) func(int64, time.Duration) {

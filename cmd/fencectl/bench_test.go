@@ -23,6 +23,7 @@ func TestBench(t *testing.T) {
 		Errors    int64   `json:"errors"`
 		OpsPerSec float64 `json:"ops_per_sec"`
 		P99       int64   `json:"p99_ns"`
+		ClientCPU int64   `json:"client_cpu_per_op_ns"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &rs); err != nil {
 		t.Fatalf("%v: %s", err, stdout)
@@ -31,12 +32,12 @@ func TestBench(t *testing.T) {
 		t.Fatalf("%d results, want 6 workloads x 2 client counts", len(rs))
 	}
 	for _, r := range rs {
-		if r.Ops == 0 || r.OpsPerSec <= 0 || r.P99 <= 0 || r.Errors != 0 {
+		if r.Ops == 0 || r.OpsPerSec <= 0 || r.P99 <= 0 || r.Errors != 0 || r.ClientCPU <= 0 {
 			t.Errorf("%s/%d measured nothing or failed: %+v", r.Workload, r.Clients, r)
 		}
 	}
 	code, stdout, _ = runCtl(t, nil, "--endpoints", endpoints(cl), "bench", "verify", "--clients", "2", "--duration", "200ms")
-	if code != 0 || !strings.Contains(stdout, "OPS/S") || !strings.Contains(stdout, "latency histogram") {
+	if code != 0 || !strings.Contains(stdout, "OPS/S") || !strings.Contains(stdout, "CLIENT CPU/OP") || !strings.Contains(stdout, "latency histogram") {
 		t.Fatalf("table output: %d %s", code, stdout)
 	}
 	code, stdout, stderr = runCtl(t, nil, "--endpoints", endpoints(cl), "-o", "json", "bench", "cycle", "--clients", "2", "--duration", "200ms", "--transport", "std")

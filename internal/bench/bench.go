@@ -37,6 +37,10 @@ type Config struct {
 	Prefix string
 	// Progress, if set, is called about every 200ms with the ops done so far.
 	Progress func(done int64, elapsed time.Duration)
+	// CPU, if set, returns the CPU time this process has used so far; the
+	// result then carries the client's CPU per operation, which in a
+	// loopback benchmark comes out of the cluster's own cores.
+	CPU func() time.Duration
 }
 
 // Result is what a run measured.
@@ -55,6 +59,9 @@ type Result struct {
 	FirstErr  string          `json:"first_error,omitempty"`
 	// Transport names how the client sent its requests (set by the caller).
 	Transport string `json:"transport,omitempty"`
+	// ClientCPUPerOp is the benchmark process's CPU time per measured
+	// operation (zero when Config.CPU is unset).
+	ClientCPUPerOp time.Duration `json:"client_cpu_per_op_ns,omitempty"`
 }
 
 // op is one measured operation of a client; it returns how many operations
@@ -85,6 +92,10 @@ func Run(ctx context.Context, c *api.Client, cfg Config) (*Result, error) {
 	lats := make([][]time.Duration, cfg.Clients)
 	rctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
+	var cpu0 time.Duration
+	if cfg.CPU != nil {
+		cpu0 = cfg.CPU()
+	}
 	start := time.Now()
 	var wg sync.WaitGroup
 	for i := range ops {
@@ -112,6 +123,9 @@ func Run(ctx context.Context, c *api.Client, cfg Config) (*Result, error) {
 	stopProgress()
 	elapsed := time.Since(start)
 	r := summarize(cfg, lats, elapsed)
+	if cfg.CPU != nil && r.Ops > 0 {
+		r.ClientCPUPerOp = (cfg.CPU() - cpu0) / time.Duration(r.Ops)
+	}
 	r.Errors = errs.Load()
 	if v := firstErr.Load(); v != nil {
 		r.FirstErr = v.(string)
