@@ -22,7 +22,9 @@ func (s *followerReplication) takeNotify() map[*verifyFuture]struct{} {
 }
 
 // returnNotify puts futures back to wait for the next heartbeat, after the
-// one sent for them failed.
+// one sent for them failed. Futures decided meanwhile (by other followers'
+// votes) stay out: the main goroutine's cleanNotify could not reach them
+// while they were taken, and an unreachable follower would keep them.
 func (s *followerReplication) returnNotify(n map[*verifyFuture]struct{}) {
 	if len(n) == 0 {
 		return
@@ -30,8 +32,17 @@ func (s *followerReplication) returnNotify(n map[*verifyFuture]struct{}) {
 	s.notifyLock.Lock()
 	defer s.notifyLock.Unlock()
 	for v := range n {
-		s.notify[v] = struct{}{}
+		if !v.decided() {
+			s.notify[v] = struct{}{}
+		}
 	}
+}
+
+// decided reports whether the future has had the votes that decide it.
+func (v *verifyFuture) decided() bool {
+	v.voteLock.Lock()
+	defer v.voteLock.Unlock()
+	return v.notifyCh == nil
 }
 
 // voteFor submits this follower's vote to the futures in n.

@@ -91,3 +91,23 @@ func errCh(f Future) <-chan error {
 	go func() { ch <- f.Error() }()
 	return ch
 }
+
+// A future decided by other followers while a heartbeat to an unreachable
+// one held it is not put back into that follower's waiting set, where
+// nothing would ever remove it.
+func TestReturnNotifyDropsDecidedFutures(t *testing.T) {
+	s := &followerReplication{notify: map[*verifyFuture]struct{}{}}
+	decided := &verifyFuture{quorumSize: 2, votes: 1, notifyCh: make(chan *verifyFuture, 1)}
+	pending := &verifyFuture{quorumSize: 2, votes: 1, notifyCh: make(chan *verifyFuture, 1)}
+	s.notify[decided] = struct{}{}
+	s.notify[pending] = struct{}{}
+	taken := s.takeNotify()
+	decided.vote(true) // the second vote: quorum
+	s.returnNotify(taken)
+	if _, ok := s.notify[decided]; ok {
+		t.Fatal("a decided future was put back")
+	}
+	if _, ok := s.notify[pending]; !ok {
+		t.Fatal("a pending future was not put back")
+	}
+}
