@@ -72,7 +72,7 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	// A cancelled context ends a blocked read or write at once; the
 	// connection is then in an unknown state and is closed, never reused.
 	stop := context.AfterFunc(ctx, func() { _ = c.nc.SetDeadline(time.Unix(1, 0)) })
-	resp, body, err := c.exchange(req)
+	resp, err := c.exchange(req)
 	if !stop() || err != nil {
 		_ = c.nc.Close()
 		if ctx.Err() != nil {
@@ -85,13 +85,12 @@ func (t *Transport) RoundTrip(req *http.Request) (*http.Response, error) {
 	} else {
 		t.put(c)
 	}
-	resp.Body = io.NopCloser(bytes.NewReader(body))
-	resp.ContentLength = int64(len(body))
 	return resp, nil
 }
 
-// exchange writes req and reads the whole answer.
-func (c *conn) exchange(req *http.Request) (*http.Response, []byte, error) {
+// exchange writes req and reads the whole answer, whose body it then holds
+// in memory.
+func (c *conn) exchange(req *http.Request) (*http.Response, error) {
 	// Report the headers as written before anything reaches the wire: a
 	// caller that decides whether a failed request may have been served
 	// must never be told "not sent" for a request the server could have seen.
@@ -99,24 +98,26 @@ func (c *conn) exchange(req *http.Request) (*http.Response, []byte, error) {
 		tr.WroteHeaders()
 	}
 	if err := req.Write(c.bw); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if err := c.bw.Flush(); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	resp, err := http.ReadResponse(c.br, req)
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, MaxBody+1))
 	_ = resp.Body.Close()
 	if err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	if len(body) > MaxBody {
-		return nil, nil, ErrBodyTooLarge
+		return nil, ErrBodyTooLarge
 	}
-	return resp, body, nil
+	resp.Body = io.NopCloser(bytes.NewReader(body))
+	resp.ContentLength = int64(len(body))
+	return resp, nil
 }
 
 func (t *Transport) get(ctx context.Context, scheme, host string) (*conn, error) {

@@ -87,11 +87,7 @@ func holdLeaderWrite(t *testing.T, data string, fail error) *heldWrite {
 	hold.mu.Unlock()
 
 	h.f = h.leader.Apply([]byte(data), 0)
-	select {
-	case <-hold.entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the leader never wrote the entry")
-	}
+	receive(t, hold.entered, "the leader to write the entry")
 	h.index = hold.index
 	waitFor(t, func() bool {
 		for i, s := range h.stores {

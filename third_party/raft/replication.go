@@ -98,16 +98,7 @@ type followerReplication struct {
 // notifyAll is used to notify all the waiting verify futures
 // if the follower believes we are still the leader.
 func (s *followerReplication) notifyAll(leader bool) {
-	// Clear the waiting notifies minimizing lock time
-	s.notifyLock.Lock()
-	n := s.notify
-	s.notify = make(map[*verifyFuture]struct{})
-	s.notifyLock.Unlock()
-
-	// Submit our votes
-	for v := range n {
-		v.vote(leader)
-	}
+	voteFor(s.takeNotify(), leader) // local patch, verify_order.go
 }
 
 // cleanNotify is used to delete notify, .

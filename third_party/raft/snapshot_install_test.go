@@ -83,6 +83,18 @@ func TestRaft_InstallSnapshotOverConflictingLog(t *testing.T) {
 	}
 }
 
+// receive waits up to ten seconds for a value from ch.
+func receive[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(10 * time.Second):
+		t.Fatalf("timed out waiting for %s", what)
+		panic("unreachable")
+	}
+}
+
 // waitFor polls cond until it holds or ten seconds pass.
 func waitFor(t *testing.T, cond func() bool, what string) {
 	t.Helper()

@@ -91,11 +91,7 @@ func TestRaft_SnapshotTakenDuringRestoreKeepsRestoredIndex(t *testing.T) {
 	release := func() { releaseOnce.Do(func() { close(f.release) }) }
 	defer release()
 	taking := leader.Snapshot()
-	select {
-	case <-f.entered:
-	case <-time.After(10 * time.Second):
-		t.Fatal("the snapshot never started")
-	}
+	receive(t, f.entered, "the snapshot to start")
 
 	if err := leader.Restore(meta, bytes.NewReader(data), 0); err != nil {
 		t.Fatalf("restore: %v", err)

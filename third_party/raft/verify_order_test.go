@@ -2,26 +2,22 @@ package raft
 
 import (
 	"sync"
+	"sync/atomic"
 	"testing"
-	"time"
 )
 
 // heldHeartbeats delivers heartbeats but, while armed, holds back each
 // answer until released: an answer still on its way back to the leader.
 type heldHeartbeats struct {
 	LoopbackTransport
-	mu      sync.Mutex
-	armed   bool
+	armed   atomic.Bool
 	held    chan struct{}
 	release chan struct{}
 }
 
 func (h *heldHeartbeats) AppendEntries(id ServerID, target ServerAddress, args *AppendEntriesRequest, resp *AppendEntriesResponse) error {
 	err := h.LoopbackTransport.AppendEntries(id, target, args, resp)
-	h.mu.Lock()
-	hold := h.armed && err == nil && len(args.Entries) == 0
-	h.mu.Unlock()
-	if hold {
+	if h.armed.Load() && err == nil && len(args.Entries) == 0 {
 		h.held <- struct{}{}
 		<-h.release
 	}
@@ -50,15 +46,9 @@ func TestRaft_VerifyLeaderIgnoresAnswersToEarlierHeartbeats(t *testing.T) {
 	release := func() { releaseOnce.Do(func() { close(w.release) }) }
 	defer release()
 
-	w.mu.Lock()
-	w.armed = true
-	w.mu.Unlock()
+	w.armed.Store(true)
 	for i := 0; i < 2; i++ {
-		select {
-		case <-w.held:
-		case <-time.After(10 * time.Second):
-			t.Fatal("the leader's heartbeats were never answered")
-		}
+		receive(t, w.held, "the leader's heartbeats to be answered")
 	}
 	v := leader.VerifyLeader()
 	// The main goroutine registers a future as it takes it; once it has
@@ -72,16 +62,9 @@ func TestRaft_VerifyLeaderIgnoresAnswersToEarlierHeartbeats(t *testing.T) {
 			c.trans[lead].Disconnect(c.trans[i].LocalAddr())
 		}
 	}
-	w.mu.Lock()
-	w.armed = false
-	w.mu.Unlock()
+	w.armed.Store(false)
 	release()
-	select {
-	case <-errCh(v):
-	case <-time.After(10 * time.Second):
-		t.Fatal("the verify neither failed nor succeeded")
-	}
-	if err := v.Error(); err == nil {
+	if err := receive(t, errCh(v), "the verify to fail or succeed"); err == nil {
 		t.Fatal("VerifyLeader was confirmed by answers to heartbeats sent before it, with the followers unreachable since")
 	}
 }
