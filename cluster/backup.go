@@ -210,7 +210,9 @@ func (n *Node) reEstablish(gen uint64) {
 		return
 	}
 	n.wg.Add(1)
-	n.establish(n.r(), gen)
+	// The same leader throughout: no newer one can have answered anything,
+	// so there is no takeover to wait for.
+	n.establish(n.r(), gen, time.Time{})
 }
 
 // newClusterID returns a random cluster ID.

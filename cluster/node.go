@@ -100,6 +100,7 @@ func (n *Node) raftConfig() *raft.Config {
 	rc.BatchApplyCh = true
 	rc.MaxAppendEntries = 256
 	rc.Logger = n.cfg.Logger.Named("raft")
+	rc.ContactClock = contactClock
 	return rc
 }
 
@@ -206,7 +207,7 @@ func (n *Node) watchLeadership(r *raft.Raft, notify <-chan bool, done <-chan str
 				gen := n.gen.Add(1)
 				n.log.Info("gained leadership", "generation", gen, "term", r.CurrentTerm())
 				n.wg.Add(1)
-				go n.establish(r, gen)
+				go n.establish(r, gen, time.Now())
 			} else {
 				n.revoke()
 			}
@@ -229,10 +230,11 @@ func (n *Node) revoke() {
 
 // establish makes a new leader ready: a barrier entry of its own term is
 // committed and applied (so every entry of earlier terms is applied and the
-// FSM's applied index reaches the commit index), then every live lease is
-// re-armed for a full TTL, and only then reads and writes are served. An
-// election can therefore never shorten a lease.
-func (n *Node) establish(r *raft.Raft, gen uint64) {
+// FSM's applied index reaches the commit index), the leader waits until
+// takeoverWait after it learned it leads (gained; renewal.go says why), then
+// every live lease is re-armed for a full TTL, and only then reads and writes
+// are served. An election can therefore never shorten a lease.
+func (n *Node) establish(r *raft.Raft, gen uint64, gained time.Time) {
 	defer n.wg.Done()
 	for n.gen.Load() == gen {
 		err := n.wait(r.Apply(fsm.Encode(fsm.Barrier{}), n.cfg.ApplyTimeout))
@@ -244,7 +246,7 @@ func (n *Node) establish(r *raft.Raft, gen uint64) {
 			return
 		}
 	}
-	if n.gen.Load() != gen {
+	if !n.waitTakeover(gen, gained) {
 		return
 	}
 	n.leases.activate(gen, n.fsm.Live(), n.fsm.LockDelayed())

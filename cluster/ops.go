@@ -368,9 +368,9 @@ func (n *Node) refusal(err error) error {
 }
 
 // Renew extends the lease of a live grant by a full TTL without a log write,
-// after this node confirmed it still leads.
+// after this node confirmed it still leads (renewal.go).
 func (n *Node) Renew(ctx context.Context, key, holder string, tok fence.Token) (fsm.KeyState, time.Time, error) {
-	if err := n.confirmReady(ctx); err != nil {
+	if err := n.confirmRenewal(ctx); err != nil {
 		return fsm.KeyState{}, time.Time{}, err
 	}
 	k, deadline, ok := n.leases.renew(key, holder, tok)
@@ -399,7 +399,7 @@ func (n *Node) whyNoLease(key, holder string, tok fence.Token) error {
 
 // Keepalive renews every live lease of a holder, without a log write.
 func (n *Node) Keepalive(ctx context.Context, holder string) ([]RenewedLease, error) {
-	if err := n.confirmReady(ctx); err != nil {
+	if err := n.confirmRenewal(ctx); err != nil {
 		return nil, err
 	}
 	ls := n.leases.renewHolder(holder)

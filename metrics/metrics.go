@@ -48,6 +48,9 @@ var (
 	ConfirmBatch = promauto.NewHistogram(prometheus.HistogramOpts{Namespace: ns, Name: "leadership_confirm_batch",
 		Help:    "Requests served by one leadership confirmation round.",
 		Buckets: prometheus.ExponentialBuckets(1, 2, 10)})
+	RenewalConfirms = promauto.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "renewal_confirmations_total",
+		Help: "Renewal and keepalive requests by what proved this node still leads: recent_quorum (a heartbeat a quorum accepted within the renewal window) or round (a confirmation round of their own)."},
+		[]string{"by"})
 	Requests = promauto.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "http_requests_total",
 		Help: "HTTP API requests, by route and status code."}, []string{"route", "code"})
 )

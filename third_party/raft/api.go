@@ -135,6 +135,10 @@ type Raft struct {
 	// leaderState used only while state is leader
 	leaderState leaderState
 
+	// contact holds the send times of the latest heartbeats followers
+	// accepted in this leader's term (local patch, quorum_contact.go).
+	contact quorumContact
+
 	// candidateFromLeadershipTransfer is used to indicate that this server became
 	// candidate because the leader tries to transfer leadership. This flag is
 	// used in RequestVoteRequest to express that a leadership transfer is going

@@ -240,6 +240,12 @@ type Config struct {
 	// e.g: raft_replication_heartbeat_peer0
 	NoLegacyTelemetry bool
 
+	// ContactClock, if set, is the clock QuorumContact reads heartbeat send
+	// times from; time.Now if nil (local patch, quorum_contact.go). A clock
+	// that keeps counting while the machine is suspended makes QuorumContact
+	// age across a suspend, which the monotonic clock does not.
+	ContactClock func() time.Time
+
 	// skipStartup allows NewRaft() to bypass all background work goroutines
 	skipStartup bool
 }

@@ -461,6 +461,7 @@ func (r *Raft) setupLeaderState() {
 	r.leaderState.replState = make(map[ServerID]*followerReplication)
 	r.leaderState.notify = make(map[*verifyFuture]struct{})
 	r.leaderState.stepDown = make(chan struct{}, 1)
+	r.contact.reset(r.getCurrentTerm()) // local patch, quorum_contact.go
 }
 
 // runLeader runs the main loop while in leader state. Do the setup here and drop into

@@ -400,6 +400,7 @@ func (r *Raft) heartbeat(s *followerReplication, stopCh chan struct{}) {
 		s.peerLock.RUnlock()
 
 		start := time.Now()
+		sent := r.contactNow() // local patch, quorum_contact.go
 		// Only futures registered before this heartbeat leaves may count
 		// its answer (local patch, verify_order.go).
 		waiting := s.takeNotify()
@@ -430,6 +431,9 @@ func (r *Raft) heartbeat(s *followerReplication, stopCh chan struct{}) {
 			}
 
 			voteFor(waiting, resp.Success)
+			if resp.Success {
+				r.contact.accepted(req.Term, peer.ID, sent)
+			}
 			if !resp.Success {
 				s.notifyAll(false)
 			}

@@ -1,0 +1,80 @@
+package cluster
+
+import (
+	"context"
+	"time"
+
+	"github.com/hashicorp/raft"
+
+	"github.com/fenced/fenced/metrics"
+)
+
+// A renewal must never promise a lease that a newer leader may end first.
+// A ready leader proves that with a confirmation round asked for after the
+// renewal arrived (confirm.go), or, cheaper, with a recent quorum contact:
+//
+//   - A quorum accepted a heartbeat this leader sent at time h. A follower
+//     votes in a later term only after it accepted that heartbeat, so every
+//     newer leader was elected after h (raft's QuorumContact).
+//   - The leader answers the renewal at c, with c - h <= renewWindow.
+//   - A newer leader serves nothing, and re-arms no lease, until takeoverWait
+//     after it learned it leads: after h + takeoverWait > c.
+//
+// So the renewal was answered before any newer leader answered anything, and
+// the newer leader re-arms the lease for a full TTL from a later moment than
+// the holder's renewal: the same promise a confirmation round gives. The
+// argument rests on clocks only as leases already do: durations measured on
+// two machines agree to within the margin between the two constants.
+
+const (
+	// renewWindow bounds the age of the quorum contact a renewal may rest on.
+	// Heartbeats leave every tenth of the heartbeat timeout (100-200 ms by
+	// default), so a healthy cluster's contact is always younger.
+	renewWindow = 250 * time.Millisecond
+	// takeoverWait is how long a new leader waits after it learned it leads
+	// before it re-arms leases and serves. It must exceed renewWindow on
+	// every node of a cluster, with margin for clocks that run at slightly
+	// different rates.
+	takeoverWait = 300 * time.Millisecond
+)
+
+// recentQuorum reports whether a quorum accepted a heartbeat this leader sent
+// within renewWindow. Without a clock that counts a suspended machine's
+// sleep (contactClock), a suspend would look like no time at all: never.
+func (n *Node) recentQuorum(r *raft.Raft) bool {
+	if contactClock == nil {
+		return false
+	}
+	sent, ok := r.QuorumContact()
+	return ok && contactClock().Sub(sent) <= renewWindow
+}
+
+// confirmRenewal is confirmReady for renewals, which may rest on a recent
+// quorum contact instead of a round of their own.
+func (n *Node) confirmRenewal(ctx context.Context) error {
+	gen, err := n.requireReady()
+	if err != nil {
+		return err
+	}
+	if n.recentQuorum(n.r()) && n.ready.Load() == gen {
+		metrics.RenewalConfirms.WithLabelValues("recent_quorum").Inc()
+		return nil
+	}
+	metrics.RenewalConfirms.WithLabelValues("round").Inc()
+	return n.confirmReady(ctx)
+}
+
+// waitTakeover holds a new leader until takeoverWait after it learned it
+// leads (gained); false if it stopped leading or the node closed meanwhile.
+func (n *Node) waitTakeover(gen uint64, gained time.Time) bool {
+	if d := time.Until(gained.Add(takeoverWait)); d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		select {
+		case <-t.C:
+		case <-n.stop:
+			return false
+		}
+	}
+	return n.gen.Load() == gen
+}

@@ -1,0 +1,96 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/fenced/fenced/internal/testutil"
+	"github.com/fenced/fenced/metrics"
+)
+
+// The windows must nest: a deposed leader answers renewals on a quorum
+// contact at most renewWindow old only while no newer leader serves.
+func TestRenewWindowShorterThanTakeoverWait(t *testing.T) {
+	if renewWindow >= takeoverWait {
+		t.Fatalf("renewWindow %v must be shorter than takeoverWait %v", renewWindow, takeoverWait)
+	}
+	if contactClock == nil {
+		t.Skip("no suspend-aware clock on this platform: renewals always take a round")
+	}
+	a := contactClock()
+	if b := contactClock(); b.Before(a) {
+		t.Fatalf("contact clock went back: %v then %v", a, b)
+	}
+}
+
+// A new leader serves only takeoverWait after it learned it leads, so that
+// everything a deposed leader answered on a recent quorum contact happened
+// before. Without the wait, a leadership transfer makes the new leader ready
+// in milliseconds.
+func TestNewLeaderWaitsBeforeServing(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	defer tc.closeAll()
+	li, lead := tc.leader()
+	target := tc.nodes[(li+1)%3]
+	start := time.Now()
+	if err := lead.TransferLeadership(target.ID()); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 15*time.Second, func() error {
+		if !target.Ready() {
+			return errors.New("the new leader is not ready")
+		}
+		return nil
+	})
+	if took := time.Since(start); took < takeoverWait {
+		t.Fatalf("the new leader served %v after the transfer began, before its takeover wait of %v", took, takeoverWait)
+	}
+}
+
+// With a quorum in touch, renewals rest on the heartbeats and take no round of
+// their own; cut off from every follower, the leader stops answering them
+// within renewWindow of the last heartbeat they accepted, and well before it
+// notices that it lost its quorum (LeaderLeaseTimeout, 400 ms here).
+func TestRenewalsRestOnRecentQuorum(t *testing.T) {
+	if contactClock == nil {
+		t.Skip("no suspend-aware clock on this platform: renewals always take a round")
+	}
+	tc := newTestCluster(t, 3)
+	defer tc.closeAll()
+	ctx := context.Background()
+	li, lead := tc.leader()
+	g, err := lead.Acquire(ctx, AcquireArgs{Key: "r", Holder: "a", TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fast := metrics.RenewalConfirms.WithLabelValues("recent_quorum")
+	before := promtest.ToFloat64(fast)
+	for i := 0; i < 20; i++ {
+		if _, _, err := lead.Renew(ctx, "r", "a", g.Token); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if got := promtest.ToFloat64(fast) - before; got < 10 {
+		t.Fatalf("%v of 20 renewals rested on the recent quorum contact", got)
+	}
+
+	for i := range tc.nodes {
+		if i != li {
+			tc.stop(i)
+		}
+	}
+	cut := time.Now()
+	for time.Since(cut) < 2*takeoverWait {
+		asked := time.Now()
+		rctx, cancel := context.WithTimeout(ctx, 20*time.Millisecond)
+		_, _, err := lead.Renew(rctx, "r", "a", g.Token)
+		cancel()
+		if err == nil && asked.Sub(cut) > renewWindow {
+			t.Fatalf("a renewal asked %v after the followers stopped succeeded", asked.Sub(cut))
+		}
+	}
+}
