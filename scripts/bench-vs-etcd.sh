@@ -6,6 +6,10 @@
 #
 #   scripts/bench-vs-etcd.sh            # DURATION=5s RUNS=3 TRANSPORTS=lean
 #   TRANSPORTS="lean std" scripts/bench-vs-etcd.sh
+#   WORKLOADS="verify keepalive" RUNS=5 scripts/bench-vs-etcd.sh
+#
+# WORKLOADS limits the run to the pairs of these fenced workloads (acquire,
+# cycle, contended, verify, keepalive; default all).
 #
 # TRANSPORTS lists the fencectl bench --transport values to run fenced with
 # (lean: the benchmark's own lean client transport; std: net/http's, as
@@ -20,6 +24,7 @@ cd "$(dirname "$0")/.."
 DURATION=${DURATION:-5s}
 RUNS=${RUNS:-3}
 TRANSPORTS=${TRANSPORTS:-lean}
+WORKLOADS=${WORKLOADS:-acquire cycle contended verify keepalive}
 for port in 7810 7811 7820 7821 7830 7831 23800 23801 23810 23811 23820 23821; do
 	if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then
 		echo "bench-vs-etcd: 127.0.0.1:$port is in use; stop what listens there first" >&2
@@ -89,6 +94,7 @@ for pair in "txn acquire 1" "txn acquire 64" "lock cycle 1" "lock cycle 64" \
 	"contended contended 16" "read verify 1" "read verify 64" \
 	"keepalive keepalive 1" "keepalive keepalive 64"; do
 	set -- $pair
+	case " $WORKLOADS " in *" $2 "*) ;; *) continue ;; esac
 	for _ in $(seq "$RUNS"); do
 		etcd_run "$1" "$3"
 		for tr in $TRANSPORTS; do
