@@ -34,10 +34,14 @@ const (
 	// verdicts instead of the cluster, like a verify served from a stale
 	// follower.
 	BrokenStaleVerify = "stale-verify"
+	// BrokenStaleRenew: renewals the cluster refused because the grant is
+	// over are recorded as acknowledged, like renewals a deposed leader
+	// answered without showing that it still leads.
+	BrokenStaleRenew = "stale-renew"
 )
 
 // BrokenModes lists the positive controls.
-var BrokenModes = []string{BrokenResourceNoCheck, BrokenTokenReset, BrokenStaleVerify}
+var BrokenModes = []string{BrokenResourceNoCheck, BrokenTokenReset, BrokenStaleVerify, BrokenStaleRenew}
 
 // Config configures the workload.
 type Config struct {
@@ -276,6 +280,7 @@ func (c *client) pause(ctx context.Context, tok fence.Token, req *PauseRequest) 
 	req.Report.HigherAdmitted = c.w.res.High(c.key)
 	req.Report.Accepted = c.write(tok)
 	c.verify(ctx, tok, c.holder, true)
+	c.renew(ctx, tok) // refused: the lease ended while the holder slept
 	req.Report.End = c.w.rec.Now()
 }
 
@@ -376,6 +381,7 @@ func (c *client) renew(ctx context.Context, tok fence.Token) bool {
 	cancel()
 	var out history.Outcome
 	var code string
+	forge := false
 	c.w.rec.Complete(op, func(o *history.Op) {
 		if err != nil {
 			// A renewal writes no log entry: an ambiguous attempt does not
@@ -386,8 +392,17 @@ func (c *client) renew(ctx context.Context, tok fence.Token) bool {
 			o.Outcome = history.OK
 		}
 		out, code = o.Outcome, o.Code
+		if forge = c.w.cfg.Broken == BrokenStaleRenew && out == history.Fail && grantGone(code); forge {
+			o.Outcome, o.Code, o.Error, o.Broken = history.OK, "", "", BrokenStaleRenew
+		}
 	})
+	if forge {
+		c.w.mu.Lock()
+		c.w.broken++
+		c.w.mu.Unlock()
+	}
 	// A refusal about the grant means it is gone; unavailability, maybe not.
+	// (The stale-renew control forges only the record: the client moves on.)
 	return out != history.Fail || !grantGone(code)
 }
 
