@@ -17,7 +17,7 @@ import (
 
 // testCluster is a cluster of in-process nodes on real TCP loopback sockets.
 type testCluster struct {
-	t     *testing.T
+	t     testing.TB
 	cfgs  []Config
 	nodes []*Node
 }
@@ -39,7 +39,7 @@ func fastConfig(_ testing.TB, id, dir, addr string) Config {
 	}
 }
 
-func newTestCluster(t *testing.T, size int) *testCluster {
+func newTestCluster(t testing.TB, size int) *testCluster {
 	t.Helper()
 	return newTestClusterWith(t, size, func(*Config) {})
 }
@@ -327,7 +327,7 @@ func TestSeqExhaustionStartsNewTerm(t *testing.T) {
 	}
 }
 
-func newTestClusterWith(t *testing.T, size int, mod func(*Config)) *testCluster {
+func newTestClusterWith(t testing.TB, size int, mod func(*Config)) *testCluster {
 	addrs := testutil.FreeAddrs(t, size)
 	var peers []Peer
 	for i, a := range addrs {

@@ -94,3 +94,35 @@ func TestRenewalsRestOnRecentQuorum(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkRenew measures a renewal on the leader of a 3-node in-process
+// cluster, one at a time: resting on the recent quorum contact, and with a
+// confirmation round of its own as before.
+//
+//	go test -run '^$' -bench Renew ./cluster
+func BenchmarkRenew(b *testing.B) {
+	tc := newTestCluster(b, 3)
+	ctx := context.Background()
+	_, lead := tc.leader()
+	g, err := lead.Acquire(ctx, AcquireArgs{Key: "r", Holder: "a", TTL: time.Minute})
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Run("recent_quorum", func(b *testing.B) {
+		for b.Loop() {
+			if _, _, err := lead.Renew(ctx, "r", "a", g.Token); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("round", func(b *testing.B) {
+		for b.Loop() {
+			if err := lead.confirmReady(ctx); err != nil {
+				b.Fatal(err)
+			}
+			if _, _, ok := lead.leases.renew("r", "a", g.Token); !ok {
+				b.Fatal("lease gone")
+			}
+		}
+	})
+}
