@@ -28,8 +28,10 @@ import (
 
 const (
 	// renewWindow bounds the age of the quorum contact a renewal may rest on.
-	// Heartbeats leave every tenth of the heartbeat timeout (100-200 ms by
-	// default), so a healthy cluster's contact is always younger.
+	// Heartbeats leave every tenth to fifth of the heartbeat timeout
+	// (100-200 ms by default), so a healthy cluster's contact is nearly always
+	// younger; with a heartbeat timeout above 1.25 s, more renewals take a
+	// round (which refreshes the contact for those after it).
 	renewWindow = 250 * time.Millisecond
 	// takeoverWait is how long a new leader waits after it learned it leads
 	// before it re-arms leases and serves. It must exceed renewWindow on
