@@ -36,6 +36,10 @@ type Status struct {
 	Keys         int      `json:"keys"`
 	Waiters      int      `json:"waiters"`
 	Members      []Member `json:"members"`
+	// QuorumContactMS, on a leader, is how long ago it sent the latest
+	// heartbeat a quorum accepted; renewals rest on it while it is under
+	// 250 ms (renewal.go). Absent elsewhere.
+	QuorumContactMS *float64 `json:"quorum_contact_ms,omitempty"`
 }
 
 // Status returns this node's view; it is local, not linearizable.
@@ -67,6 +71,10 @@ func (n *Node) Status() Status {
 		}
 	}
 	sort.Slice(st.Members, func(i, j int) bool { return st.Members[i].ID < st.Members[j].ID })
+	if sent, ok := r.QuorumContact(); ok && contactClock != nil {
+		ms := float64(contactClock().Sub(sent).Microseconds()) / 1000
+		st.QuorumContactMS = &ms
+	}
 	return st
 }
 

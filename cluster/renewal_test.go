@@ -77,6 +77,12 @@ func TestRenewalsRestOnRecentQuorum(t *testing.T) {
 	if got := promtest.ToFloat64(fast) - before; got < 10 {
 		t.Fatalf("%v of 20 renewals rested on the recent quorum contact", got)
 	}
+	if st := lead.Status(); st.QuorumContactMS == nil || *st.QuorumContactMS < 0 || *st.QuorumContactMS > 10_000 {
+		t.Fatalf("leader's status: quorum contact %v ms", st.QuorumContactMS)
+	}
+	if st := tc.nodes[(li+1)%3].Status(); st.QuorumContactMS != nil {
+		t.Fatalf("a follower's status shows a quorum contact: %v ms", *st.QuorumContactMS)
+	}
 
 	for i := range tc.nodes {
 		if i != li {
