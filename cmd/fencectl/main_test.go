@@ -263,7 +263,8 @@ func startCtl(t *testing.T, env []string, args ...string) *ctl {
 	cmd.Env = append(cmd.Env, env...)
 	c := &ctl{cmd: cmd, stdout: &lockedBuffer{}, stderr: &lockedBuffer{}, done: make(chan struct{})}
 	cmd.Stdout, cmd.Stderr = c.stdout, c.stderr
-	cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = &syscall.SysProcAttr{}
+	setDeathSignal(cmd.SysProcAttr)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

@@ -277,7 +277,7 @@ func (c *Cluster) StartNode(n *Node) error {
 	cmd := exec.Command(name, args...)
 	cmd.Stdout, cmd.Stderr = f, f
 	cmd.Env = append(os.Environ(), c.opts.Env...)
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true, Pdeathsig: syscall.SIGKILL}
+	cmd.SysProcAttr = procAttr()
 	if err := cmd.Start(); err != nil {
 		f.Close()
 		return err
