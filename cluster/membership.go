@@ -71,8 +71,8 @@ func (n *Node) Status() Status {
 		}
 	}
 	sort.Slice(st.Members, func(i, j int) bool { return st.Members[i].ID < st.Members[j].ID })
-	if sent, ok := r.QuorumContact(); ok && contactClock != nil {
-		ms := float64(contactClock().Sub(sent).Microseconds()) / 1000
+	if age, ok := quorumContactAge(r); ok {
+		ms := float64(age.Microseconds()) / 1000
 		st.QuorumContactMS = &ms
 	}
 	return st

@@ -47,15 +47,26 @@ var (
 	renewalsByRound   = metrics.RenewalConfirms.WithLabelValues("round")
 )
 
-// recentQuorum reports whether a quorum accepted a heartbeat this leader sent
-// within renewWindow. Without a clock that counts a suspended machine's
-// sleep (contactClock), a suspend would look like no time at all: never.
-func (n *Node) recentQuorum(r *raft.Raft) bool {
+// quorumContactAge is how long ago this leader sent the latest heartbeat a
+// quorum accepted; false on a follower, or without a clock that counts a
+// suspended machine's sleep (contactClock), where a suspend would look like
+// no time at all.
+func quorumContactAge(r *raft.Raft) (time.Duration, bool) {
 	if contactClock == nil {
-		return false
+		return 0, false
 	}
 	sent, ok := r.QuorumContact()
-	return ok && contactClock().Sub(sent) <= renewWindow
+	if !ok {
+		return 0, false
+	}
+	return contactClock().Sub(sent), true
+}
+
+// recentQuorum reports whether a quorum accepted a heartbeat this leader sent
+// within renewWindow.
+func recentQuorum(r *raft.Raft) bool {
+	age, ok := quorumContactAge(r)
+	return ok && age <= renewWindow
 }
 
 // confirmRenewal is confirmReady for renewals, which may rest on a recent
@@ -65,7 +76,7 @@ func (n *Node) confirmRenewal(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if n.recentQuorum(n.r()) && n.ready.Load() == gen {
+	if recentQuorum(n.r()) && n.ready.Load() == gen {
 		renewalsByContact.Inc()
 		return nil
 	}

@@ -433,8 +433,7 @@ func (r *Raft) heartbeat(s *followerReplication, stopCh chan struct{}) {
 			voteFor(waiting, resp.Success)
 			if resp.Success {
 				r.contact.accepted(req.Term, peer.ID, sent)
-			}
-			if !resp.Success {
+			} else {
 				s.notifyAll(false)
 			}
 		}
