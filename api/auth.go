@@ -72,6 +72,16 @@ func withIdentity(ctx context.Context, id Identity) context.Context {
 	return context.WithValue(ctx, identityKey{}, id)
 }
 
+// ownerOf returns the client identity an acquire is counted against by the
+// per-identity limits: a client's name. Admins and anonymous requests
+// (authentication off) are not counted per identity.
+func ownerOf(ctx context.Context) string {
+	if id, ok := IdentityFrom(ctx); ok && id.Role == RoleClient {
+		return id.Name
+	}
+	return ""
+}
+
 // who names the identity of a request for the log.
 func who(ctx context.Context) string {
 	if id, ok := IdentityFrom(ctx); ok {
@@ -173,7 +183,7 @@ func ParseTokens(r io.Reader) (map[[sha256.Size]byte]Identity, error) {
 			return nil, fmt.Errorf("line %d: token shorter than %d characters", line, MinTokenLen)
 		case role != RoleClient && role != RoleAdmin:
 			return nil, fmt.Errorf("line %d: role %q is not client or admin", line, role)
-		case len(name) > MaxHolderLen || strings.IndexFunc(name, unicode.IsControl) >= 0:
+		case len(name) > MaxHolderLen || strings.IndexFunc(name, unicode.IsControl) >= 0 || checkHolderPath(name) != nil:
 			return nil, fmt.Errorf("line %d: name is not a valid holder name", line)
 		}
 		sum := sha256.Sum256([]byte(tok))

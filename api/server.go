@@ -216,6 +216,13 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, body []byte, writ
 		writeErr(w, fmt.Errorf("%w: no known leader", ErrUnavailable))
 		return
 	}
+	// Only to a leader that can prove its id, and never with the client's
+	// own credentials (design invariant 9).
+	fwd, err := s.forwarder(lid)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	go s.cancelOnLeaderChange(ctx, cancel, lid)
@@ -227,13 +234,16 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, body []byte, writ
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(forwardedHeader, "1")
 	s.forwardIdentity(req, r)
-	if a := r.Header.Get("Authorization"); a != "" {
-		req.Header.Set("Authorization", a)
-	}
-	resp, err := s.forward.Do(req)
+	resp, err := fwd.Do(req)
 	if err != nil {
 		s.log.Debug("forward failed", "leader", lid, "error", err)
 		var op *net.OpError
+		var unproven *unprovenLeaderError
+		if errors.As(err, &unproven) {
+			s.log.Warn("not forwarding: the leader did not prove its id", "leader", lid, "addr", addr, "error", unproven)
+			writeErr(w, fmt.Errorf("%w: %v", ErrUnavailable, unproven))
+			return
+		}
 		if !write || (errors.As(err, &op) && op.Op == "dial") {
 			writeErr(w, fmt.Errorf("%w: leader %s unreachable", ErrUnavailable, lid))
 			return
@@ -308,6 +318,8 @@ func checkName(what, s string, max int, required bool) error {
 		return fmt.Errorf("%w: %s is not valid UTF-8", cluster.ErrBadRequest, what)
 	case strings.IndexFunc(s, unicode.IsControl) >= 0:
 		return fmt.Errorf("%w: %s contains a control character", cluster.ErrBadRequest, what)
+	case what == "holder":
+		return checkHolderPath(s)
 	}
 	return nil
 }
@@ -434,7 +446,8 @@ func (s *Server) acquire(ctx context.Context, body []byte, _ *http.Request) (any
 	if err != nil {
 		return nil, err
 	}
-	g, err := s.node.Acquire(ctx, cluster.AcquireArgs{Key: req.Key, Holder: req.Holder, TTL: ttl, Wait: wait, RequestID: req.RequestID, LockDelay: delay})
+	g, err := s.node.Acquire(ctx, cluster.AcquireArgs{Key: req.Key, Holder: req.Holder, TTL: ttl, Wait: wait, RequestID: req.RequestID, LockDelay: delay,
+		Owner: ownerOf(ctx)})
 	if err != nil {
 		return nil, err
 	}
