@@ -76,6 +76,9 @@ type ServerOptions struct {
 	// Log receives the audit trail of admin operations; the server's
 	// logger when nil.
 	Log hclog.Logger
+	// Credentials, when set, reports the state of the credentials in use
+	// (tokens digest, last reload and its error) in GET /v1/cluster.
+	Credentials func() *cluster.CredentialStatus
 }
 
 // AuthEnabled reports whether requests must be authenticated.

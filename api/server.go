@@ -649,7 +649,11 @@ func (s *Server) key(ctx context.Context, _ []byte, r *http.Request) (any, error
 }
 
 func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.node.Status())
+	st := s.node.Status()
+	if s.sec != nil && s.sec.o.Credentials != nil {
+		st.Credentials = s.sec.o.Credentials()
+	}
+	writeJSON(w, http.StatusOK, st)
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {

@@ -156,3 +156,7 @@ type Status = cluster.Status
 
 // Member is one server of the cluster in a Status.
 type Member = cluster.Member
+
+// CredentialStatus is a node's report, in its Status, on the credentials it
+// authenticates with (tokens digest, last load, last reload's error).
+type CredentialStatus = cluster.CredentialStatus
