@@ -2,12 +2,14 @@ package main
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -193,6 +195,12 @@ func (s *security) credentials() *cluster.CredentialStatus {
 	return &c
 }
 
+// namesID reports whether a certificate names a node id the way
+// forwarding nodes check it: as its common name or a DNS name.
+func namesID(c *x509.Certificate, id string) bool {
+	return c != nil && (c.Subject.CommonName == id || slices.Contains(c.DNSNames, id))
+}
+
 // warnTokensMode warns when the tokens file can be read by users other than
 // its owner: anyone on the host could then act as any identity in it.
 func (s *security) warnTokensMode(log hclog.Logger) {
@@ -210,6 +218,10 @@ func (s *security) warnTokensMode(log hclog.Logger) {
 // warn logs the weak spots of the configuration, once at start.
 func (s *security) warn(log hclog.Logger, dev bool, id string) {
 	s.warnTokensMode(log)
+	if s.http != nil && !namesID(s.http.Leaf(), id) {
+		log.Warn("the HTTP API certificate does not name this node's id (as CN or DNS name): other nodes will not forward requests to it while it leads",
+			"id", id, "cn", s.http.Leaf().Subject.CommonName, "dns", s.http.Leaf().DNSNames)
+	}
 	if s.peer != nil && s.peer.Leaf().Subject.CommonName != id {
 		log.Warn("the peer certificate's common name is not this node's id: with authentication on, the cluster lets a node join only as the name in its certificate",
 			"id", id, "cn", s.peer.Leaf().Subject.CommonName)
