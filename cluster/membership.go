@@ -40,8 +40,8 @@ type Status struct {
 	// heartbeat a quorum accepted; renewals rest on it while it is under
 	// 250 ms (renewal.go). Absent elsewhere.
 	QuorumContactMS *float64 `json:"quorum_contact_ms,omitempty"`
-	// Credentials describes the credentials this node authenticates
-	// with; absent when authentication is off.
+	// Credentials describes the credentials (certificates, tokens) this
+	// node uses; absent when it has none.
 	Credentials *CredentialStatus `json:"credentials,omitempty"`
 }
 

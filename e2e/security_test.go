@@ -703,12 +703,45 @@ func TestPeerChangesOnlyItself(t *testing.T) {
 		t.Fatalf("%s announcing itself: %d %+v %v", other, status, er, err)
 	}
 
-	// An impostor with a certificate of the cluster's CA, valid for its
-	// address, naming no member.
 	realCA, err := tlsutil.LoadCA(sc.pki.CA, sc.pki.CAKey)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// A node started as n5 with the peer certificate of n4 is refused: it
+	// may join only as n4.
+	dir := t.TempDir()
+	ips := ipsOf([]string{"127.0.0.1"})
+	srvCert, err := realCA.IssueFiles(dir, "n5-server", tlsutil.Leaf{CommonName: "n5", DNSNames: []string{"n5", "localhost"}, IPs: ips, Server: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n4Peer, err := realCA.IssueFiles(dir, "n4-peer", tlsutil.Leaf{CommonName: "n4", OU: []string{tlsutil.DefaultPeerOU},
+		DNSNames: []string{"n4", "localhost"}, IPs: ips, Server: true, Client: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n5, err := sc.AddNode("n5", "--join", lead.HTTPAddr, "--tls-cert", srvCert.Cert, "--tls-key", srvCert.Key, "--tls-ca", sc.pki.CA,
+		"--peer-tls-cert", n4Peer.Cert, "--peer-tls-key", n4Peer.Key, "--peer-tls-ca", sc.pki.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		data, _ := os.ReadFile(n5.LogPath)
+		if !bytes.Contains(data, []byte("join/announce not done yet")) {
+			return errors.New("n5 has not been refused yet")
+		}
+		return nil
+	})
+	if data, _ := os.ReadFile(n5.LogPath); !bytes.Contains(data, []byte("forbidden")) {
+		t.Errorf("n5's log does not say its join was forbidden:\n%s", tail(data, 10))
+	}
+	sc.Kill(n5)
+	if after := sc.state(t); after != before {
+		t.Fatalf("a node with another node's certificate changed the membership:\nbefore %s\nafter  %s", before, after)
+	}
+
+	// An impostor with a certificate of the cluster's CA, valid for its
+	// address, naming no member.
 	imp, err := realCA.IssueFiles(t.TempDir(), "impostor", tlsutil.Leaf{CommonName: "mallory", DNSNames: []string{"localhost"},
 		IPs: ipsOf([]string{"127.0.0.1"}), Server: true})
 	if err != nil {

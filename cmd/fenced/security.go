@@ -314,7 +314,9 @@ func (s *security) apiOptions() api.ServerOptions {
 		RateLimit:   s.o.rateLimit,
 		RateBurst:   s.o.rateBurst,
 		BodyTimeout: s.o.bodyTimeout,
-		Credentials: s.credentials,
+	}
+	if s.http != nil || s.peer != nil || s.tokens != nil {
+		o.Credentials = s.credentials
 	}
 	if s.http != nil && s.o.clientAuth != "none" {
 		o.ClientCA = s.http
