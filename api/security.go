@@ -542,9 +542,9 @@ func (s *Server) forwardIdentity(out, in *http.Request) {
 // forwarded; so with authentication on, a node forwards only when the leader
 // can trust the identity it names: over TLS with its peer certificate. It
 // refuses otherwise (not_leader, with the leader's address in the header),
-// and the client goes to the leader itself. Over TLS the leader must prove
-// its id, whether authentication is on or not.
-func (s *Server) forwarder(leader string) (*http.Client, error) {
+// and the client goes to the leader itself. Over TLS the leader, at
+// baseURL, must prove its id, whether authentication is on or not.
+func (s *Server) forwarder(leader, baseURL string) (*http.Client, error) {
 	sec := s.sec
 	if sec == nil {
 		return s.forward, nil // no security configured: nothing to prove or protect
@@ -555,6 +555,9 @@ func (s *Server) forwarder(leader string) (*http.Client, error) {
 	}
 	if !sec.o.TLS {
 		return s.forward, nil // plain, anonymous: nothing can be proven
+	}
+	if !strings.HasPrefix(baseURL, "https://") {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, &unprovenLeaderError{leader: leader, reason: "(" + baseURL + ") is not an https address"})
 	}
 	return sec.provenForwarder(leader, s.forward)
 }
@@ -588,7 +591,11 @@ func (sec *security) provenForwarder(leader string, base *http.Client) (*http.Cl
 	if c, ok := sec.fwd[leader]; ok {
 		return c, nil
 	}
-	tr, ok := base.Transport.(*http.Transport)
+	rt := base.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	tr, ok := rt.(*http.Transport)
 	if !ok {
 		return nil, fmt.Errorf("%w: the forwarding client cannot check the leader's certificate", ErrUnavailable)
 	}

@@ -189,6 +189,8 @@ func TestBadTokensFile(t *testing.T) {
 		{"0123456789abcdefgh superuser bob\n", "is not client or admin"},
 		{"0123456789abcdefgh client\n", "want \"TOKEN ROLE NAME\""},
 		{"0123456789abcdefgh client a\n0123456789abcdefgh admin b\n", "given twice"},
+		{"0123456789abcdefgh client bob/\n", "not a valid holder name"},
+		{"0123456789abcdefgh client bob/../ops\n", "not a valid holder name"},
 	} {
 		if _, err := ParseTokens(strings.NewReader(tc.text)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want %q", tc.text, err, tc.want)

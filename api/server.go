@@ -218,7 +218,8 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, body []byte, writ
 	}
 	// Only to a leader that can prove its id, and never with the client's
 	// own credentials (design invariant 9).
-	fwd, err := s.forwarder(lid)
+	base := s.leaderURL(addr)
+	fwd, err := s.forwarder(lid, base)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -226,7 +227,7 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, body []byte, writ
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	go s.cancelOnLeaderChange(ctx, cancel, lid)
-	req, err := http.NewRequestWithContext(ctx, r.Method, s.leaderURL(addr)+r.URL.RequestURI(), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, r.Method, base+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		writeErr(w, err)
 		return
