@@ -469,6 +469,8 @@ func (s *Server) release(ctx context.Context, body []byte, _ *http.Request) (any
 		return nil, err
 	}
 	if req.Force && req.Token == 0 {
+		// The grant current now: a repeat of this request may find another
+		// one (see ReleaseRequest), which is why the Go client sends a token.
 		k, ok, err := s.node.Key(ctx, req.Key)
 		if err != nil {
 			return nil, err
@@ -488,7 +490,7 @@ func (s *Server) release(ctx context.Context, body []byte, _ *http.Request) (any
 	if req.Force {
 		s.log.Warn("forced release", "key", req.Key, "holder", k.Holder, "token", k.Token, "by", who(ctx))
 	}
-	return ReleaseResponse{Key: k.Key, Token: k.Token, State: k.State.String()}, nil
+	return ReleaseResponse{Key: k.Key, Token: k.Token, Holder: k.Holder, State: k.State.String()}, nil
 }
 
 // verify answers every request with a verdict; whatever it cannot prove is

@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -200,9 +202,13 @@ again at once. Releasing a grant that was already released succeeds, so a
 release can be repeated safely.
 
 With --force an operator ends the current grant of KEY whoever holds it; TOKEN
-is then optional and, when given, must be the current grant's. The holder of a
-forced-out grant is not told: its token is simply no longer current, and
-fenced resources refuse it once a newer token has been used.`,
+is then optional and, when given, must be the current grant's. Without TOKEN,
+release reads the current grant's token once, before it sends anything, and
+every retry names that grant: a retry never ends a later grant (one a waiter
+got from this very release). It prints the token and holder of the grant it
+ended. The holder of a forced-out grant is not told: its token is simply no
+longer current, and fenced resources refuse it once a newer token has been
+used.`,
 	examples: `
 fencectl release db 4294967297 --holder alice
 fencectl release --force db`,
@@ -226,18 +232,59 @@ func (r *releaseCmd) run(ctx context.Context, e *env, args []string) error {
 	}
 	ctx, cancel := e.withTimeout(ctx, 0)
 	defer cancel()
-	out, err := e.client().Release(ctx, req)
-	if err != nil {
-		tok := ""
-		if req.Token != 0 {
-			tok = req.Token.String()
+	cl := e.client()
+	if req.Force && req.Token == 0 {
+		// The grant to end is named once, here: every attempt of the
+		// release carries its token, so a retry can never end a grant made
+		// after the first attempt (a waiter's, handed the key by it).
+		k, err := cl.Key(ctx, req.Key)
+		if err != nil {
+			return explain(err, subject{key: req.Key}, e)
 		}
-		return explain(err, subject{key: req.Key, holder: req.Holder, token: tok}, e)
+		req.Token = k.Token
+	}
+	out, err := cl.Release(ctx, req)
+	if err != nil {
+		return r.explain(err, req, e)
 	}
 	if e.jsonOutput() {
 		return printJSON(e.stdout, out)
 	}
+	if req.Force {
+		return fields(e.stdout, "key", out.Key, "token", tokenText(out.Token), "holder", out.Holder, "state", out.State)
+	}
 	return fields(e.stdout, "key", out.Key, "token", tokenText(out.Token), "state", out.State)
+}
+
+// explain says what a failed release means, naming the grant it meant.
+func (r *releaseCmd) explain(err error, req api.ReleaseRequest, e *env) error {
+	s := subject{key: req.Key, holder: req.Holder, token: req.Token.String()}
+	if req.Force && errors.Is(err, api.ErrUnknownOutcome) && (errors.Is(err, api.ErrStaleToken) || errors.Is(err, api.ErrExpired)) {
+		return explainedf(err, "outcome unknown: the grant of key %s with token %s has ended, by this release or otherwise; a later grant of the key was left alone", req.Key, req.Token)
+	}
+	if errors.Is(err, api.ErrUnknownOutcome) {
+		return explainedf(err, "outcome unknown: the release of the grant of key %s with token %s may or may not have been applied; repeating it is safe: fencectl release %s: %v",
+			req.Key, req.Token, r.repeatArgs(req), err)
+	}
+	return explain(err, s, e)
+}
+
+// repeatArgs are the arguments that repeat req exactly.
+func (r *releaseCmd) repeatArgs(req api.ReleaseRequest) string {
+	if req.Force {
+		return fmt.Sprintf("--force %s %s", shellQuote(req.Key), req.Token)
+	}
+	return fmt.Sprintf("%s %s --holder %s", shellQuote(req.Key), req.Token, shellQuote(req.Holder))
+}
+
+// shellQuote quotes s for a POSIX shell unless it needs no quotes.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-./:@=+,", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func (r *releaseCmd) request(args []string) (api.ReleaseRequest, error) {
