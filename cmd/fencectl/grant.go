@@ -31,6 +31,13 @@ and ends with 'fencectl release'. Those commands need the holder: without
 suffix, and prints it. Acquiring a key the same holder already holds returns the
 same grant and restarts its lease.
 
+When the outcome is unknown (the --timeout ran out during a leader change, for
+example), the key may have been granted. acquire then prints the command that
+repeats it with the same holder and request id (--request-id): that repeat
+returns the grant if there was one, or says it already ended. Repeating it
+without them would be another holder's acquire, refused by the grant the
+first one made.
+
 With --wait, a key held by someone else is waited for, first come first served,
 up to that long. Without it, or when the wait runs out, acquire fails (exit 1)
 with the current holder.
@@ -51,6 +58,7 @@ TOKEN=$(fencectl acquire db --holder "$(hostname)" -o json | jq -r .token)`,
 
 type acquireCmd struct {
 	holder    string
+	requestID string
 	ttl       time.Duration
 	wait      time.Duration
 	lockDelay time.Duration
@@ -58,6 +66,7 @@ type acquireCmd struct {
 
 func (a *acquireCmd) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&a.holder, "holder", "", "holder identity (default: HOST/PID/RANDOM, printed)")
+	fs.StringVar(&a.requestID, "request-id", "", "request id, to repeat an acquire whose outcome was unknown (default: random, printed then)")
 	fs.DurationVar(&a.ttl, "ttl", api.DefaultTTL, "lease time of the grant without renewal")
 	fs.DurationVar(&a.wait, "wait", 0, "wait up to this long while another holder has the key")
 	fs.DurationVar(&a.lockDelay, "lock-delay", 0, "keep the key from other holders this long after this grant expires (not after a release)")
@@ -73,6 +82,9 @@ func (a *acquireCmd) run(ctx context.Context, e *env, args []string) error {
 	if a.lockDelay < 0 || a.lockDelay > api.MaxLockDelay {
 		return usageErr("acquire", fmt.Sprintf("--lock-delay %v is outside 0..%v", a.lockDelay, api.MaxLockDelay))
 	}
+	if len(a.requestID) > api.MaxRequestIDLen {
+		return usageErr("acquire", fmt.Sprintf("--request-id is longer than %d bytes", api.MaxRequestIDLen))
+	}
 	holder := a.holder
 	if holder == "" {
 		holder = defaultHolder()
@@ -80,10 +92,20 @@ func (a *acquireCmd) run(ctx context.Context, e *env, args []string) error {
 	ctx, cancel := e.withTimeout(ctx, a.wait)
 	defer cancel()
 	req := acquireRequest(args[0], holder, a.ttl, a.wait)
+	if a.requestID != "" {
+		req.RequestID = a.requestID
+	}
 	if a.lockDelay > 0 {
 		req.LockDelay = a.lockDelay.String()
 	}
 	g, err := e.client().Acquire(ctx, req)
+	if errors.Is(err, api.ErrUnknownOutcome) {
+		// Only the same holder and request id get the grant an earlier
+		// attempt may have made; the default holder is new in every run, so
+		// say which ones to repeat with.
+		return explainedf(err, "outcome unknown (%v): the acquire may or may not have been granted before --timeout %v ran out; to repeat it safely, run: fencectl acquire %s",
+			err, e.g.timeout, a.repeatArgs(req))
+	}
 	if err != nil {
 		return explain(err, subject{key: args[0], holder: holder}, e)
 	}
@@ -97,6 +119,19 @@ func (a *acquireCmd) run(ctx context.Context, e *env, args []string) error {
 		"ttl", g.TTL,
 		"renewed", yesNo(g.Renewed),
 	)
+}
+
+// repeatArgs are the arguments that repeat req: the same holder and request
+// id, so the repeat returns the grant of an earlier attempt, if it made one.
+func (a *acquireCmd) repeatArgs(req api.AcquireRequest) string {
+	s := fmt.Sprintf("%s --holder %s --request-id %s --ttl %v", shellQuote(req.Key), shellQuote(req.Holder), shellQuote(req.RequestID), a.ttl)
+	if a.wait > 0 {
+		s += fmt.Sprintf(" --wait %v", a.wait)
+	}
+	if a.lockDelay > 0 {
+		s += fmt.Sprintf(" --lock-delay %v", a.lockDelay)
+	}
+	return s
 }
 
 func acquireRequest(key, holder string, ttl, wait time.Duration) api.AcquireRequest {
@@ -263,8 +298,8 @@ func (r *releaseCmd) explain(err error, req api.ReleaseRequest, e *env) error {
 		return explainedf(err, "outcome unknown: the grant of key %s with token %s has ended, by this release or otherwise; a later grant of the key was left alone", req.Key, req.Token)
 	}
 	if errors.Is(err, api.ErrUnknownOutcome) {
-		return explainedf(err, "outcome unknown: the release of the grant of key %s with token %s may or may not have been applied; repeating it is safe: fencectl release %s: %v",
-			req.Key, req.Token, r.repeatArgs(req), err)
+		return explainedf(err, "outcome unknown (%v): the release of the grant of key %s with token %s may or may not have been applied; to repeat it safely, run: fencectl release %s",
+			err, req.Key, req.Token, r.repeatArgs(req))
 	}
 	return explain(err, s, e)
 }
