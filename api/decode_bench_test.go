@@ -22,5 +22,14 @@ func BenchmarkDecode(b *testing.B) {
 				}
 			}
 		})
+		// The share of the duplicate and surrogate checks in the above.
+		b.Run(bc.name+"/strict-scan", func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				if err := checkStrictJSON(body); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
 	}
 }
