@@ -170,6 +170,12 @@ func (s *Server) read(h handlerFunc) http.HandlerFunc { return s.serve(h, false)
 
 func (s *Server) serve(h handlerFunc, write bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			if err := checkContentType(r); err != nil {
+				writeUnsupportedMediaType(w, err, false)
+				return
+			}
+		}
 		body, err := readBody(w, r)
 		if err != nil {
 			writeErr(w, err)
@@ -280,31 +286,6 @@ func (s *Server) cancelOnLeaderChange(ctx context.Context, cancel context.Cancel
 			}
 		}
 	}
-}
-
-// decode reads a strict JSON body: unknown fields and trailing data are refused.
-func decode(body []byte, v any) error {
-	// encoding/json would silently turn invalid UTF-8 into U+FFFD, and a key
-	// must never be silently changed.
-	if !utf8.Valid(body) {
-		return fmt.Errorf("%w: body is not valid UTF-8", cluster.ErrBadRequest)
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var ute *json.UnmarshalTypeError
-		if errors.Is(err, fence.ErrMalformed) || (errors.As(err, &ute) && ute.Field == "token") {
-			return fmt.Errorf("%w: token must be decimal text: %v", fence.ErrMalformed, err)
-		}
-		return fmt.Errorf("%w: %v", cluster.ErrBadRequest, err)
-	}
-	if dec.More() {
-		return fmt.Errorf("%w: trailing data after the JSON body", cluster.ErrBadRequest)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return fmt.Errorf("%w: trailing data after the JSON body", cluster.ErrBadRequest)
-	}
-	return nil
 }
 
 // checkName validates a key, holder or request id: valid UTF-8, no control
@@ -431,7 +412,7 @@ func (s *Server) acquire(ctx context.Context, body []byte, _ *http.Request) (any
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	if err := errors.Join(checkName("key", req.Key, MaxKeyLen, true), checkName("holder", req.Holder, MaxHolderLen, true),
+	if err := firstOf(checkName("key", req.Key, MaxKeyLen, true), checkName("holder", req.Holder, MaxHolderLen, true),
 		checkName("request_id", req.RequestID, MaxRequestIDLen, false)); err != nil {
 		return nil, err
 	}
@@ -464,7 +445,7 @@ func (s *Server) renew(ctx context.Context, body []byte, _ *http.Request) (any, 
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	if err := errors.Join(checkName("key", req.Key, MaxKeyLen, true), checkName("holder", req.Holder, MaxHolderLen, true), checkToken(req.Token)); err != nil {
+	if err := firstOf(checkName("key", req.Key, MaxKeyLen, true), checkName("holder", req.Holder, MaxHolderLen, true), checkToken(req.Token)); err != nil {
 		return nil, err
 	}
 	k, _, err := s.node.Renew(ctx, req.Key, req.Holder, req.Token)
@@ -498,10 +479,12 @@ func (s *Server) release(ctx context.Context, body []byte, _ *http.Request) (any
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	if err := errors.Join(checkName("key", req.Key, MaxKeyLen, true), checkName("holder", req.Holder, MaxHolderLen, !req.Force)); err != nil {
+	if err := firstOf(checkName("key", req.Key, MaxKeyLen, true), checkName("holder", req.Holder, MaxHolderLen, !req.Force)); err != nil {
 		return nil, err
 	}
 	if req.Force && req.Token == 0 {
+		// The grant current now: a repeat of this request may find another
+		// one (see ReleaseRequest), which is why the Go client sends a token.
 		k, ok, err := s.node.Key(ctx, req.Key)
 		if err != nil {
 			return nil, err
@@ -521,7 +504,7 @@ func (s *Server) release(ctx context.Context, body []byte, _ *http.Request) (any
 	if req.Force {
 		s.log.Warn("forced release", "key", req.Key, "holder", k.Holder, "token", k.Token, "by", who(ctx))
 	}
-	return ReleaseResponse{Key: k.Key, Token: k.Token, State: k.State.String()}, nil
+	return ReleaseResponse{Key: k.Key, Token: k.Token, Holder: k.Holder, State: k.State.String()}, nil
 }
 
 // verify answers every request with a verdict; whatever it cannot prove is
@@ -531,6 +514,10 @@ func (s *Server) verify(w http.ResponseWriter, r *http.Request) {
 		f := false
 		writeJSON(w, status, ErrorResponse{Code: code, Message: err.Error(), Allow: &f, Reason: string(cluster.ReasonMalformed)})
 	}
+	if err := checkContentType(r); err != nil {
+		writeUnsupportedMediaType(w, err, true)
+		return
+	}
 	body, err := readBody(w, r)
 	if err != nil {
 		refuse(http.StatusBadRequest, "bad_request", err)
@@ -538,10 +525,11 @@ func (s *Server) verify(w http.ResponseWriter, r *http.Request) {
 	}
 	var req VerifyRequest
 	if err := decode(body, &req); err != nil {
-		refuse(http.StatusBadRequest, "bad_request", err)
+		code, _ := codeOf(err)
+		refuse(http.StatusBadRequest, code, err)
 		return
 	}
-	if err := errors.Join(checkName("key", req.Key, MaxKeyLen, true), checkName("holder", req.Holder, MaxHolderLen, false)); err != nil {
+	if err := firstOf(checkName("key", req.Key, MaxKeyLen, true), checkName("holder", req.Holder, MaxHolderLen, false)); err != nil {
 		refuse(http.StatusBadRequest, "bad_request", err)
 		return
 	}
@@ -671,7 +659,7 @@ func (s *Server) join(ctx context.Context, body []byte, _ *http.Request) (any, e
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	if err := errors.Join(checkName("id", req.ID, MaxHolderLen, true), checkName("raft_addr", req.RaftAddr, MaxKeyLen, true),
+	if err := firstOf(checkName("id", req.ID, MaxHolderLen, true), checkName("raft_addr", req.RaftAddr, MaxKeyLen, true),
 		checkName("http_addr", req.HTTPAddr, MaxKeyLen, false)); err != nil {
 		return nil, err
 	}
