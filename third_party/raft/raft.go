@@ -1945,20 +1945,8 @@ func (r *Raft) installSnapshot(rpc RPC, req *InstallSnapshotRequest) {
 
 	// Clear old logs if r.logs is a MonotonicLogStore, or if the log holds
 	// another entry at the snapshot's last index (Figure 13, rule 7).
-	// Otherwise compact the logs. In all cases, log any errors and continue.
-	if mlogs, ok := r.logs.(MonotonicLogStore); ok && mlogs.IsMonotonic() {
-		if err := r.removeOldLogs(); err != nil {
-			r.logger.Error("failed to reset logs", "error", err)
-		}
-		r.resetLastLogAfterInstall(req.LastLogIndex, req.LastLogTerm)
-	} else if r.logConflicts(req.LastLogIndex, req.LastLogTerm) {
-		if err := r.discardConflictingLogs(req.LastLogIndex); err != nil {
-			r.logger.Error("failed to discard conflicting logs", "error", err)
-		}
-		r.resetLastLogAfterInstall(req.LastLogIndex, req.LastLogTerm)
-	} else if err := r.compactLogs(req.LastLogIndex); err != nil {
-		r.logger.Error("failed to compact logs", "error", err)
-	}
+	// Otherwise compact the logs (local patch, snapshot_install.go).
+	r.trimLogsAfterInstall(req.LastLogIndex, req.LastLogTerm)
 
 	r.logger.Info("Installed remote snapshot")
 	resp.Success = true
