@@ -619,7 +619,7 @@ func (r *Raft) startStopReplication() {
 			peer := s.peer
 			s.peerLock.RUnlock()
 
-			if peer.Address != server.Address {
+			if peer != server { // local patch: a suffrage change too (quorum_contact.go)
 				r.logger.Info("updating peer", "peer", server.ID)
 				s.peerLock.Lock()
 				s.peer = server
@@ -978,8 +978,12 @@ func (r *Raft) verifyLeader(v *verifyFuture) {
 	v.notifyCh = r.verifyCh
 	r.leaderState.notify[v] = struct{}{}
 
-	// Trigger immediate heartbeats
-	for _, repl := range r.leaderState.replState {
+	// Trigger immediate heartbeats; only voters may vote (local patch,
+	// verify_order.go).
+	for id, repl := range r.leaderState.replState {
+		if !hasVote(r.configurations.latest, id) {
+			continue
+		}
 		repl.notifyLock.Lock()
 		repl.notify[v] = struct{}{}
 		repl.notifyLock.Unlock()

@@ -431,10 +431,10 @@ func (r *Raft) heartbeat(s *followerReplication, stopCh chan struct{}) {
 			}
 
 			voteFor(waiting, resp.Success)
-			if resp.Success {
-				r.contact.accepted(req.Term, peer.ID, sent)
-			} else {
+			if !resp.Success {
 				s.notifyAll(false)
+			} else if peer.Suffrage == Voter { // only voters count (quorum_contact.go)
+				r.contact.accepted(req.Term, peer.ID, sent)
 			}
 		}
 	}
