@@ -153,6 +153,7 @@ func (s *StreamLayer) Addr() net.Addr { return s.advertise }
 // a slot is free; a connection that finds none is closed at once.
 func (s *StreamLayer) acceptLoop() {
 	var delay time.Duration
+	var refused refusals
 	for {
 		conn, err := s.ln.Accept()
 		if err != nil {
@@ -174,11 +175,27 @@ func (s *StreamLayer) acceptLoop() {
 		case s.slots <- struct{}{}:
 			go s.handshake(conn)
 		default:
-			s.logger.Warn("too many raft connections handshaking at once; closing a new one",
-				"remote", conn.RemoteAddr().String(), "max", cap(s.slots))
 			_ = conn.Close()
+			refused.add(s.logger, cap(s.slots))
 		}
 	}
+}
+
+// refusals counts connections closed for want of a handshake slot and logs
+// them at most once a second, so that a flood of connections is not also a
+// flood of log lines.
+type refusals struct {
+	n      int
+	logged time.Time
+}
+
+func (r *refusals) add(logger hclog.Logger, max int) {
+	r.n++
+	if time.Since(r.logged) < time.Second {
+		return
+	}
+	logger.Warn("too many raft connections handshaking at once; closed new ones", "closed", r.n, "max-handshakes", max)
+	r.n, r.logged = 0, time.Now()
 }
 
 // handshake runs the TLS handshake of conn within the handshake timeout,
