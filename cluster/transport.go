@@ -40,6 +40,7 @@ type StreamLayer struct {
 	handshakeTimeout time.Duration
 	slots            chan struct{} // one per handshake in progress
 	logger           hclog.Logger
+	overCap, failed  sparseLog // connections closed for want of a slot, failed handshakes
 
 	ready     chan net.Conn   // connections that completed their handshake
 	ctx       context.Context // canceled by Close
@@ -153,7 +154,6 @@ func (s *StreamLayer) Addr() net.Addr { return s.advertise }
 // a slot is free; a connection that finds none is closed at once.
 func (s *StreamLayer) acceptLoop() {
 	var delay time.Duration
-	var refused refusals
 	for {
 		conn, err := s.ln.Accept()
 		if err != nil {
@@ -176,26 +176,31 @@ func (s *StreamLayer) acceptLoop() {
 			go s.handshake(conn)
 		default:
 			_ = conn.Close()
-			refused.add(s.logger, cap(s.slots))
+			s.overCap.add(s.logger, "too many raft connections handshaking at once; closed new ones", "max-handshakes", cap(s.slots))
 		}
 	}
 }
 
-// refusals counts connections closed for want of a handshake slot and logs
-// them at most once a second, so that a flood of connections is not also a
-// flood of log lines.
-type refusals struct {
+// sparseLog logs one kind of event at most once a second, with the number
+// of events since the last line, so that a flood of connections is not also
+// a flood of log lines.
+type sparseLog struct {
+	mu     sync.Mutex
 	n      int
 	logged time.Time
 }
 
-func (r *refusals) add(logger hclog.Logger, max int) {
-	r.n++
-	if time.Since(r.logged) < time.Second {
+// add counts an event and logs msg with args if a second has passed since
+// the last line.
+func (l *sparseLog) add(logger hclog.Logger, msg string, args ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.n++
+	if time.Since(l.logged) < time.Second {
 		return
 	}
-	logger.Warn("too many raft connections handshaking at once; closed new ones", "closed", r.n, "max-handshakes", max)
-	r.n, r.logged = 0, time.Now()
+	logger.Warn(msg, append(args, "count", l.n)...)
+	l.n, l.logged = 0, time.Now()
 }
 
 // handshake runs the TLS handshake of conn within the handshake timeout,
@@ -204,7 +209,11 @@ func (s *StreamLayer) handshake(conn net.Conn) {
 	tc, err := s.runHandshake(conn)
 	<-s.slots
 	if err != nil {
-		s.logger.Debug("raft TLS handshake failed", "remote", conn.RemoteAddr().String(), "error", err)
+		if s.closed() {
+			_ = conn.Close()
+			return
+		}
+		s.failed.add(s.logger, "raft TLS handshakes failed (the latest given)", "remote", conn.RemoteAddr().String(), "error", err)
 		_ = conn.Close()
 		return
 	}
