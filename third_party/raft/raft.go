@@ -609,17 +609,19 @@ func (r *Raft) startStopReplication() {
 				stepDown:            r.leaderState.stepDown,
 			}
 
+			s.voter.Store(server.Suffrage == Voter) // local patch, quorum_contact.go
 			r.leaderState.replState[server.ID] = s
 			r.goFunc(func() { r.replicate(s) })
 			asyncNotifyCh(s.triggerCh)
 			r.observe(PeerObservation{Peer: server, Removed: false})
 		} else if ok {
+			s.voter.Store(server.Suffrage == Voter) // local patch, quorum_contact.go
 
 			s.peerLock.RLock()
 			peer := s.peer
 			s.peerLock.RUnlock()
 
-			if peer != server { // local patch: a suffrage change too (quorum_contact.go)
+			if peer.Address != server.Address {
 				r.logger.Info("updating peer", "peer", server.ID)
 				s.peerLock.Lock()
 				s.peer = server
