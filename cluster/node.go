@@ -111,7 +111,8 @@ const logCacheSize = 1024
 // startRaft builds the transport and the raft instance. Each instance gets its
 // own notify channel and watcher goroutine.
 func (n *Node) startRaft() error {
-	layer, err := NewStreamLayer(n.cfg.RaftBind, n.cfg.RaftAdvertise, n.cfg.RaftServerTLS, n.cfg.RaftClientTLS)
+	layer, err := NewStreamLayer(n.cfg.RaftBind, n.cfg.RaftAdvertise, n.cfg.RaftServerTLS, n.cfg.RaftClientTLS,
+		WithStreamLogger(n.cfg.Logger.Named("raft-tls")))
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,30 @@ import (
 // the HTTP API.
 const DefaultPeerOU = "peer"
 
+// CipherSuites are the TLS 1.2 suites fenced offers and accepts, on every
+// port: ECDHE key exchange with an AEAD only. Go's defaults still include
+// CBC suites with HMAC-SHA1 (ECDHE-ECDSA-AES128-SHA and others), which are
+// open to padding-oracle and Lucky13-style timing attacks. TLS 1.3 suites
+// are all AEAD and not configurable.
+var CipherSuites = []uint16{
+	tls.TLS_ECDHE_ECDSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_ECDSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_ECDSA_WITH_CHACHA20_POLY1305_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_128_GCM_SHA256,
+	tls.TLS_ECDHE_RSA_WITH_AES_256_GCM_SHA384,
+	tls.TLS_ECDHE_RSA_WITH_CHACHA20_POLY1305_SHA256,
+}
+
+// peerOU is the OU a peer certificate must name: ou, or DefaultPeerOU when
+// ou is empty. An empty OU never means "any": client and admin certificates
+// may come from the peer CA too, and must not pass as a node's.
+func peerOU(ou string) string {
+	if ou == "" {
+		return DefaultPeerOU
+	}
+	return ou
+}
+
 // ServerConfig returns the configuration of a TLS server presenting the
 // store's current certificate. clientAuth says whether a client certificate
 // is asked for; with tls.RequestClientCert or tls.RequireAnyClientCert the
@@ -24,6 +48,7 @@ const DefaultPeerOU = "peer"
 func ServerConfig(s *Store, clientAuth tls.ClientAuthType) *tls.Config {
 	return &tls.Config{
 		MinVersion:     MinVersion,
+		CipherSuites:   CipherSuites,
 		GetCertificate: s.getCertificate,
 		ClientAuth:     clientAuth,
 		// HTTP/1.1 only: its limits (header size, timeouts) are the ones
@@ -35,10 +60,11 @@ func ServerConfig(s *Store, clientAuth tls.ClientAuthType) *tls.Config {
 // PeerServerConfig returns the configuration of the Raft transport's
 // listener: mutual TLS where the dialing node must present a certificate
 // that chains to the store's current CA, is valid for client authentication
-// and, unless ou is empty, names the organizational unit ou.
+// and names the organizational unit ou (DefaultPeerOU when empty).
 func PeerServerConfig(s *Store, ou string) *tls.Config {
 	return &tls.Config{
 		MinVersion:     MinVersion,
+		CipherSuites:   CipherSuites,
 		GetCertificate: s.getCertificate,
 		ClientAuth:     tls.RequireAnyClientCert,
 		VerifyConnection: func(cs tls.ConnectionState) error {
@@ -51,7 +77,8 @@ func PeerServerConfig(s *Store, ou string) *tls.Config {
 // PeerClientConfig returns the configuration the Raft transport dials other
 // nodes with: it presents the store's current certificate and accepts a node
 // whose certificate chains to the current CA, is valid for server
-// authentication and, unless ou is empty, names the organizational unit ou.
+// authentication and names the organizational unit ou (DefaultPeerOU when
+// empty).
 //
 // The dialed address is not matched against the certificate's names: nodes
 // are told apart by the role their certificate carries (as Consul does with
@@ -63,6 +90,7 @@ func PeerServerConfig(s *Store, ou string) *tls.Config {
 func PeerClientConfig(s *Store, ou string) *tls.Config {
 	return &tls.Config{
 		MinVersion:           MinVersion,
+		CipherSuites:         CipherSuites,
 		GetClientCertificate: s.getClientCertificate,
 		InsecureSkipVerify:   true, // verified in VerifyConnection, see above
 		VerifyConnection: func(cs tls.ConnectionState) error {
@@ -74,13 +102,14 @@ func PeerClientConfig(s *Store, ou string) *tls.Config {
 
 // VerifyPeer verifies a certificate chain presented by another node: it must
 // chain to the store's current CA, be valid for usage now, and name the
-// organizational unit ou unless ou is empty. It returns the leaf.
+// organizational unit ou (DefaultPeerOU when empty, as the HTTP API takes
+// it). It returns the leaf.
 func VerifyPeer(s *Store, chain []*x509.Certificate, usage x509.ExtKeyUsage, ou string) (*x509.Certificate, error) {
 	leaf, err := s.Verify(chain, usage)
 	if err != nil {
 		return nil, fmt.Errorf("peer certificate: %w", err)
 	}
-	if ou != "" && !HasOU(leaf, ou) {
+	if ou = peerOU(ou); !HasOU(leaf, ou) {
 		return nil, fmt.Errorf("peer certificate %q does not name OU=%s", leaf.Subject.CommonName, ou)
 	}
 	return leaf, nil
@@ -99,7 +128,7 @@ func Dialer(roots, cert *Store) func(ctx context.Context, network, addr string) 
 		if err != nil {
 			return nil, err
 		}
-		cfg := &tls.Config{MinVersion: MinVersion, ServerName: host, NextProtos: []string{"http/1.1"}}
+		cfg := &tls.Config{MinVersion: MinVersion, CipherSuites: CipherSuites, ServerName: host, NextProtos: []string{"http/1.1"}}
 		if roots != nil {
 			cfg.RootCAs = roots.Pool()
 		}
@@ -140,7 +169,7 @@ func ClientConfig(f Files) (*tls.Config, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg := &tls.Config{MinVersion: MinVersion, RootCAs: m.pool}
+	cfg := &tls.Config{MinVersion: MinVersion, CipherSuites: CipherSuites, RootCAs: m.pool}
 	if m.cert != nil {
 		cfg.Certificates = []tls.Certificate{*m.cert}
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"crypto/tls"
 	"crypto/x509"
+	"encoding/pem"
 	"errors"
 	"fmt"
 	"net"
@@ -61,7 +62,7 @@ func (s *securityOptions) register(fs *pflag.FlagSet) {
 	fs.StringVar(&s.peerCert, "peer-tls-cert", "", "this node's peer certificate (PEM): mutual TLS on the Raft transport, and its identity when it forwards or joins")
 	fs.StringVar(&s.peerKey, "peer-tls-key", "", "private key (PEM) of --peer-tls-cert")
 	fs.StringVar(&s.peerCA, "peer-tls-ca", "", "CA bundle that verifies other nodes' peer certificates")
-	fs.StringVar(&s.peerOU, "peer-cert-ou", tlsutil.DefaultPeerOU, "organizational unit a peer certificate must name (empty: any certificate of --peer-tls-ca)")
+	fs.StringVar(&s.peerOU, "peer-cert-ou", tlsutil.DefaultPeerOU, "organizational unit a peer certificate must name, on the Raft port and the API alike (not empty, admin or client)")
 	fs.StringVar(&s.authTokens, "auth-tokens", "", "file of bearer tokens, one \"TOKEN ROLE NAME\" per line (ROLE: client or admin); reloaded on SIGHUP")
 	fs.StringVar(&s.joinToken, "join-token", "", "bearer token (admin) this node joins with when authentication is on but it has no peer certificate")
 	fs.IntVar(&s.maxKeysPerHolder, "max-keys-per-holder", 10000, "live grants one holder may have (0: no limit)")
@@ -100,11 +101,27 @@ func (s *securityOptions) check() error {
 	if n := countSet(peer); n != 0 && n != 3 {
 		return errors.New("mutual TLS between nodes needs all of --peer-tls-cert, --peer-tls-key and --peer-tls-ca")
 	}
+	if err := checkPeerOU(s.peerOU); err != nil {
+		return err
+	}
 	switch {
 	case s.maxKeysPerHolder < 0, s.maxWaitersPerKey < 0, s.maxKeysPerIdentity < 0, s.maxWaitersPerIdentity < 0, s.rateLimit < 0, s.rateBurst < 0, s.bodyTimeout < 0:
 		return errors.New("limits cannot be negative")
 	case s.maxHeaderBytes < 1<<10:
 		return errors.New("--http-max-header-bytes must be at least 1024")
+	}
+	return nil
+}
+
+// checkPeerOU refuses a peer OU that would let client certificates pass as
+// a node's: none (which once meant any OU on the Raft port), or a client
+// role's.
+func checkPeerOU(ou string) error {
+	switch ou {
+	case "":
+		return fmt.Errorf("--peer-cert-ou cannot be empty: a peer certificate must name an OU (default %q) that client certificates do not", tlsutil.DefaultPeerOU)
+	case tlsutil.OUAdmin, tlsutil.OUClient:
+		return fmt.Errorf("--peer-cert-ou %s is a client role: %s certificates would pass as nodes on the Raft port", ou, ou)
 	}
 	return nil
 }
@@ -149,7 +166,7 @@ func loadSecurity(o *securityOptions) (*security, error) {
 		if s.peer, err = tlsutil.Load(tlsutil.Files{Cert: o.peerCert, Key: o.peerKey, CA: o.peerCA}); err != nil {
 			return nil, fmt.Errorf("--peer-tls-cert/--peer-tls-key/--peer-tls-ca: %w", err)
 		}
-		if leaf := s.peer.Leaf(); o.peerOU != "" && !tlsutil.HasOU(leaf, o.peerOU) {
+		if leaf := s.peer.Leaf(); !tlsutil.HasOU(leaf, o.peerOU) {
 			return nil, fmt.Errorf("--peer-tls-cert %s does not name OU=%s: other nodes would refuse it (see --peer-cert-ou)", o.peerCert, o.peerOU)
 		}
 	}
@@ -225,6 +242,10 @@ func (s *security) warn(log hclog.Logger, dev bool, id string) {
 	if s.peer != nil && s.peer.Leaf().Subject.CommonName != id {
 		log.Warn("the peer certificate's common name is not this node's id: with authentication on, the cluster lets a node join only as the name in its certificate",
 			"id", id, "cn", s.peer.Leaf().Subject.CommonName)
+	}
+	if s.peer != nil && s.o.tlsCA != "" && sharesCA(s.o.peerCA, s.o.tlsCA) {
+		log.Warn("the peer CA also signs client certificates: a client certificate that names the peer OU would pass as a node on the Raft port; issue peer certificates from a CA of their own, or never put the peer OU in a client certificate",
+			"peer-ca", s.o.peerCA, "client-ca", s.o.tlsCA, "peer-ou", s.o.peerOU)
 	}
 	if dev {
 		return
@@ -398,4 +419,42 @@ func serveHTTP(srv *http.Server, ln net.Listener, s *security) error {
 	srv.TLSConfig = cfg
 	srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
 	return srv.ServeTLS(ln, "", "")
+}
+
+// sharesCA reports whether the CA bundles in files a and b hold a common
+// certificate (or are the same file). A bundle that cannot be read counts as
+// shared: the warning is the safe side.
+func sharesCA(a, b string) bool {
+	if a == b {
+		return true
+	}
+	ca, errA := caCerts(a)
+	cb, errB := caCerts(b)
+	if errA != nil || errB != nil {
+		return true
+	}
+	for der := range ca {
+		if cb[der] {
+			return true
+		}
+	}
+	return false
+}
+
+// caCerts returns the DER encodings of the certificates in a PEM bundle.
+func caCerts(path string) (map[string]bool, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	out := map[string]bool{}
+	for {
+		var block *pem.Block
+		if block, data = pem.Decode(data); block == nil {
+			return out, nil
+		}
+		if block.Type == "CERTIFICATE" {
+			out[string(block.Bytes)] = true
+		}
+	}
 }

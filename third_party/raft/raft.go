@@ -609,11 +609,13 @@ func (r *Raft) startStopReplication() {
 				stepDown:            r.leaderState.stepDown,
 			}
 
+			s.voter.Store(server.Suffrage == Voter) // local patch, quorum_contact.go
 			r.leaderState.replState[server.ID] = s
 			r.goFunc(func() { r.replicate(s) })
 			asyncNotifyCh(s.triggerCh)
 			r.observe(PeerObservation{Peer: server, Removed: false})
 		} else if ok {
+			s.voter.Store(server.Suffrage == Voter) // local patch, quorum_contact.go
 
 			s.peerLock.RLock()
 			peer := s.peer
@@ -978,8 +980,12 @@ func (r *Raft) verifyLeader(v *verifyFuture) {
 	v.notifyCh = r.verifyCh
 	r.leaderState.notify[v] = struct{}{}
 
-	// Trigger immediate heartbeats
-	for _, repl := range r.leaderState.replState {
+	// Trigger immediate heartbeats; only voters may vote (local patch,
+	// verify_order.go).
+	for id, repl := range r.leaderState.replState {
+		if !hasVote(r.configurations.latest, id) {
+			continue
+		}
 		repl.notifyLock.Lock()
 		repl.notify[v] = struct{}{}
 		repl.notifyLock.Unlock()
@@ -1945,20 +1951,8 @@ func (r *Raft) installSnapshot(rpc RPC, req *InstallSnapshotRequest) {
 
 	// Clear old logs if r.logs is a MonotonicLogStore, or if the log holds
 	// another entry at the snapshot's last index (Figure 13, rule 7).
-	// Otherwise compact the logs. In all cases, log any errors and continue.
-	if mlogs, ok := r.logs.(MonotonicLogStore); ok && mlogs.IsMonotonic() {
-		if err := r.removeOldLogs(); err != nil {
-			r.logger.Error("failed to reset logs", "error", err)
-		}
-		r.resetLastLogAfterInstall(req.LastLogIndex, req.LastLogTerm)
-	} else if r.logConflicts(req.LastLogIndex, req.LastLogTerm) {
-		if err := r.discardConflictingLogs(req.LastLogIndex); err != nil {
-			r.logger.Error("failed to discard conflicting logs", "error", err)
-		}
-		r.resetLastLogAfterInstall(req.LastLogIndex, req.LastLogTerm)
-	} else if err := r.compactLogs(req.LastLogIndex); err != nil {
-		r.logger.Error("failed to compact logs", "error", err)
-	}
+	// Otherwise compact the logs (local patch, snapshot_install.go).
+	r.trimLogsAfterInstall(req.LastLogIndex, req.LastLogTerm)
 
 	r.logger.Info("Installed remote snapshot")
 	resp.Success = true

@@ -86,6 +86,11 @@ type followerReplication struct {
 	// notifyLock protects 'notify'.
 	notifyLock sync.Mutex
 
+	// voter says whether the follower is a voter in the latest
+	// configuration: only voters' answers count towards QuorumContact
+	// (local patch, quorum_contact.go).
+	voter atomic.Bool
+
 	// stepDown is used to indicate to the leader that we
 	// should step down based on information from a follower.
 	stepDown chan struct{}
@@ -431,10 +436,10 @@ func (r *Raft) heartbeat(s *followerReplication, stopCh chan struct{}) {
 			}
 
 			voteFor(waiting, resp.Success)
-			if resp.Success {
-				r.contact.accepted(req.Term, peer.ID, sent)
-			} else {
+			if !resp.Success {
 				s.notifyAll(false)
+			} else if s.voter.Load() { // only voters count (quorum_contact.go)
+				r.contact.accepted(req.Term, peer.ID, sent)
 			}
 		}
 	}

@@ -50,6 +50,32 @@ func (r *Raft) discardConflictingLogs(snapIdx uint64) error {
 	return r.logs.DeleteRange(first, last)
 }
 
+// trimLogsAfterInstall brings the log store in line with a snapshot through
+// snapIdx, snapTerm just installed: it empties a MonotonicLogStore, deletes
+// a log that holds another entry at snapIdx (rule 7), and otherwise compacts
+// the log as upstream does. Errors are logged and the install goes on; the
+// cached last log entry moves to the snapshot only once the log is empty: a
+// log that could not be deleted still ends where it did (with another entry
+// at snapIdx), so the next AppendEntries fails its consistency check and the
+// leader sends the snapshot again, which retries the delete.
+func (r *Raft) trimLogsAfterInstall(snapIdx, snapTerm uint64) {
+	if mlogs, ok := r.logs.(MonotonicLogStore); ok && mlogs.IsMonotonic() {
+		if err := r.removeOldLogs(); err != nil {
+			r.logger.Error("failed to reset logs", "error", err)
+			return
+		}
+		r.resetLastLogAfterInstall(snapIdx, snapTerm)
+	} else if r.logConflicts(snapIdx, snapTerm) {
+		if err := r.discardConflictingLogs(snapIdx); err != nil {
+			r.logger.Error("failed to discard conflicting logs", "error", err)
+			return
+		}
+		r.resetLastLogAfterInstall(snapIdx, snapTerm)
+	} else if err := r.compactLogs(snapIdx); err != nil {
+		r.logger.Error("failed to compact logs", "error", err)
+	}
+}
+
 // resetLastLogAfterInstall points the cached last log entry at the installed
 // snapshot once the log store was emptied, as restoreUserSnapshot does: left
 // at a deleted entry, it would make AppendEntries look that entry up, fail,

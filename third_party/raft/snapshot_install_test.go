@@ -4,9 +4,12 @@
 package raft
 
 import (
+	"errors"
 	"fmt"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 )
 
 // A follower cut off while it led, with entries it appended but never
@@ -104,5 +107,45 @@ func waitFor(t *testing.T, cond func() bool, what string) {
 			t.Fatalf("timed out waiting for %s", what)
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// failingDelete is a log store whose DeleteRange fails.
+type failingDelete struct{ *InmemStore }
+
+func (failingDelete) DeleteRange(min, max uint64) error { return errors.New("disk full") }
+
+// failingMonotonicDelete is a MonotonicLogStore whose DeleteRange fails.
+type failingMonotonicDelete struct{ failingDelete }
+
+func (failingMonotonicDelete) IsMonotonic() bool { return true }
+
+// When the install could not delete the log, the log still ends where it
+// ended, with its stale entries: the cached last log entry must keep saying
+// so. Pointed at the snapshot, it would let the next AppendEntries match the
+// snapshot's last entry and append after it, over a log that still holds
+// another entry at that index.
+func TestRaft_InstallSnapshotKeepsLastLogWhenDeleteFails(t *testing.T) {
+	for _, monotonic := range []bool{false, true} {
+		t.Run(fmt.Sprintf("monotonic=%v", monotonic), func(t *testing.T) {
+			mem := NewInmemStore()
+			for i := uint64(1); i <= 10; i++ {
+				if err := mem.StoreLog(&Log{Index: i, Term: 1, Type: LogCommand}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			var store LogStore = failingDelete{mem}
+			if monotonic {
+				store = failingMonotonicDelete{failingDelete{mem}}
+			}
+			r := &Raft{logs: store, logger: hclog.NewNullLogger()}
+			r.setLastLog(10, 1)
+
+			r.trimLogsAfterInstall(5, 2) // entry 5 has term 1: rule 7 applies
+
+			if idx, term := r.getLastLog(); idx != 10 || term != 1 {
+				t.Fatalf("last log entry cached as %d/%d after a failed delete; the log still ends at 10/1", idx, term)
+			}
+		})
 	}
 }

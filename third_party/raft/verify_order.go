@@ -25,17 +25,54 @@ func (s *followerReplication) takeNotify() map[*verifyFuture]struct{} {
 // one sent for them failed. Futures decided meanwhile (by other followers'
 // votes) stay out: the main goroutine's cleanNotify could not reach them
 // while they were taken, and an unreachable follower would keep them.
+//
+// It never holds notifyLock while it waits for a future's voteLock: vote
+// holds voteLock while it sends on the verify channel, which only the main
+// goroutine reads, and the main goroutine takes notifyLock between reads
+// (verifyLeader, cleanNotify). So the undecided futures are picked first,
+// and those decided after that, whose cleanNotify may have run before they
+// were back, are taken out again.
 func (s *followerReplication) returnNotify(n map[*verifyFuture]struct{}) {
-	if len(n) == 0 {
+	undecided := pickUndecided(n)
+	if len(undecided) == 0 {
 		return
 	}
 	s.notifyLock.Lock()
-	defer s.notifyLock.Unlock()
+	for _, v := range undecided {
+		s.notify[v] = struct{}{}
+	}
+	s.notifyLock.Unlock()
+	// A future decided from here on is cleaned by the main goroutine after
+	// it is back; one decided before is removed here.
+	if decided := pickDecided(undecided); len(decided) > 0 {
+		s.notifyLock.Lock()
+		for _, v := range decided {
+			delete(s.notify, v)
+		}
+		s.notifyLock.Unlock()
+	}
+}
+
+// pickUndecided returns the futures of n still waiting for votes.
+func pickUndecided(n map[*verifyFuture]struct{}) []*verifyFuture {
+	var out []*verifyFuture
 	for v := range n {
 		if !v.decided() {
-			s.notify[v] = struct{}{}
+			out = append(out, v)
 		}
 	}
+	return out
+}
+
+// pickDecided returns the futures of vs that have been decided.
+func pickDecided(vs []*verifyFuture) []*verifyFuture {
+	var out []*verifyFuture
+	for _, v := range vs {
+		if v.decided() {
+			out = append(out, v)
+		}
+	}
+	return out
 }
 
 // decided reports whether the future has had the votes that decide it.

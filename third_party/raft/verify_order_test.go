@@ -1,6 +1,8 @@
 package raft
 
 import (
+	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -93,4 +95,58 @@ func TestReturnNotifyDropsDecidedFutures(t *testing.T) {
 	if _, ok := s.notify[pending]; !ok {
 		t.Fatal("a pending future was not put back")
 	}
+}
+
+// Putting futures back after a failed heartbeat must not wait for a future's
+// voteLock while holding the follower's notifyLock: vote holds voteLock while
+// it sends on the verify channel, which only the main goroutine reads, and
+// the main goroutine takes notifyLock (verifyLeader, cleanNotify) between
+// reads. With the channel full, the three would wait for each other forever.
+func TestReturnNotifyWithFullVerifyChannel(t *testing.T) {
+	full := make(chan *verifyFuture, 1)
+	full <- &verifyFuture{} // an earlier decision the main goroutine has not read yet
+	s := &followerReplication{notify: map[*verifyFuture]struct{}{}}
+	v := &verifyFuture{quorumSize: 2, votes: 1, notifyCh: full}
+	s.notify[v] = struct{}{}
+	taken := s.takeNotify()
+
+	// Another follower's vote decides v and blocks on the full channel,
+	// holding v's voteLock.
+	go v.vote(true)
+	waitFor(t, func() bool {
+		if v.voteLock.TryLock() {
+			v.voteLock.Unlock()
+			return false
+		}
+		return true
+	}, "the vote to block on the full channel")
+
+	// The heartbeat to this follower failed: it puts v back.
+	returned := make(chan struct{})
+	go func() {
+		s.returnNotify(taken)
+		close(returned)
+	}()
+	waitFor(t, func() bool { return goroutineIn("(*verifyFuture).decided") }, "returnNotify to wait for the vote")
+
+	// The main goroutine, handling a request it read before (verifyLeader
+	// and cleanNotify take notifyLock), then reading the channel on.
+	mainDone := make(chan struct{})
+	go func() {
+		s.cleanNotify(&verifyFuture{})
+		<-full
+		s.cleanNotify(<-full)
+		close(mainDone)
+	}()
+	receive(t, mainDone, "the main goroutine to read the channel (lock-order cycle: returnNotify holds notifyLock while waiting for voteLock)")
+	receive(t, returned, "returnNotify to return")
+	if _, ok := s.notify[v]; ok {
+		t.Fatal("a decided future was put back")
+	}
+}
+
+// goroutineIn reports whether some goroutine's stack holds function fn.
+func goroutineIn(fn string) bool {
+	buf := make([]byte, 1<<20)
+	return strings.Contains(string(buf[:runtime.Stack(buf, true)]), fn)
 }
