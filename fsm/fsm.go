@@ -130,14 +130,18 @@ type Config struct {
 	// MaxSeq is the highest seq granted inside one epoch; 0 means fence.MaxSeq.
 	// Tests lower it to reach exhaustion.
 	MaxSeq uint64
+	// MaxRetired caps the request ids remembered beyond their key's last
+	// grant; 0 means DefaultMaxRetired. Tests lower it.
+	MaxRetired int
 	// Observer, if set, hears of grant changes.
 	Observer Observer
 }
 
 // FSM implements raft.FSM and raft.BatchingFSM.
 type FSM struct {
-	maxSeq uint64
-	obs    Observer
+	maxSeq     uint64
+	maxRetired int
+	obs        Observer
 
 	mu        sync.RWMutex
 	keys      map[string]entry
@@ -145,6 +149,9 @@ type FSM struct {
 	floor     uint64
 	clusterID string
 	applied   uint64
+	// hist remembers request ids that no longer name their key's last
+	// grant, so a late retry is never granted twice.
+	hist history
 	// appliedFast mirrors applied for lock-free reads on the hot read path.
 	appliedFast atomic.Uint64
 	// notify is closed and replaced after an apply when someone waits on it.
@@ -159,12 +166,17 @@ func New(cfg Config) *FSM {
 	if cfg.MaxSeq == 0 || cfg.MaxSeq > fence.MaxSeq {
 		cfg.MaxSeq = fence.MaxSeq
 	}
+	if cfg.MaxRetired <= 0 {
+		cfg.MaxRetired = DefaultMaxRetired
+	}
 	return &FSM{
-		maxSeq:  cfg.MaxSeq,
-		obs:     cfg.Observer,
-		keys:    make(map[string]entry),
-		members: make(map[string]string),
-		notify:  make(chan struct{}),
+		maxSeq:     cfg.MaxSeq,
+		maxRetired: cfg.MaxRetired,
+		obs:        cfg.Observer,
+		keys:       make(map[string]entry),
+		members:    make(map[string]string),
+		hist:       newHistory(),
+		notify:     make(chan struct{}),
 	}
 }
 
@@ -198,6 +210,9 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			f.mu.Unlock()
 			panic(fmt.Sprintf("fsm: log entry %d (term %d) cannot be decoded, the log is corrupt: %v", l.Index, l.Term, err))
 		}
+		// The leader's append time, carried in the entry, is the only clock
+		// the FSM reads: every replica sees the same one.
+		f.hist.tick(l.AppendedAt, RequestIDWindow)
 		var res *Result
 		res, events = f.apply(cmd, l.Term, l.Index, events)
 		out[i] = res
@@ -224,6 +239,7 @@ func (f *FSM) Reset() {
 	f.mu.Lock()
 	f.keys = make(map[string]entry)
 	f.members = make(map[string]string)
+	f.hist = newHistory()
 	f.floor, f.applied, f.clusterID = 0, 0, ""
 	f.appliedFast.Store(0)
 	f.mu.Unlock()
@@ -316,6 +332,10 @@ func (f *FSM) handoff(r *Result, next Acquire, term, index uint64, events []even
 // acquire decides a grant. The epoch is the term of the entry being applied
 // plus the floor: never the node's current term, so every node computes the
 // same token for the same entry.
+//
+// The request id is checked before the holder: a retry is answered with its
+// own grant or ErrGrantEnded, never with a second grant, and never with a
+// grant another request of the same holder made after its own ended.
 func (f *FSM) acquire(c Acquire, term, index uint64) *Result {
 	if c.Key == "" || c.Holder == "" || c.TTL < time.Millisecond || c.TTL > maxMs || c.LockDelay < 0 || c.LockDelay > maxMs {
 		return &Result{Err: fmt.Errorf("%w: key, holder and a ttl of 1ms to 49 days are required", ErrInvalid)}
@@ -323,20 +343,31 @@ func (f *FSM) acquire(c Acquire, term, index uint64) *Result {
 	// Durations are kept to the millisecond; the result says what was kept.
 	c.TTL, c.LockDelay = c.TTL.Truncate(time.Millisecond), c.LockDelay.Truncate(time.Millisecond)
 	k, exists := f.get(c.Key)
+	if r, answered := f.recall(c, k, exists); answered {
+		return r
+	}
 	if exists && k.State == Held {
 		if k.Holder != c.Holder {
 			return &Result{Key: k, Err: &HeldError{Key: k.Key, Holder: k.Holder, Token: k.Token}}
 		}
 		k.TTL, k.Armed, k.LockDelay = c.TTL, index, c.LockDelay
 		f.put(k)
+		// A new request answered with this grant owns it from now on: its
+		// retry after the grant ended must not mint another.
+		if c.RequestID != k.RequestID {
+			if _, known := f.hist.lookup(c.Key, c.RequestID); !known {
+				f.hist.retire(c.Key, c.RequestID, k.Token, f.maxRetired)
+			}
+		}
 		return &Result{Key: k, Renewed: true, Changed: true}
-	}
-	if exists && c.RequestID != "" && k.RequestID == c.RequestID && k.Holder == c.Holder {
-		return &Result{Key: k, Err: ErrGrantEnded}
 	}
 	tok, err := f.nextToken(k, exists, term)
 	if err != nil {
 		return &Result{Key: k, Err: err}
+	}
+	if exists {
+		// The replaced grant's request id is remembered for the window.
+		f.hist.retire(c.Key, k.RequestID, k.Token, f.maxRetired)
 	}
 	k = KeyState{Key: c.Key, Holder: c.Holder, Token: tok, TTL: c.TTL, State: Held, RequestID: c.RequestID, Index: index, Armed: index, LockDelay: c.LockDelay}
 	f.put(k)
