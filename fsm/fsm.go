@@ -377,10 +377,11 @@ func (f *FSM) acquire(c Acquire, term, index uint64) *Result {
 // nextToken returns the token of the next grant of a key: seq restarts at 1
 // only when the epoch rises above the epoch of the key's last grant.
 func (f *FSM) nextToken(last KeyState, exists bool, term uint64) (fence.Token, error) {
-	epoch := term + f.floor
-	if epoch > fence.MaxEpoch {
+	// Checked before adding: a floor near 2^64 must not wrap to a low epoch.
+	if f.floor > fence.MaxEpoch || term > fence.MaxEpoch-f.floor {
 		return 0, ErrEpochExhausted
 	}
+	epoch := term + f.floor
 	seq := uint64(1)
 	if exists {
 		switch lastEpoch := last.Token.Epoch(); {
