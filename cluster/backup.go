@@ -102,9 +102,14 @@ func encodeBackup(meta BackupMeta, snap []byte) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// DecodeBackup checks a backup's checksum and decodes it.
+// DecodeBackup checks a backup's checksum and decodes it. An authenticated
+// backup is decoded too, without checking its HMAC (see CheckBackupAuth).
 func DecodeBackup(data []byte) (BackupMeta, *fsm.Image, error) {
 	var meta BackupMeta
+	data, _, _, _, err := unwrap(data)
+	if err != nil {
+		return meta, nil, err
+	}
 	if len(data) < len(backupMagic)+4+sha256.Size || string(data[:len(backupMagic)]) != backupMagic {
 		return meta, nil, fmt.Errorf("%w: not a fenced backup", ErrBadBackup)
 	}
