@@ -47,7 +47,7 @@ func (b *backupAuth) sign(data []byte) ([]byte, error) {
 func (b *backupAuth) check(data []byte) error {
 	a := b.get()
 	if _, _, err := cluster.CheckBackupAuth(data, a.Key, a.Require); err != nil {
-		return fmt.Errorf("%w: %w; nothing was changed", cluster.ErrBadRequest, err)
+		return fmt.Errorf("%w: %w", cluster.ErrBadRequest, err)
 	}
 	return nil
 }
