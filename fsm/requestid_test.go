@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/hashicorp/go-msgpack/v2/codec"
 	"github.com/hashicorp/raft"
 	"pgregory.net/rapid"
 
@@ -224,5 +225,32 @@ func TestFloorNearMaxDoesNotWrap(t *testing.T) {
 	a.at(5, RaiseFloor{Floor: 1<<64 - 3})
 	if r := a.at(5, Acquire{Key: "new", Holder: "h", TTL: time.Second}); !errors.Is(r.Err, ErrEpochExhausted) {
 		t.Fatalf("grant with floor 2^64-3 at term 5: token %v (epoch %d) after %v, err %v", r.Key.Token, r.Key.Token.Epoch(), first.Key.Token, r.Err)
+	}
+}
+
+// The FSM's log clock is deterministic only if every way an entry reaches a
+// replica keeps its append time to the millisecond: the leader's own copy,
+// the transport and the stores (msgpack in both time formats raft and
+// raft-boltdb use; raft-wal uses time.MarshalBinary).
+func TestAppendedAtSurvivesEncodings(t *testing.T) {
+	at := time.Date(2026, 12, 1, 15, 4, 5, 987654321, time.FixedZone("x", 3600))
+	for _, builtin := range []bool{false, true} {
+		var buf bytes.Buffer
+		enc := codec.NewEncoder(&buf, &codec.MsgpackHandle{BasicHandle: codec.BasicHandle{TimeNotBuiltin: !builtin}})
+		if err := enc.Encode(&raft.Log{Index: 1, Term: 1, AppendedAt: at}); err != nil {
+			t.Fatal(err)
+		}
+		var back raft.Log
+		if err := codec.NewDecoder(&buf, &codec.MsgpackHandle{}).Decode(&back); err != nil {
+			t.Fatal(err)
+		}
+		if back.AppendedAt.UnixMilli() != at.UnixMilli() {
+			t.Fatalf("msgpack (new time format %v): %v -> %v", builtin, at, back.AppendedAt)
+		}
+	}
+	b, _ := at.MarshalBinary()
+	var back time.Time
+	if err := back.UnmarshalBinary(b); err != nil || back.UnixMilli() != at.UnixMilli() {
+		t.Fatalf("binary: %v -> %v (%v)", at, back, err)
 	}
 }
