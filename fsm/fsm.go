@@ -210,11 +210,8 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			f.mu.Unlock()
 			panic(fmt.Sprintf("fsm: log entry %d (term %d) cannot be decoded, the log is corrupt: %v", l.Index, l.Term, err))
 		}
-		// The leader's append time, carried in the entry, is the only clock
-		// the FSM reads: every replica sees the same one.
-		f.hist.tick(l.AppendedAt, RequestIDWindow)
 		var res *Result
-		res, events = f.apply(cmd, l.Term, l.Index, events)
+		res, events = f.apply(cmd, logPos{term: l.Term, index: l.Index, appended: l.AppendedAt}, events)
 		out[i] = res
 	}
 	f.mu.Unlock()
@@ -266,10 +263,17 @@ func (f *FSM) deliver(events []event) {
 	}
 }
 
-func (f *FSM) apply(cmd Command, term, index uint64, events []event) (*Result, []event) {
+// logPos is what apply reads of the entry being applied: its term and index,
+// and the time the leader appended it.
+type logPos struct {
+	term, index uint64
+	appended    time.Time
+}
+
+func (f *FSM) apply(cmd Command, pos logPos, events []event) (*Result, []event) {
 	switch c := cmd.(type) {
 	case Acquire:
-		r := f.acquire(c, term, index)
+		r := f.acquire(c, pos)
 		if r.Err == nil {
 			events = append(events, event{key: r.Key, granted: true, renewed: r.Renewed})
 		}
@@ -280,7 +284,7 @@ func (f *FSM) apply(cmd Command, term, index uint64, events []event) (*Result, [
 			events = append(events, event{key: r.Key})
 		}
 		if r.Err == nil && c.Next != nil {
-			events = f.handoff(r, *c.Next, term, index, events)
+			events = f.handoff(r, *c.Next, pos, events)
 		}
 		return r, events
 	case Expire:
@@ -288,7 +292,7 @@ func (f *FSM) apply(cmd Command, term, index uint64, events []event) (*Result, [
 		if r.Changed {
 			events = append(events, event{key: r.Key})
 			if c.Next != nil {
-				events = f.handoff(r, *c.Next, term, index, events)
+				events = f.handoff(r, *c.Next, pos, events)
 			}
 		}
 		return r, events
@@ -317,12 +321,12 @@ func (f *FSM) apply(cmd Command, term, index uint64, events []event) (*Result, [
 }
 
 // handoff applies a waiter's acquire in the entry that freed the key.
-func (f *FSM) handoff(r *Result, next Acquire, term, index uint64, events []event) []event {
+func (f *FSM) handoff(r *Result, next Acquire, pos logPos, events []event) []event {
 	if next.Key != r.Key.Key && r.Key.Key != "" {
 		r.Next = &Result{Err: fmt.Errorf("%w: handoff of another key", ErrInvalid)}
 		return events
 	}
-	r.Next = f.acquire(next, term, index)
+	r.Next = f.acquire(next, pos)
 	if r.Next.Err == nil {
 		events = append(events, event{key: r.Next.Key, granted: true, renewed: r.Next.Renewed})
 	}
@@ -335,16 +339,25 @@ func (f *FSM) handoff(r *Result, next Acquire, term, index uint64, events []even
 //
 // The request id is checked before the holder: a retry is answered with its
 // own grant or ErrGrantEnded, never with a second grant, and never with a
-// grant another request of the same holder made after its own ended.
-func (f *FSM) acquire(c Acquire, term, index uint64) *Result {
+// grant another request of the same holder made after its own ended. An
+// acquire of a version-1 entry keeps version 1's rules (the holder first,
+// and only the key's last grant remembered) and leaves the history alone,
+// so an old log replays as it was first applied.
+func (f *FSM) acquire(c Acquire, pos logPos) *Result {
+	term, index := pos.term, pos.index
 	if c.Key == "" || c.Holder == "" || c.TTL < time.Millisecond || c.TTL > maxMs || c.LockDelay < 0 || c.LockDelay > maxMs {
 		return &Result{Err: fmt.Errorf("%w: key, holder and a ttl of 1ms to 49 days are required", ErrInvalid)}
 	}
 	// Durations are kept to the millisecond; the result says what was kept.
 	c.TTL, c.LockDelay = c.TTL.Truncate(time.Millisecond), c.LockDelay.Truncate(time.Millisecond)
 	k, exists := f.get(c.Key)
-	if r, answered := f.recall(c, k, exists); answered {
-		return r
+	if !c.v1 {
+		// The leader's append time, carried in the entry, is the only
+		// clock the FSM reads: every replica sees the same one.
+		f.hist.tick(pos.appended, RequestIDWindow)
+		if r, answered := f.recall(c, k, exists); answered {
+			return r
+		}
 	}
 	if exists && k.State == Held {
 		if k.Holder != c.Holder {
@@ -354,18 +367,21 @@ func (f *FSM) acquire(c Acquire, term, index uint64) *Result {
 		f.put(k)
 		// A new request answered with this grant owns it from now on: its
 		// retry after the grant ended must not mint another.
-		if c.RequestID != k.RequestID {
+		if !c.v1 && c.RequestID != k.RequestID {
 			if _, known := f.hist.lookup(c.Key, c.RequestID); !known {
 				f.hist.retire(c.Key, c.RequestID, k.Token, f.maxRetired)
 			}
 		}
 		return &Result{Key: k, Renewed: true, Changed: true}
 	}
+	if c.v1 && exists && c.RequestID != "" && k.RequestID == c.RequestID && k.Holder == c.Holder {
+		return &Result{Key: k, Err: ErrGrantEnded}
+	}
 	tok, err := f.nextToken(k, exists, term)
 	if err != nil {
 		return &Result{Key: k, Err: err}
 	}
-	if exists {
+	if exists && !c.v1 {
 		// The replaced grant's request id is remembered for the window.
 		f.hist.retire(c.Key, k.RequestID, k.Token, f.maxRetired)
 	}

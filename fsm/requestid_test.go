@@ -100,14 +100,16 @@ func TestRequestIDHistorySurvivesSnapshotAndWindow(t *testing.T) {
 	if n := c.f.RetiredRequests(); n != 1 {
 		t.Fatalf("retired request ids remembered: %d, want 1", n)
 	}
-	// A clock that goes backwards does not shorten or lengthen anything.
+	// Acquires move the log clock. One that goes backwards does not
+	// shorten or lengthen anything.
+	tick := Acquire{Key: "tick", Holder: "t", TTL: time.Second}
 	c.now = c.now.Add(-time.Hour)
-	c.at(2, Barrier{})
+	c.at(2, tick)
 	if n := c.f.RetiredRequests(); n != 1 {
 		t.Fatalf("after an earlier append time: %d remembered", n)
 	}
 	c.now = c.now.Add(time.Hour + 2*time.Second)
-	c.at(2, Barrier{})
+	c.at(2, tick)
 	if n := c.f.RetiredRequests(); n != 0 {
 		t.Fatalf("retired request ids past the window: %d, want 0", n)
 	}
@@ -252,5 +254,34 @@ func TestAppendedAtSurvivesEncodings(t *testing.T) {
 	var back time.Time
 	if err := back.UnmarshalBinary(b); err != nil || back.UnixMilli() != at.UnixMilli() {
 		t.Fatalf("binary: %v -> %v (%v)", at, back, err)
+	}
+}
+
+// An acquire of a version-1 entry (written before request ids were checked
+// first) replays with version 1's rules and leaves the history alone, so a
+// log replays the same whichever version wrote it; Encode writes version 2.
+func TestVersion1AcquireKeepsItsRules(t *testing.T) {
+	v1 := func(a Acquire) Acquire { a.v1 = true; return a }
+	if b := Encode(Acquire{Key: "k", Holder: "h", TTL: time.Second}); b[1] != version2 {
+		t.Fatalf("acquire encoded as version %d", b[1])
+	}
+	b := Encode(v1(Acquire{Key: "k", Holder: "h", TTL: time.Second, RequestID: "R"}))
+	if d, err := Decode(b); err != nil || b[1] != version1 || !d.(Acquire).v1 {
+		t.Fatalf("version-1 acquire: %x -> %+v %v", b, d, err)
+	}
+	c := newClocked(Config{})
+	first := c.at(1, v1(Acquire{Key: "k", Holder: "h1", TTL: time.Second, RequestID: "R1"}))
+	c.at(1, Expire{Key: "k", Token: first.Key.Token})
+	second := c.at(1, v1(Acquire{Key: "k", Holder: "h1", TTL: time.Second, RequestID: "R2"}))
+	// Version 1: the holder is checked first, so R1's retry renews R2's grant.
+	if r := c.at(1, v1(Acquire{Key: "k", Holder: "h1", TTL: time.Second, RequestID: "R1"})); !r.Renewed || r.Key.Token != second.Key.Token {
+		t.Fatalf("version-1 retry: %+v", r)
+	}
+	if n, img := c.f.RetiredRequests(), c.f.Image(); n != 0 || img.Clock != 0 {
+		t.Fatalf("version-1 entries changed the history: %d retired, clock %d", n, img.Clock)
+	}
+	// A version-2 retry of the live grant's own request still gets it.
+	if r := c.at(1, Acquire{Key: "k", Holder: "h1", TTL: time.Second, RequestID: "R2"}); !r.Renewed || r.Key.Token != second.Key.Token {
+		t.Fatalf("version-2 retry of the live grant: %+v", r)
 	}
 }
