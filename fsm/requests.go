@@ -125,18 +125,18 @@ func (f *FSM) RetiredRequests() int {
 // the key is another holder's, ErrGrantEnded when that grant has ended. It
 // reports false when the request id is new.
 func (f *FSM) recall(c Acquire, k KeyState, exists bool) (*Result, bool) {
-	if c.RequestID == "" || !exists {
+	if c.RequestID == "" {
 		return nil, false
 	}
-	tok := k.Token
-	if k.RequestID != c.RequestID {
-		var ok bool
-		if tok, ok = f.hist.lookup(c.Key, c.RequestID); !ok {
+	tok, known := k.Token, exists && k.RequestID == c.RequestID
+	if !known {
+		// Also when the key itself is gone: a remembered id never mints.
+		if tok, known = f.hist.lookup(c.Key, c.RequestID); !known {
 			return nil, false
 		}
 	}
 	switch {
-	case k.Token != tok || k.State != Held:
+	case !exists || k.Token != tok || k.State != Held:
 		return &Result{Key: k, Err: ErrGrantEnded}, true
 	case k.Holder != c.Holder:
 		return &Result{Key: k, Err: &HeldError{Key: k.Key, Holder: k.Holder, Token: k.Token}}, true
