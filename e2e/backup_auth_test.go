@@ -11,6 +11,7 @@ import (
 
 	"github.com/fenced/fenced/api"
 	"github.com/fenced/fenced/cluster"
+	"github.com/fenced/fenced/internal/testutil"
 )
 
 // TestBackupAuthRequired runs real fenced processes with a backup key and
@@ -82,6 +83,13 @@ func TestBackupAuthRequired(t *testing.T) {
 	if after, err := cl.Status(ctx); err != nil || after.EpochFloor != st.EpochFloor {
 		t.Fatalf("refused restores moved the epoch floor %d -> %+v (%v)", st.EpochFloor, after, err)
 	}
+	// A restore is sent to one node and not retried: wait until the first
+	// endpoint can forward a write to the leader.
+	first := api.NewClient(eps[:1])
+	testutil.Eventually(t, 30*time.Second, func() error {
+		_, err := first.Acquire(ctx, api.AcquireRequest{Key: "auth/probe", Holder: "probe", TTL: "1s"})
+		return err
+	})
 	if code, stdout, stderr := fencectl(t, eps, "snapshot", "restore", file, "--yes", "--backup-key-file", keyFile); code != 0 {
 		t.Fatalf("authentic restore: exit %d\n%s%s", code, stdout, stderr)
 	}
