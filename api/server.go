@@ -68,6 +68,7 @@ type Server struct {
 	forward *http.Client
 	mux     *http.ServeMux
 	sec     *security // authentication and limits; nil: none (NewSecureServer sets it)
+	backups backupAuth
 }
 
 // NewServer returns the API server of node.
@@ -339,6 +340,9 @@ func (s *Server) snapshotSave(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	data, meta, err := s.node.Backup(r.Context())
+	if err == nil {
+		data, err = s.backups.sign(data)
+	}
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -356,16 +360,13 @@ func (s *Server) snapshotRestore(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	var o cluster.RestoreOptions
-	for name, dst := range map[string]*uint64{"above_epoch": &o.AboveEpoch, "margin": &o.Margin} {
-		if v := r.URL.Query().Get(name); v != "" {
-			n, err := strconv.ParseUint(v, 10, 64)
-			if err != nil || n > fence.MaxEpoch {
-				writeErr(w, fmt.Errorf("%w: %s must be an epoch (0..%d)", cluster.ErrBadRequest, name, fence.MaxEpoch))
-				return
-			}
-			*dst = n
-		}
+	o, err := restoreOptions(r.URL.Query())
+	if err == nil {
+		err = s.backups.check(body)
+	}
+	if err != nil {
+		writeErr(w, err)
+		return
 	}
 	if !s.node.Ready() && r.Header.Get(forwardedHeader) == "" {
 		s.proxy(w, r, body, true)
@@ -378,6 +379,31 @@ func (s *Server) snapshotRestore(w http.ResponseWriter, r *http.Request) {
 	}
 	s.log.Warn("restored from backup", "backup_cluster", res.Meta.ClusterID, "new_floor", res.NewFloor, "attested", res.Attested)
 	writeJSON(w, http.StatusOK, res)
+}
+
+// restoreOptions reads above_epoch and margin: each at most once, a decimal
+// epoch (0..fence.MaxEpoch), and not both, since the margin only applies
+// without an attested epoch.
+func restoreOptions(q url.Values) (cluster.RestoreOptions, error) {
+	var o cluster.RestoreOptions
+	for _, p := range []struct {
+		name string
+		dst  *uint64
+	}{{"above_epoch", &o.AboveEpoch}, {"margin", &o.Margin}} {
+		vs := q[p.name]
+		if len(vs) == 0 {
+			continue
+		}
+		n, err := strconv.ParseUint(vs[0], 10, 64)
+		if len(vs) > 1 || err != nil || n > fence.MaxEpoch {
+			return o, fmt.Errorf("%w: %s must be given once, as an epoch (0..%d)", cluster.ErrBadRequest, p.name, fence.MaxEpoch)
+		}
+		*p.dst = n
+	}
+	if o.AboveEpoch > 0 && o.Margin > 0 {
+		return o, fmt.Errorf("%w: margin is only used without above_epoch: give one of them", cluster.ErrBadRequest)
+	}
+	return o, nil
 }
 
 // TransferRequest is the body of POST /v1/cluster/transfer; an empty ID

@@ -35,6 +35,19 @@ const DefaultRestoreMargin = 1 << 20
 // ErrBadBackup: a backup that fails its checksum or cannot be decoded.
 var ErrBadBackup = errors.New("bad backup")
 
+// Bounds of a backup's header. A field beyond them cannot come from a real
+// cluster, and would make the floor arithmetic or raft's index overflow.
+const (
+	// maxBackupHeader bounds the JSON header.
+	maxBackupHeader = 64 << 10
+	// maxBackupIndex bounds the raft index a backup names: far above any
+	// real log, far below the point where index arithmetic wraps.
+	maxBackupIndex = 1 << 62
+	// restoreHeadroom is the epoch space a restore must leave above the new
+	// floor and the current term, for the elections that follow it.
+	restoreHeadroom = 1024
+)
+
 // BackupMeta describes a backup.
 type BackupMeta struct {
 	ClusterID string    `json:"cluster_id"`
@@ -89,9 +102,14 @@ func encodeBackup(meta BackupMeta, snap []byte) ([]byte, error) {
 	return b.Bytes(), nil
 }
 
-// DecodeBackup checks a backup's checksum and decodes it.
+// DecodeBackup checks a backup's checksum and decodes it. An authenticated
+// backup is decoded too, without checking its HMAC (see CheckBackupAuth).
 func DecodeBackup(data []byte) (BackupMeta, *fsm.Image, error) {
 	var meta BackupMeta
+	data, _, _, _, err := unwrap(data)
+	if err != nil {
+		return meta, nil, err
+	}
 	if len(data) < len(backupMagic)+4+sha256.Size || string(data[:len(backupMagic)]) != backupMagic {
 		return meta, nil, fmt.Errorf("%w: not a fenced backup", ErrBadBackup)
 	}
@@ -102,19 +120,79 @@ func DecodeBackup(data []byte) (BackupMeta, *fsm.Image, error) {
 	rest := body[len(backupMagic):]
 	hlen := binary.BigEndian.Uint32(rest)
 	rest = rest[4:]
-	if uint64(hlen) > uint64(len(rest)) {
-		return meta, nil, fmt.Errorf("%w: header length", ErrBadBackup)
+	if hlen > maxBackupHeader || uint64(hlen) > uint64(len(rest)) {
+		return meta, nil, fmt.Errorf("%w: header length %d in %d bytes", ErrBadBackup, hlen, len(rest))
 	}
-	if err := json.Unmarshal(rest[:hlen], &meta); err != nil {
+	if err := decodeHeader(rest[:hlen], &meta); err != nil {
 		return meta, nil, fmt.Errorf("%w: header: %v", ErrBadBackup, err)
 	}
 	img, err := fsm.DecodeImage(rest[hlen:])
 	if err != nil {
 		return meta, nil, fmt.Errorf("%w: %v", ErrBadBackup, err)
 	}
+	if err := checkHeader(meta, img); err != nil {
+		return meta, nil, fmt.Errorf("%w: header: %v", ErrBadBackup, err)
+	}
 	sum := sha256.Sum256(body)
 	meta.SHA256 = hex.EncodeToString(sum[:])
 	return meta, img, nil
+}
+
+// decodeHeader decodes the JSON header strictly: one object, known fields.
+func decodeHeader(b []byte, meta *BackupMeta) error {
+	d := json.NewDecoder(bytes.NewReader(b))
+	d.DisallowUnknownFields()
+	if err := d.Decode(meta); err != nil {
+		return err
+	}
+	if d.More() {
+		return errors.New("trailing data")
+	}
+	return nil
+}
+
+// checkHeader checks every header field against the bounds of an epoch and
+// of an index, and against the image it describes: Backup writes them from
+// that image, so a header that disagrees was not written by Backup.
+func checkHeader(meta BackupMeta, img *fsm.Image) error {
+	for _, f := range []struct {
+		name string
+		v    uint64
+	}{{"term", meta.Term}, {"epoch_floor", meta.Floor}, {"max_epoch", meta.MaxEpoch}, {"epoch", meta.Epoch}, {"image epoch floor", img.Floor}} {
+		if f.v > fence.MaxEpoch {
+			return fmt.Errorf("%s %d is above the highest epoch %d", f.name, f.v, uint64(fence.MaxEpoch))
+		}
+	}
+	switch {
+	case meta.Index > maxBackupIndex:
+		return fmt.Errorf("index %d is out of range", meta.Index)
+	case meta.Index != img.Applied:
+		return fmt.Errorf("index %d, the state's is %d", meta.Index, img.Applied)
+	case meta.Keys < 0 || meta.Keys != len(img.Keys):
+		return fmt.Errorf("keys %d, the state holds %d", meta.Keys, len(img.Keys))
+	case meta.Floor != img.Floor:
+		return fmt.Errorf("epoch_floor %d, the state's is %d", meta.Floor, img.Floor)
+	case meta.MaxEpoch != img.MaxEpoch():
+		return fmt.Errorf("max_epoch %d, the state's is %d", meta.MaxEpoch, img.MaxEpoch())
+	case meta.Epoch != meta.Term+meta.Floor:
+		return fmt.Errorf("epoch %d is not term %d plus epoch_floor %d", meta.Epoch, meta.Term, meta.Floor)
+	case meta.ClusterID != img.ClusterID:
+		return fmt.Errorf("cluster_id %q, the state's is %q", meta.ClusterID, img.ClusterID)
+	}
+	return nil
+}
+
+// addEpochs adds epochs, refusing a sum above fence.MaxEpoch (and so any
+// uint64 overflow: every operand is checked first).
+func addEpochs(vs ...uint64) (uint64, bool) {
+	var sum uint64
+	for _, v := range vs {
+		if v > fence.MaxEpoch || sum > fence.MaxEpoch-v {
+			return 0, false
+		}
+		sum += v
+	}
+	return sum, true
 }
 
 // RestoreOptions tune a restore.
@@ -153,9 +231,9 @@ func (n *Node) Restore(ctx context.Context, data []byte, o RestoreOptions) (Rest
 		return RestoreResult{}, err
 	}
 	r := n.r()
-	res := n.restorePlan(meta, img, r.CurrentTerm(), o)
-	if res.NewFloor+r.CurrentTerm()+1024 > fence.MaxEpoch {
-		return res, fmt.Errorf("%w: epoch floor %d leaves no epoch space", ErrBadRequest, res.NewFloor)
+	res, err := n.restorePlan(meta, img, r.CurrentTerm(), r.LastIndex(), o)
+	if err != nil {
+		return res, err
 	}
 	var snap bytes.Buffer
 	if err := img.Encode(&snap); err != nil {
@@ -174,24 +252,44 @@ func (n *Node) Restore(ctx context.Context, data []byte, o RestoreOptions) (Rest
 	return res, nil
 }
 
-// restorePlan edits the image for this cluster and picks the new floor.
-func (n *Node) restorePlan(meta BackupMeta, img *fsm.Image, term uint64, o RestoreOptions) RestoreResult {
+// restorePlan edits the image for this cluster and picks the new floor. All
+// epoch arithmetic is checked: a sum beyond fence.MaxEpoch refuses the
+// restore before anything changes, never wraps to a lower floor.
+func (n *Node) restorePlan(meta BackupMeta, img *fsm.Image, term, lastIndex uint64, o RestoreOptions) (RestoreResult, error) {
 	res := RestoreResult{Meta: meta, OldFloor: n.fsm.Floor(), SameCluster: meta.ClusterID != "" && meta.ClusterID == n.fsm.ClusterID()}
+	if o.AboveEpoch > fence.MaxEpoch || o.Margin > fence.MaxEpoch {
+		return res, fmt.Errorf("%w: above_epoch and margin must be at most %d", ErrBadRequest, uint64(fence.MaxEpoch))
+	}
 	attested := max(meta.Epoch, meta.MaxEpoch, img.MaxEpoch(), o.AboveEpoch)
 	if !res.SameCluster && o.AboveEpoch == 0 {
 		margin := o.Margin
 		if margin == 0 {
 			margin = DefaultRestoreMargin
 		}
-		attested += margin
+		var ok bool
+		if attested, ok = addEpochs(attested, margin); !ok {
+			return res, fmt.Errorf("%w: the backup's epoch %d plus the margin %d leaves no epoch space", ErrBadRequest, attested, margin)
+		}
 	}
 	// Everything this cluster itself issued so far had an epoch of at most
 	// its current term plus its current floor.
-	attested = max(attested, term+res.OldFloor)
+	issued, ok := addEpochs(term, res.OldFloor)
+	if !ok {
+		return res, fmt.Errorf("%w: this cluster's epoch space is exhausted", ErrBadRequest)
+	}
+	attested = max(attested, issued)
 	res.Attested = attested
 	// A grant's epoch is its entry's term (at least 1) plus the floor.
 	res.NewFloor = max(attested, res.OldFloor)
+	if _, ok := addEpochs(res.NewFloor, term, restoreHeadroom); !ok {
+		return res, fmt.Errorf("%w: epoch floor %d leaves no epoch space", ErrBadRequest, res.NewFloor)
+	}
 	img.Floor = res.NewFloor
+	// The image becomes a state of this cluster's log: its applied index is
+	// this log's, not the one the backup had where it was taken, so raft
+	// keeps its own index and the FSM never reports an index raft has not
+	// reached.
+	img.Applied = lastIndex
 	img.ClusterID = n.fsm.ClusterID()
 	img.Members = n.fsm.Members()
 	for i, k := range img.Keys {
@@ -200,7 +298,7 @@ func (n *Node) restorePlan(meta BackupMeta, img *fsm.Image, term uint64, o Resto
 			res.Expired++
 		}
 	}
-	return res
+	return res, nil
 }
 
 // reEstablish makes the leader ready again after a restore, through the same

@@ -29,7 +29,7 @@ func backupSeed(tb testing.TB) []byte {
 	if err := img.Encode(&snap); err != nil {
 		tb.Fatal(err)
 	}
-	data, err := encodeBackup(BackupMeta{ClusterID: "c1", NodeID: "n1", Term: 2, Index: img.Applied, Keys: len(img.Keys), Floor: img.Floor, Epoch: 5}, snap.Bytes())
+	data, err := encodeBackup(BackupMeta{ClusterID: "c1", NodeID: "n1", Term: 2, Index: img.Applied, Keys: len(img.Keys), Floor: img.Floor, MaxEpoch: img.MaxEpoch(), Epoch: 5}, snap.Bytes())
 	if err != nil {
 		tb.Fatal(err)
 	}
@@ -48,12 +48,19 @@ func FuzzDecodeBackup(f *testing.F) {
 	f.Add(good[:len(good)-1], false)
 	f.Add([]byte(backupMagic), true)
 	f.Add(append([]byte(backupMagic), 0xff, 0xff, 0xff, 0xff), true)
+	if k, err := NewBackupKey(bytes.Repeat([]byte{1}, MinBackupKeyLen)); err == nil {
+		signed, _ := SignBackup(good, k)
+		f.Add(signed, false)
+	}
 	f.Fuzz(func(t *testing.T, data []byte, seal bool) {
 		if seal {
 			sum := sha256.Sum256(data)
 			data = append(data[:len(data):len(data)], sum[:]...)
 		}
 		meta, img, err := DecodeBackup(data)
+		if bytes.Equal(data, good) && err != nil {
+			t.Fatalf("the seed backup is refused: %v", err)
+		}
 		if err != nil {
 			if !errors.Is(err, ErrBadBackup) {
 				t.Fatalf("refusal %v is not ErrBadBackup", err)

@@ -23,6 +23,13 @@ const (
 	typeClusterID  byte = 8
 
 	version1 byte = 1
+	// version2 of an acquire: same fields, applied with the request id
+	// checked first and remembered after its grant (see acquire). Entries
+	// of version 1 keep the rules they were first applied with, so a log
+	// replays the same way whichever version wrote it, and a node that
+	// knows only version 1 stops at a version-2 entry instead of applying
+	// it differently.
+	version2 byte = 2
 )
 
 // ErrCorrupt reports bytes that are not a command this FSM knows. Apply panics
@@ -47,6 +54,10 @@ type Acquire struct {
 	// LockDelay keeps the key from other holders for this long after the
 	// grant expires; 0 is off.
 	LockDelay time.Duration
+
+	// v1 marks an acquire decoded from a version-1 entry, applied with the
+	// rules of that version. Encode writes version 2 otherwise.
+	v1 bool
 }
 
 // Release ends a holder's grant. Force lets an operator end a grant without
@@ -108,7 +119,11 @@ type SetClusterID struct {
 func Encode(c Command) []byte { return c.encode(make([]byte, 0, 64)) }
 
 func (c Acquire) encode(b []byte) []byte {
-	b = append(b, typeAcquire, version1)
+	version := version2
+	if c.v1 {
+		version = version1
+	}
+	b = append(b, typeAcquire, version)
 	b = appendString(b, c.Key)
 	b = appendString(b, c.Holder)
 	b = binary.AppendUvarint(b, uint64(c.TTL))
@@ -171,14 +186,14 @@ func Decode(b []byte) (Command, error) {
 	if len(b) < 2 {
 		return nil, fmt.Errorf("%w: %d bytes", ErrCorrupt, len(b))
 	}
-	if b[1] != version1 {
+	if b[1] != version1 && (b[0] != typeAcquire || b[1] != version2) {
 		return nil, fmt.Errorf("%w: type %d version %d", ErrCorrupt, b[0], b[1])
 	}
 	d := decoder{buf: b[2:]}
 	var c Command
 	switch b[0] {
 	case typeAcquire:
-		c = d.acquire()
+		c = d.acquire(b[1])
 	case typeRelease:
 		c = Release{Key: d.str(), Holder: d.str(), Token: fence.Token(d.uvarint()), Force: d.bool(), Next: d.next()}
 	case typeExpire:
@@ -202,8 +217,9 @@ func Decode(b []byte) (Command, error) {
 	return c, nil
 }
 
-func (d *decoder) acquire() Acquire {
-	return Acquire{Key: d.str(), Holder: d.str(), TTL: time.Duration(d.int64()), RequestID: d.str(), LockDelay: time.Duration(d.int64())}
+func (d *decoder) acquire(version byte) Acquire {
+	return Acquire{Key: d.str(), Holder: d.str(), TTL: time.Duration(d.int64()), RequestID: d.str(), LockDelay: time.Duration(d.int64()),
+		v1: version == version1}
 }
 
 // next decodes an optional handoff; the nested acquire carries its own type
@@ -212,12 +228,13 @@ func (d *decoder) next() *Acquire {
 	if !d.bool() {
 		return nil
 	}
-	if d.err != nil || len(d.buf) < 2 || d.buf[0] != typeAcquire || d.buf[1] != version1 {
+	if d.err != nil || len(d.buf) < 2 || d.buf[0] != typeAcquire || (d.buf[1] != version1 && d.buf[1] != version2) {
 		d.fail("handoff")
 		return nil
 	}
+	version := d.buf[1]
 	d.buf = d.buf[2:]
-	a := d.acquire()
+	a := d.acquire(version)
 	return &a
 }
 

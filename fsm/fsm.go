@@ -130,14 +130,18 @@ type Config struct {
 	// MaxSeq is the highest seq granted inside one epoch; 0 means fence.MaxSeq.
 	// Tests lower it to reach exhaustion.
 	MaxSeq uint64
+	// MaxRetired caps the request ids remembered beyond their key's last
+	// grant; 0 means DefaultMaxRetired. Tests lower it.
+	MaxRetired int
 	// Observer, if set, hears of grant changes.
 	Observer Observer
 }
 
 // FSM implements raft.FSM and raft.BatchingFSM.
 type FSM struct {
-	maxSeq uint64
-	obs    Observer
+	maxSeq     uint64
+	maxRetired int
+	obs        Observer
 
 	mu        sync.RWMutex
 	keys      map[string]entry
@@ -145,6 +149,9 @@ type FSM struct {
 	floor     uint64
 	clusterID string
 	applied   uint64
+	// hist remembers request ids that no longer name their key's last
+	// grant, so a late retry is never granted twice.
+	hist history
 	// appliedFast mirrors applied for lock-free reads on the hot read path.
 	appliedFast atomic.Uint64
 	// notify is closed and replaced after an apply when someone waits on it.
@@ -159,12 +166,17 @@ func New(cfg Config) *FSM {
 	if cfg.MaxSeq == 0 || cfg.MaxSeq > fence.MaxSeq {
 		cfg.MaxSeq = fence.MaxSeq
 	}
+	if cfg.MaxRetired <= 0 {
+		cfg.MaxRetired = DefaultMaxRetired
+	}
 	return &FSM{
-		maxSeq:  cfg.MaxSeq,
-		obs:     cfg.Observer,
-		keys:    make(map[string]entry),
-		members: make(map[string]string),
-		notify:  make(chan struct{}),
+		maxSeq:     cfg.MaxSeq,
+		maxRetired: cfg.MaxRetired,
+		obs:        cfg.Observer,
+		keys:       make(map[string]entry),
+		members:    make(map[string]string),
+		hist:       newHistory(),
+		notify:     make(chan struct{}),
 	}
 }
 
@@ -199,7 +211,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			panic(fmt.Sprintf("fsm: log entry %d (term %d) cannot be decoded, the log is corrupt: %v", l.Index, l.Term, err))
 		}
 		var res *Result
-		res, events = f.apply(cmd, l.Term, l.Index, events)
+		res, events = f.apply(cmd, logPos{term: l.Term, index: l.Index, appended: l.AppendedAt}, events)
 		out[i] = res
 	}
 	f.mu.Unlock()
@@ -224,6 +236,7 @@ func (f *FSM) Reset() {
 	f.mu.Lock()
 	f.keys = make(map[string]entry)
 	f.members = make(map[string]string)
+	f.hist = newHistory()
 	f.floor, f.applied, f.clusterID = 0, 0, ""
 	f.appliedFast.Store(0)
 	f.mu.Unlock()
@@ -250,10 +263,17 @@ func (f *FSM) deliver(events []event) {
 	}
 }
 
-func (f *FSM) apply(cmd Command, term, index uint64, events []event) (*Result, []event) {
+// logPos is what apply reads of the entry being applied: its term and index,
+// and the time the leader appended it.
+type logPos struct {
+	term, index uint64
+	appended    time.Time
+}
+
+func (f *FSM) apply(cmd Command, pos logPos, events []event) (*Result, []event) {
 	switch c := cmd.(type) {
 	case Acquire:
-		r := f.acquire(c, term, index)
+		r := f.acquire(c, pos)
 		if r.Err == nil {
 			events = append(events, event{key: r.Key, granted: true, renewed: r.Renewed})
 		}
@@ -264,7 +284,7 @@ func (f *FSM) apply(cmd Command, term, index uint64, events []event) (*Result, [
 			events = append(events, event{key: r.Key})
 		}
 		if r.Err == nil && c.Next != nil {
-			events = f.handoff(r, *c.Next, term, index, events)
+			events = f.handoff(r, *c.Next, pos, events)
 		}
 		return r, events
 	case Expire:
@@ -272,7 +292,7 @@ func (f *FSM) apply(cmd Command, term, index uint64, events []event) (*Result, [
 		if r.Changed {
 			events = append(events, event{key: r.Key})
 			if c.Next != nil {
-				events = f.handoff(r, *c.Next, term, index, events)
+				events = f.handoff(r, *c.Next, pos, events)
 			}
 		}
 		return r, events
@@ -301,12 +321,12 @@ func (f *FSM) apply(cmd Command, term, index uint64, events []event) (*Result, [
 }
 
 // handoff applies a waiter's acquire in the entry that freed the key.
-func (f *FSM) handoff(r *Result, next Acquire, term, index uint64, events []event) []event {
+func (f *FSM) handoff(r *Result, next Acquire, pos logPos, events []event) []event {
 	if next.Key != r.Key.Key && r.Key.Key != "" {
 		r.Next = &Result{Err: fmt.Errorf("%w: handoff of another key", ErrInvalid)}
 		return events
 	}
-	r.Next = f.acquire(next, term, index)
+	r.Next = f.acquire(next, pos)
 	if r.Next.Err == nil {
 		events = append(events, event{key: r.Next.Key, granted: true, renewed: r.Next.Renewed})
 	}
@@ -316,27 +336,54 @@ func (f *FSM) handoff(r *Result, next Acquire, term, index uint64, events []even
 // acquire decides a grant. The epoch is the term of the entry being applied
 // plus the floor: never the node's current term, so every node computes the
 // same token for the same entry.
-func (f *FSM) acquire(c Acquire, term, index uint64) *Result {
+//
+// The request id is checked before the holder: a retry is answered with its
+// own grant or ErrGrantEnded, never with a second grant, and never with a
+// grant another request of the same holder made after its own ended. An
+// acquire of a version-1 entry keeps version 1's rules (the holder first,
+// and only the key's last grant remembered) and leaves the history alone,
+// so an old log replays as it was first applied.
+func (f *FSM) acquire(c Acquire, pos logPos) *Result {
+	term, index := pos.term, pos.index
 	if c.Key == "" || c.Holder == "" || c.TTL < time.Millisecond || c.TTL > maxMs || c.LockDelay < 0 || c.LockDelay > maxMs {
 		return &Result{Err: fmt.Errorf("%w: key, holder and a ttl of 1ms to 49 days are required", ErrInvalid)}
 	}
 	// Durations are kept to the millisecond; the result says what was kept.
 	c.TTL, c.LockDelay = c.TTL.Truncate(time.Millisecond), c.LockDelay.Truncate(time.Millisecond)
 	k, exists := f.get(c.Key)
+	if !c.v1 {
+		// The leader's append time, carried in the entry, is the only
+		// clock the FSM reads: every replica sees the same one.
+		f.hist.tick(pos.appended, RequestIDWindow)
+		if r, answered := f.recall(c, k, exists); answered {
+			return r
+		}
+	}
 	if exists && k.State == Held {
 		if k.Holder != c.Holder {
 			return &Result{Key: k, Err: &HeldError{Key: k.Key, Holder: k.Holder, Token: k.Token}}
 		}
 		k.TTL, k.Armed, k.LockDelay = c.TTL, index, c.LockDelay
 		f.put(k)
+		// A new request answered with this grant owns it from now on: its
+		// retry after the grant ended must not mint another.
+		if !c.v1 && c.RequestID != k.RequestID {
+			if _, known := f.hist.lookup(c.Key, c.RequestID); !known {
+				f.hist.retire(c.Key, c.RequestID, k.Token, f.maxRetired)
+			}
+		}
 		return &Result{Key: k, Renewed: true, Changed: true}
 	}
-	if exists && c.RequestID != "" && k.RequestID == c.RequestID && k.Holder == c.Holder {
+	if c.v1 && exists && c.RequestID != "" && k.RequestID == c.RequestID && k.Holder == c.Holder {
 		return &Result{Key: k, Err: ErrGrantEnded}
 	}
 	tok, err := f.nextToken(k, exists, term)
 	if err != nil {
 		return &Result{Key: k, Err: err}
+	}
+	if exists && !c.v1 {
+		// The replaced grant's request id is remembered for the window.
+		f.hist.retire(c.Key, k.RequestID, k.Token, f.maxRetired)
 	}
 	k = KeyState{Key: c.Key, Holder: c.Holder, Token: tok, TTL: c.TTL, State: Held, RequestID: c.RequestID, Index: index, Armed: index, LockDelay: c.LockDelay}
 	f.put(k)
@@ -346,10 +393,11 @@ func (f *FSM) acquire(c Acquire, term, index uint64) *Result {
 // nextToken returns the token of the next grant of a key: seq restarts at 1
 // only when the epoch rises above the epoch of the key's last grant.
 func (f *FSM) nextToken(last KeyState, exists bool, term uint64) (fence.Token, error) {
-	epoch := term + f.floor
-	if epoch > fence.MaxEpoch {
+	// Checked before adding: a floor near 2^64 must not wrap to a low epoch.
+	if f.floor > fence.MaxEpoch || term > fence.MaxEpoch-f.floor {
 		return 0, ErrEpochExhausted
 	}
+	epoch := term + f.floor
 	seq := uint64(1)
 	if exists {
 		switch lastEpoch := last.Token.Epoch(); {

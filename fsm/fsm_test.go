@@ -458,6 +458,16 @@ func FuzzRestore(f *testing.F) {
 	f.Add(buf.Bytes(), false)
 	f.Add(buf.Bytes()[:buf.Len()-4], true)
 	f.Add([]byte(snapMagic), true)
+	// A state with retired request ids and a log clock.
+	c := newClocked(Config{})
+	r := c.at(1, Acquire{Key: "k", Holder: "h", TTL: time.Second, RequestID: "r1"})
+	c.at(1, Release{Key: "k", Holder: "h", Token: r.Key.Token})
+	c.at(1, Acquire{Key: "k", Holder: "h2", TTL: time.Second, RequestID: "r2"})
+	c.at(1, Acquire{Key: "k", Holder: "h2", TTL: time.Second, RequestID: "r3"})
+	var hbuf bytes.Buffer
+	_ = c.f.Image().Encode(&hbuf)
+	f.Add(hbuf.Bytes(), false)
+	f.Add(hbuf.Bytes()[:hbuf.Len()-4], true)
 	f.Fuzz(func(t *testing.T, b []byte, seal bool) {
 		if seal {
 			b = binary.BigEndian.AppendUint32(b[:len(b):len(b)], crc32.ChecksumIEEE(b))

@@ -17,10 +17,15 @@ import (
 
 // Snapshot layout: magic, version, then uvarint-framed fields, then a CRC-32
 // (IEEE) of everything before it. Keys are written in name order so equal states
-// give equal bytes.
+// give equal bytes. Version 2 appends the log clock and the retired request
+// ids; version 1 (without them) is still read.
 const (
-	snapMagic   = "FNCD"
-	snapVersion = 1
+	snapMagic     = "FNCD"
+	snapVersion1  = 1
+	snapVersion2  = 2
+	snapVersion   = snapVersion2
+	minKeyRecord  = 11
+	minRetiredRec = 4
 )
 
 // ErrBadSnapshot reports snapshot bytes that fail their checksum or framing.
@@ -40,6 +45,12 @@ type Image struct {
 	Members map[string]string
 	// Keys holds every key, in name order once encoded.
 	Keys []KeyState
+	// Clock is the log clock: the highest append time (ms since the Unix
+	// epoch) of any applied entry.
+	Clock uint64
+	// Retired holds the request ids remembered beyond their key's last
+	// grant, oldest first.
+	Retired []Retired
 }
 
 // MaxEpoch returns the highest epoch of any key's last grant.
@@ -60,7 +71,8 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 // Image copies the state.
 func (f *FSM) Image() *Image {
 	f.mu.RLock()
-	img := &Image{Applied: f.applied, Floor: f.floor, ClusterID: f.clusterID, Members: make(map[string]string, len(f.members)), Keys: make([]KeyState, 0, len(f.keys))}
+	img := &Image{Applied: f.applied, Floor: f.floor, ClusterID: f.clusterID, Members: make(map[string]string, len(f.members)), Keys: make([]KeyState, 0, len(f.keys)),
+		Clock: f.hist.clock, Retired: f.hist.list()}
 	for id, a := range f.members {
 		img.Members[id] = a
 	}
@@ -121,6 +133,20 @@ func (img *Image) Encode(w io.Writer) error {
 			b = b[:0]
 		}
 	}
+	b = binary.AppendUvarint(b, img.Clock)
+	b = binary.AppendUvarint(b, uint64(len(img.Retired)))
+	for _, r := range img.Retired {
+		b = appendString(b, r.Key)
+		b = appendString(b, r.RequestID)
+		b = binary.AppendUvarint(b, uint64(r.Token))
+		b = binary.AppendUvarint(b, r.At)
+		if len(b) > 32<<10 {
+			if _, err := bw.Write(b); err != nil {
+				return err
+			}
+			b = b[:0]
+		}
+	}
 	if _, err := bw.Write(b); err != nil {
 		return err
 	}
@@ -163,6 +189,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.members = img.Members
 	f.floor = img.Floor
 	f.clusterID = img.ClusterID
+	f.hist = loadHistory(img.Clock, img.Retired)
 	f.applied = img.Applied
 	f.appliedFast.Store(img.Applied)
 	f.wake()
@@ -182,7 +209,8 @@ func DecodeImage(data []byte) (*Image, error) {
 	if crc32.ChecksumIEEE(body) != sum {
 		return nil, fmt.Errorf("%w: checksum mismatch", ErrBadSnapshot)
 	}
-	if string(body[:4]) != snapMagic || body[4] != snapVersion {
+	version := body[4]
+	if string(body[:4]) != snapMagic || version < snapVersion1 || version > snapVersion2 {
 		return nil, fmt.Errorf("%w: unknown format", ErrBadSnapshot)
 	}
 	d := decoder{buf: body[5:]}
@@ -192,7 +220,7 @@ func DecodeImage(data []byte) (*Image, error) {
 		id := d.str()
 		img.Members[id] = d.str()
 	}
-	n = d.count(11)
+	n = d.count(minKeyRecord)
 	img.Keys = make([]KeyState, 0, n)
 	prev := ""
 	for i := uint64(0); i < n && d.err == nil; i++ {
@@ -203,10 +231,35 @@ func DecodeImage(data []byte) (*Image, error) {
 		prev = k.Key
 		img.Keys = append(img.Keys, k)
 	}
+	img.Retired = make([]Retired, 0)
+	if version >= snapVersion2 {
+		d.history(img)
+	}
 	if err := d.done(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
 	}
 	return img, nil
+}
+
+// history decodes the log clock and the retired request ids. They must be
+// in retirement order, none later than the clock, and each named once: what
+// Apply itself could have produced.
+func (d *decoder) history(img *Image) {
+	img.Clock = d.uvarint()
+	n := d.count(minRetiredRec)
+	img.Retired = make([]Retired, 0, n)
+	seen := make(map[retiredID]bool, n)
+	var prev uint64
+	for i := uint64(0); i < n && d.err == nil; i++ {
+		r := Retired{Key: d.str(), RequestID: d.str(), Token: fence.Token(d.uvarint()), At: d.uvarint()}
+		id := retiredID{r.Key, r.RequestID}
+		if d.err == nil && (r.Key == "" || r.RequestID == "" || r.Token.Seq() == 0 || r.Token > fence.MaxToken ||
+			r.At < prev || r.At > img.Clock || seen[id]) {
+			d.fail("retired request record")
+		}
+		seen[id], prev = true, r.At
+		img.Retired = append(img.Retired, r)
+	}
 }
 
 // count reads a record count and refuses one that the remaining bytes cannot

@@ -30,10 +30,17 @@ index, number of keys, highest epoch) and a SHA-256 checksum of the whole.
 A restore replaces the state of a cluster with a backup's, in the cluster it
 came from or in a new one, and raises the cluster's epoch floor so that every
 token granted afterwards is higher than every token the old cluster ever
-issued, including those issued after the backup was taken.`,
+issued, including those issued after the backup was taken.
+
+A checksum only finds damage: anyone who can write a backup can recompute it.
+When fenced runs with --backup-key-file, its backups also carry an
+HMAC-SHA256 under that key; give the same key file to these commands
+(--backup-key-file) to check it offline, and run fenced with
+--require-backup-auth to refuse every other backup.`,
 	examples: `
 fencectl snapshot save /backups/fenced-$(date +%F).fenced
 fencectl snapshot inspect /backups/fenced-2026-11-29.fenced
+fencectl snapshot inspect /backups/fenced-2026-11-29.fenced --backup-key-file /etc/fenced/backup.key
 fencectl snapshot restore /backups/fenced-2026-11-29.fenced --yes`,
 	subs: []command{snapshotSaveCommand, snapshotInspectCommand, snapshotRestoreCommand},
 }
@@ -54,6 +61,9 @@ Raft term and index, the number of keys and of grants live at the time, the
 epoch floor, the highest epoch of any grant, the epoch grants had when the
 backup was taken, and the SHA-256 checksum.
 
+With --backup-key-file, the backup must be authenticated under that key
+(fenced runs with the same --backup-key-file), or nothing is written.
+
 The whole state travels in one answer: raise --timeout for a very large one.`,
 	examples: `
 fencectl snapshot save backup.fenced
@@ -61,9 +71,31 @@ fencectl snapshot save /backups/fenced-$(date +%F-%H%M).fenced -o json`,
 	new: func() runner { return &snapshotSaveCmd{} },
 }
 
-type snapshotSaveCmd struct{}
+type snapshotSaveCmd struct {
+	keyFile string
+}
 
-func (*snapshotSaveCmd) flags(*pflag.FlagSet) {}
+func (s *snapshotSaveCmd) flags(fs *pflag.FlagSet) { backupKeyFlag(fs, &s.keyFile) }
+
+// backupKeyFlag registers --backup-key-file: with it, a backup must carry a
+// valid HMAC under the key.
+func backupKeyFlag(fs *pflag.FlagSet, dst *string) {
+	fs.StringVar(dst, "backup-key-file", "", "file of the backup key fenced authenticates backups with: the backup must carry a valid HMAC under it")
+}
+
+// checkAuth checks a backup's HMAC under the key in keyFile; without a key
+// file it only reports what the backup claims.
+func checkAuth(data []byte, keyFile string) (cluster.BackupAuth, error) {
+	var key *cluster.BackupKey
+	if keyFile != "" {
+		var err error
+		if key, err = cluster.LoadBackupKey(keyFile); err != nil {
+			return cluster.BackupAuth{}, fmt.Errorf("--backup-key-file: %w", err)
+		}
+	}
+	_, a, err := cluster.CheckBackupAuth(data, key, key != nil)
+	return a, err
+}
 
 // backupInfo is the JSON document of snapshot save and snapshot inspect: the
 // backup's header with what the file holds.
@@ -73,12 +105,13 @@ type backupInfo struct {
 	cluster.BackupMeta
 	// Held counts the grants live when the backup was taken; a restore
 	// brings them back as expired.
-	Held     int           `json:"held"`
-	Checksum string        `json:"checksum"`
-	KeyList  []api.KeyInfo `json:"key_list,omitempty"`
+	Held     int                `json:"held"`
+	Checksum string             `json:"checksum"`
+	Auth     cluster.BackupAuth `json:"auth"`
+	KeyList  []api.KeyInfo      `json:"key_list,omitempty"`
 }
 
-func (*snapshotSaveCmd) run(ctx context.Context, e *env, args []string) error {
+func (s *snapshotSaveCmd) run(ctx context.Context, e *env, args []string) error {
 	if len(args) != 1 {
 		return usageErr("snapshot save", "snapshot save takes one FILE")
 	}
@@ -102,10 +135,14 @@ func (*snapshotSaveCmd) run(ctx context.Context, e *env, args []string) error {
 	if meta.SHA256 != "" && meta.SHA256 != dmeta.SHA256 {
 		return fmt.Errorf("the backup received does not match the checksum the leader sent (%s, got %s); nothing was written", meta.SHA256, dmeta.SHA256)
 	}
+	auth, err := checkAuth(data, s.keyFile)
+	if err != nil {
+		return fmt.Errorf("the backup received is not authentic under the key given, nothing was written: %v", err)
+	}
 	if err := writeFileAtomic(file, data); err != nil {
 		return fmt.Errorf("write %s: %w", file, err)
 	}
-	return printBackupInfo(e, describeBackup(file, data, dmeta, img, false))
+	return printBackupInfo(e, describeBackup(file, data, dmeta, img, auth, false))
 }
 
 var snapshotInspectCommand = command{
@@ -118,33 +155,41 @@ structure (every key record is decoded and checked), and prints its metadata
 as 'snapshot save' does. With --keys it lists every key in the backup with the
 token of its last grant.
 
+With --backup-key-file it also checks the backup's HMAC under that key, and a
+backup without one, or with one made with another key or altered since, is
+refused. Without it, an authenticated backup shows the id of its key,
+unchecked.
+
 Exit 0 when FILE is a sound backup, 1 when it is damaged (checksum mismatch,
-truncated, not a backup): a damaged backup must not be restored, and
-'snapshot restore' refuses it.`,
+truncated, not a backup) or not authentic under the key given: such a backup
+must not be restored, and 'snapshot restore' refuses it.`,
 	examples: `
 fencectl snapshot inspect backup.fenced
 fencectl snapshot inspect backup.fenced --keys
+fencectl snapshot inspect backup.fenced --backup-key-file /etc/fenced/backup.key
 fencectl snapshot inspect backup.fenced -o json | jq .max_epoch`,
 	new: func() runner { return &snapshotInspectCmd{} },
 }
 
 type snapshotInspectCmd struct {
-	keys bool
+	keys    bool
+	keyFile string
 }
 
 func (s *snapshotInspectCmd) flags(fs *pflag.FlagSet) {
 	fs.BoolVar(&s.keys, "keys", false, "also list every key in the backup")
+	backupKeyFlag(fs, &s.keyFile)
 }
 
 func (s *snapshotInspectCmd) run(_ context.Context, e *env, args []string) error {
 	if len(args) != 1 {
 		return usageErr("snapshot inspect", "snapshot inspect takes one FILE")
 	}
-	data, meta, img, err := readBackup(args[0])
+	data, meta, img, auth, err := readBackup(args[0], s.keyFile)
 	if err != nil {
 		return err
 	}
-	return printBackupInfo(e, describeBackup(args[0], data, meta, img, s.keys))
+	return printBackupInfo(e, describeBackup(args[0], data, meta, img, auth, s.keys))
 }
 
 var snapshotRestoreCommand = command{
@@ -154,7 +199,10 @@ var snapshotRestoreCommand = command{
 	help: `
 Replaces the state of the cluster behind --endpoints with the backup in FILE:
 in the cluster the backup came from, or in a new one. FILE is checked first;
-a damaged backup is refused before anything is sent.
+a damaged backup (or, with --backup-key-file, one not authentic under that
+key) is refused before anything is sent. A cluster run with
+--require-backup-auth refuses, changing nothing, every backup without a valid
+HMAC under its key.
 
 Tokens never go backwards across a restore. A token's epoch is the Raft term
 of the grant plus the cluster's epoch floor, and the restore raises the floor,
@@ -192,12 +240,14 @@ type snapshotRestoreCmd struct {
 	aboveEpoch uint64
 	margin     uint64
 	yes        bool
+	keyFile    string
 }
 
 func (s *snapshotRestoreCmd) flags(fs *pflag.FlagSet) {
 	fs.Uint64Var(&s.aboveEpoch, "above-epoch", 0, "the highest epoch the old cluster may have issued, attested by the operator")
 	fs.Uint64Var(&s.margin, "margin", 0, fmt.Sprintf("epochs added to a backup of another cluster without --above-epoch (default %d)", cluster.DefaultRestoreMargin))
 	fs.BoolVar(&s.yes, "yes", false, "restore without asking for confirmation")
+	backupKeyFlag(fs, &s.keyFile)
 }
 
 // restoreInfo is the JSON document of snapshot restore.
@@ -217,7 +267,7 @@ func (s *snapshotRestoreCmd) run(ctx context.Context, e *env, args []string) err
 		return usageErr("snapshot restore", "--margin is only used without --above-epoch: give one of them")
 	}
 	file := args[0]
-	data, meta, img, err := readBackup(file)
+	data, meta, img, _, err := readBackup(file, s.keyFile)
 	if err != nil {
 		return err
 	}
@@ -294,21 +344,26 @@ func explainRestore(ctx context.Context, c *api.Client, before *api.Status, err 
 	return explainedf(err, "%s. Check 'fencectl status -o json' (epoch_floor) before restoring again; a second restore is safe, the floor only rises", msg)
 }
 
-// readBackup reads and checks a backup file.
-func readBackup(file string) ([]byte, cluster.BackupMeta, *fsm.Image, error) {
+// readBackup reads and checks a backup file: its checksum and structure,
+// and, with a key file, its HMAC under that key.
+func readBackup(file, keyFile string) ([]byte, cluster.BackupMeta, *fsm.Image, cluster.BackupAuth, error) {
+	var auth cluster.BackupAuth
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return nil, cluster.BackupMeta{}, nil, err
+		return nil, cluster.BackupMeta{}, nil, auth, err
 	}
 	meta, img, err := cluster.DecodeBackup(data)
 	if err != nil {
-		return nil, meta, nil, fmt.Errorf("%s is not a sound fenced backup: %v", file, err)
+		return nil, meta, nil, auth, fmt.Errorf("%s is not a sound fenced backup: %v", file, err)
 	}
-	return data, meta, img, nil
+	if auth, err = checkAuth(data, keyFile); err != nil {
+		return nil, meta, nil, auth, fmt.Errorf("%s is not an authentic fenced backup: %v", file, err)
+	}
+	return data, meta, img, auth, nil
 }
 
-func describeBackup(file string, data []byte, meta cluster.BackupMeta, img *fsm.Image, keys bool) backupInfo {
-	bi := backupInfo{File: file, Bytes: len(data), BackupMeta: meta, Held: countHeld(img), Checksum: "ok"}
+func describeBackup(file string, data []byte, meta cluster.BackupMeta, img *fsm.Image, auth cluster.BackupAuth, keys bool) backupInfo {
+	bi := backupInfo{File: file, Bytes: len(data), BackupMeta: meta, Held: countHeld(img), Checksum: "ok", Auth: auth}
 	// The header's numbers are the leader's; the image is what a restore
 	// installs, so its own count and highest epoch are the ones to show.
 	bi.Keys = len(img.Keys)
@@ -350,6 +405,7 @@ func printBackupInfo(e *env, bi backupInfo) error {
 		"epoch", strconv.FormatUint(bi.Epoch, 10),
 		"sha256", bi.SHA256,
 		"checksum", bi.Checksum,
+		"hmac", authText(bi.Auth),
 	); err != nil {
 		return err
 	}
@@ -363,6 +419,17 @@ func printBackupInfo(e *env, bi backupInfo) error {
 			k.State, k.TTL, strconv.FormatUint(k.Index, 10))
 	}
 	return t.flush()
+}
+
+// authText words a backup's authentication for people.
+func authText(a cluster.BackupAuth) string {
+	switch {
+	case a.Verified:
+		return "yes, HMAC verified under key " + a.KeyID
+	case a.Authenticated:
+		return "HMAC under key " + a.KeyID + ", not checked (give --backup-key-file)"
+	}
+	return "no (checksum only)"
 }
 
 // writeFileAtomic writes data to path so that path holds either its old

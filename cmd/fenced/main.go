@@ -58,6 +58,7 @@ type options struct {
 	shutdownTimeout              time.Duration
 	readHeaderTimeout, idleTimeo time.Duration
 	sec                          securityOptions
+	backup                       backupOptions
 	loaded                       *security // the material sec names, once run loads it
 }
 
@@ -94,6 +95,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.readHeaderTimeout, "http-read-header-timeout", 5*time.Second, "time allowed to read request headers")
 	fs.DurationVar(&o.idleTimeo, "http-idle-timeout", 120*time.Second, "keep-alive idle timeout of HTTP connections")
 	o.sec.register(fs)
+	o.backup.register(fs)
 	_ = fs.MarkHidden("max-seq")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
@@ -105,6 +107,9 @@ func parseFlags(args []string) (*options, error) {
 		return nil, err
 	}
 	if err := o.sec.check(); err != nil {
+		return nil, err
+	}
+	if err := o.backup.check(); err != nil {
 		return nil, err
 	}
 	if o.peers == "" && o.join == "" {
@@ -184,6 +189,10 @@ func run(o *options) error {
 		return err
 	}
 	o.loaded = sec
+	backupAuth, err := o.backup.load(log)
+	if err != nil {
+		return err
+	}
 	raftServerTLS, raftClientTLS := sec.raftTLS()
 	ln, err := net.Listen("tcp", o.httpAddr)
 	if err != nil {
@@ -201,6 +210,7 @@ func run(o *options) error {
 		return err
 	}
 	handler := api.NewSecureServer(node, log, sec.apiOptions())
+	handler.SetBackupAuth(backupAuth)
 	if o.pprof {
 		handler.Handle("/debug/pprof/", http.HandlerFunc(pprof.Index))
 		handler.Handle("/debug/pprof/profile", http.HandlerFunc(pprof.Profile))
