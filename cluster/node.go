@@ -43,6 +43,8 @@ type Node struct {
 	// newTerm is set while a new term is being forced (seq exhaustion).
 	newTerm atomic.Bool
 
+	testHooks atomic.Pointer[hooks] // nil in production (hooks.go)
+
 	leaderChanges    atomic.Uint64
 	stopStoreMetrics context.CancelFunc
 	stop             chan struct{}
@@ -250,14 +252,38 @@ func (n *Node) establish(r *raft.Raft, gen uint64, gained time.Time) {
 		return
 	}
 	n.leases.activate(gen, n.fsm.Live(), n.fsm.LockDelayed())
-	if n.gen.Load() != gen {
-		n.leases.deactivate()
+	if h := n.hook().beforeReady; h != nil {
+		h(gen)
+	}
+	if !n.markReady(gen) {
+		n.leases.deactivateGen(gen)
 		return
 	}
-	n.ready.Store(gen)
 	metrics.IsLeader.Set(1)
 	n.log.Info("leader ready", "generation", gen, "term", r.CurrentTerm())
 	n.registerSelf(r, gen)
+}
+
+// markReady makes gen the ready generation unless it was revoked. A check of
+// the generation followed by a plain store would let a revoke in between leave
+// a stale flag behind, so the flag is set first and the generation checked
+// after: a revoke that bumped it before the check is seen and the flag taken
+// back (only if it is still ours); one after the check clears it itself.
+func (n *Node) markReady(gen uint64) bool {
+	for {
+		old := n.ready.Load()
+		if old >= gen {
+			return false // a newer generation got there first
+		}
+		if n.ready.CompareAndSwap(old, gen) {
+			break
+		}
+	}
+	if n.gen.Load() != gen {
+		n.ready.CompareAndSwap(gen, 0)
+		return false
+	}
+	return true
 }
 
 // registerSelf records this node's HTTP address in the replicated state, so
@@ -291,6 +317,9 @@ func (n *Node) Granted(k fsm.KeyState, renewed bool) {
 
 // Ended implements fsm.Observer.
 func (n *Node) Ended(k fsm.KeyState) {
+	if h := n.hook().ended; h != nil {
+		h(k)
+	}
 	n.leases.ended(k)
 	n.waiters.kick(k.Key)
 	if n.ready.Load() != 0 {
@@ -328,6 +357,9 @@ func (n *Node) proposeExpire(gen uint64, e fsm.Expire, lockDelay time.Duration) 
 			}
 			res, err := n.apply(cmd)
 			n.settleHandoff(e.Key, next, res, err)
+			if err == nil && lockDelay > 0 && !expiredBy(res, e) {
+				n.leases.undelay(e.Key) // the holder renewed first: no delay owed
+			}
 			if err == nil {
 				n.log.Debug("lease expired", "key", e.Key, "token", e.Token)
 				return
@@ -341,6 +373,13 @@ func (n *Node) proposeExpire(gen uint64, e fsm.Expire, lockDelay time.Duration) 
 			backoff = min(2*backoff, time.Second)
 		}
 	}()
+}
+
+// expiredBy reports whether the key is, after the expiry's entry, expired
+// with the expiry's token: by that entry, or by an earlier attempt of it whose
+// outcome was unknown.
+func expiredBy(res *fsm.Result, e fsm.Expire) bool {
+	return res.Changed || (res.Key.State == fsm.Expired && res.Key.Token == e.Token)
 }
 
 // wait returns a raft future's error, or ErrRaftShutdown once the node stops.

@@ -1,0 +1,169 @@
+package cluster
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fenced/fenced/fsm"
+	"github.com/fenced/fenced/internal/testutil"
+)
+
+// recv waits for one value of ch, failing the test by name when it does not
+// come: a hook that was never reached is a test that proves nothing.
+func recv[T any](t *testing.T, ch <-chan T, what string) T {
+	t.Helper()
+	select {
+	case v := <-ch:
+		return v
+	case <-time.After(30 * time.Second):
+		t.Fatalf("%s never happened", what)
+	}
+	var zero T
+	return zero
+}
+
+// A leadership generation revoked while it is being established never
+// becomes ready: a stale ready flag would let a node serve before its barrier
+// and takeover wait, and let the expiry retries of the old generation run on.
+func TestRevokedGenerationNeverBecomesReady(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	_, lead := tc.leader()
+	gen := lead.gen.Add(1) // leadership regained: a new generation
+	lead.testHooks.Store(&hooks{beforeReady: func(g uint64) {
+		if g == gen {
+			lead.revoke() // leadership lost again, right before the ready flag
+		}
+	}})
+	lead.wg.Add(1)
+	lead.establish(lead.r(), gen, time.Time{})
+	if got := lead.ready.Load(); got != 0 {
+		t.Fatalf("ready is generation %d after that generation was revoked during establish (now %d); want 0", got, lead.gen.Load())
+	}
+	lead.leases.mu.Lock()
+	lgen := lead.leases.gen
+	lead.leases.mu.Unlock()
+	if lgen != 0 {
+		t.Fatalf("lease table active for generation %d after the revoke", lgen)
+	}
+}
+
+// A waiting acquire whose deadline passes while a release already carries its
+// acquire answers with that release's outcome, never with "held": the release
+// hands it the key.
+func TestWaitDeadlineTakesInFlightHandoff(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	_, lead := tc.leader()
+	ctx := context.Background()
+	a, err := lead.Acquire(ctx, AcquireArgs{Key: "k", Holder: "a", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	woken, proceed := make(chan struct{}, 1), make(chan struct{})
+	claimed, letRelease := make(chan struct{}, 1), make(chan struct{})
+	var wokenOnce, claimedOnce sync.Once
+	lead.testHooks.Store(&hooks{
+		woken: func(string) {
+			wokenOnce.Do(func() { woken <- struct{}{}; <-proceed })
+		},
+		claimed: func(string) {
+			claimedOnce.Do(func() { claimed <- struct{}{}; <-letRelease })
+		},
+	})
+	type result struct {
+		g   Grant
+		err error
+	}
+	const wait = 300 * time.Millisecond
+	start := time.Now()
+	bres := make(chan result, 1)
+	go func() {
+		g, err := lead.Acquire(ctx, AcquireArgs{Key: "k", Holder: "b", TTL: time.Minute, Wait: wait})
+		bres <- result{g, err}
+	}()
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if !lead.waiters.waiting("k") {
+			return errors.New("b is not waiting yet")
+		}
+		return nil
+	})
+	rres := make(chan error, 1)
+	go func() {
+		_, err := lead.Release(ctx, "k", "a", a.Token, false)
+		rres <- err
+	}()
+	recv(t, claimed, "the release claiming b")
+	lead.waiters.kick("k") // b wakes while the release is in flight
+	recv(t, woken, "b waking")
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if time.Since(start) <= wait {
+			return errors.New("b's deadline has not passed yet")
+		}
+		return nil
+	})
+	close(proceed) // b tries again, after its deadline
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if lead.waiters.waiting("k") {
+			return errors.New("b still in line")
+		}
+		return nil
+	})
+	close(letRelease)
+	if err := recv(t, rres, "the release"); err != nil {
+		t.Fatal(err)
+	}
+	b := recv(t, bres, "b's answer")
+	k, _ := lead.fsm.Get("k")
+	if b.err != nil {
+		t.Fatalf("b was told %q, but the release handed it the key: holder %q state %v", b.err, k.Holder, k.State)
+	}
+	if b.g.Holder != "b" || b.g.Token != k.Token {
+		t.Fatalf("b's grant %+v is not the key's state %+v", b.g, k)
+	}
+}
+
+// No other holder acquires a key inside its lock-delay, not even at the
+// moment the expiry is applied and before the leader's lease table heard of it.
+func TestLockDelayHoldsFromTheExpiry(t *testing.T) {
+	tc := newTestCluster(t, 1)
+	_, lead := tc.leader()
+	ctx := context.Background()
+	proposed := make(chan struct{}, 1)
+	bres := make(chan error, 1)
+	var once sync.Once
+	lead.testHooks.Store(&hooks{
+		ended: func(k fsm.KeyState) {
+			if k.Key != "d" || k.State != fsm.Expired {
+				return
+			}
+			once.Do(func() {
+				// The expiry is applied; the lease table has not heard yet.
+				go func() {
+					_, err := lead.Acquire(ctx, AcquireArgs{Key: "d", Holder: "b", TTL: time.Second})
+					bres <- err
+				}()
+				select {
+				case <-proposed: // b got past every check
+				case err := <-bres:
+					bres <- err
+				case <-time.After(30 * time.Second):
+				}
+			})
+		},
+		proposing: func(a AcquireArgs) {
+			if a.Holder == "b" {
+				proposed <- struct{}{}
+			}
+		},
+	})
+	if _, err := lead.Acquire(ctx, AcquireArgs{Key: "d", Holder: "a", TTL: 200 * time.Millisecond, LockDelay: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	err := recv(t, bres, "b's acquire at the expiry")
+	if !errors.Is(err, ErrLockDelay) {
+		k, _ := lead.fsm.Get("d")
+		t.Fatalf("b's acquire right at the expiry: %v (key now held by %q, %v); want the lock-delay refusal", err, k.Holder, k.State)
+	}
+}
