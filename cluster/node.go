@@ -45,6 +45,11 @@ type Node struct {
 
 	testHooks atomic.Pointer[hooks] // nil in production (hooks.go)
 
+	// memberRecord mirrors the durable record of how far this node got
+	// into the cluster (membership.go); memberMu serializes writing it.
+	memberRecord atomic.Uint32
+	memberMu     sync.Mutex
+
 	leaderChanges    atomic.Uint64
 	stopStoreMetrics context.CancelFunc
 	stop             chan struct{}
@@ -72,6 +77,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.store = gate(store)
 	n.stopStoreMetrics = stopStoreMetrics
+	n.loadMemberRecord()
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, cfg.Logger.Named("snapshots"))
 	if err != nil {
 		store.Close()
@@ -86,6 +92,8 @@ func New(cfg Config) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
+	n.wg.Add(1)
+	go n.watchMembership()
 	return n, nil
 }
 
@@ -439,10 +447,11 @@ func (n *Node) IsLeader() bool { return n.r().State() == raft.Leader }
 func (n *Node) Ready() bool { return n.ready.Load() != 0 && n.IsLeader() }
 
 // Leader returns the leader's server ID and the HTTP address recorded for it;
-// empty when unknown.
+// empty when unknown, and on a node that is not a member of the cluster: it
+// has no leader to forward to (MemberErr says why).
 func (n *Node) Leader() (id, httpAddr string) {
 	_, lid := n.r().LeaderWithID()
-	if lid == "" {
+	if lid == "" || (string(lid) != n.cfg.ID && !n.InConfiguration()) {
 		return "", ""
 	}
 	return string(lid), n.fsm.Member(string(lid))

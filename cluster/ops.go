@@ -41,6 +41,9 @@ func (n *Node) requireReady() (uint64, error) {
 	if n.IsLeader() {
 		return 0, ErrNotReady
 	}
+	if err := n.MemberErr(); err != nil {
+		return 0, err
+	}
 	return 0, ErrNotLeader
 }
 
