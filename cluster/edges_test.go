@@ -167,3 +167,65 @@ func TestLockDelayHoldsFromTheExpiry(t *testing.T) {
 		t.Fatalf("b's acquire right at the expiry: %v (key now held by %q, %v); want the lock-delay refusal", err, k.Holder, k.State)
 	}
 }
+
+// A node knows its place in the cluster: new before it joins, a member once
+// it sees itself in the configuration, removed after that, and still removed
+// after a restart with the same data dir, until it is added again. While it
+// is not a member it answers ErrNotMember and names no leader.
+func TestSelfMembershipSurvivesRestart(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	ctx := context.Background()
+	_, lead := tc.leader()
+	addr := testutil.FreeAddrs(t, 1)[0]
+	tc.cfgs = append(tc.cfgs, fastConfig(t, "n4", t.TempDir(), addr))
+	tc.nodes = append(tc.nodes, nil)
+	tc.start(3)
+	n4 := func() *Node { return tc.nodes[3] }
+	awaitSelf := func(want Self) {
+		t.Helper()
+		testutil.Eventually(t, 15*time.Second, func() error {
+			if got := n4().Self(); got != want {
+				return testutil.Errorf("n4 is %v, want %v", got, want)
+			}
+			return nil
+		})
+	}
+	notMember := func(stage string) {
+		t.Helper()
+		if _, err := n4().requireReady(); !errors.Is(err, ErrNotMember) {
+			t.Fatalf("%s: n4 answers %v, want ErrNotMember", stage, err)
+		}
+		if id, _ := n4().Leader(); id != "" {
+			t.Fatalf("%s: n4 names leader %q", stage, id)
+		}
+	}
+	if got := n4().Self(); got != SelfNew {
+		t.Fatalf("fresh n4 is %v", got)
+	}
+	notMember("fresh")
+
+	if err := lead.Join(ctx, "n4", addr, "http-n4"); err != nil {
+		t.Fatal(err)
+	}
+	awaitSelf(SelfMember)
+	if err := lead.Remove(ctx, "n4"); err != nil {
+		t.Fatal(err)
+	}
+	awaitSelf(SelfRemoved)
+	notMember("removed")
+
+	tc.stop(3)
+	tc.start(3)
+	if got := n4().Self(); got != SelfRemoved {
+		t.Fatalf("n4 restarted after its removal is %v, want %v", got, SelfRemoved)
+	}
+	notMember("restarted")
+
+	if err := lead.Join(ctx, "n4", addr, "http-n4"); err != nil { // an operator adds it back
+		t.Fatal(err)
+	}
+	awaitSelf(SelfMember)
+	if err := n4().MemberErr(); err != nil {
+		t.Fatalf("n4 added back: %v", err)
+	}
+}
