@@ -63,7 +63,10 @@ func TestWaitDeadlineTakesInFlightHandoff(t *testing.T) {
 	}
 	woken, proceed := make(chan struct{}, 1), make(chan struct{})
 	claimed, letRelease := make(chan struct{}, 1), make(chan struct{})
-	var wokenOnce, claimedOnce sync.Once
+	var wokenOnce, claimedOnce, proceedOnce, releaseOnce sync.Once
+	goOn := func() { proceedOnce.Do(func() { close(proceed) }) }
+	release := func() { releaseOnce.Do(func() { close(letRelease) }) }
+	t.Cleanup(func() { goOn(); release() }) // a failed test must not leave the hooks blocked
 	lead.testHooks.Store(&hooks{
 		woken: func(string) {
 			wokenOnce.Do(func() { woken <- struct{}{}; <-proceed })
@@ -103,14 +106,14 @@ func TestWaitDeadlineTakesInFlightHandoff(t *testing.T) {
 		}
 		return nil
 	})
-	close(proceed) // b tries again, after its deadline
+	goOn() // b tries again, after its deadline
 	testutil.Eventually(t, 10*time.Second, func() error {
 		if lead.waiters.waiting("k") {
 			return errors.New("b still in line")
 		}
 		return nil
 	})
-	close(letRelease)
+	release()
 	if err := recv(t, rres, "the release"); err != nil {
 		t.Fatal(err)
 	}
@@ -140,14 +143,15 @@ func TestLockDelayHoldsFromTheExpiry(t *testing.T) {
 			}
 			once.Do(func() {
 				// The expiry is applied; the lease table has not heard yet.
+				bdone := make(chan struct{})
 				go func() {
+					defer close(bdone)
 					_, err := lead.Acquire(ctx, AcquireArgs{Key: "d", Holder: "b", TTL: time.Second})
 					bres <- err
 				}()
 				select {
 				case <-proposed: // b got past every check
-				case err := <-bres:
-					bres <- err
+				case <-bdone: // b was refused
 				case <-time.After(30 * time.Second):
 				}
 			})
