@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -72,6 +73,16 @@ func withIdentity(ctx context.Context, id Identity) context.Context {
 	return context.WithValue(ctx, identityKey{}, id)
 }
 
+// ownerOf returns the client identity an acquire is counted against by the
+// per-identity limits: a client's name. Admins and anonymous requests
+// (authentication off) are not counted per identity.
+func ownerOf(ctx context.Context) string {
+	if id, ok := IdentityFrom(ctx); ok && id.Role == RoleClient {
+		return id.Name
+	}
+	return ""
+}
+
 // who names the identity of a request for the log.
 func who(ctx context.Context) string {
 	if id, ok := IdentityFrom(ctx); ok {
@@ -116,7 +127,13 @@ const MinTokenLen = 16
 // with # are ignored.
 type Tokens struct {
 	path string
-	cur  atomic.Pointer[map[[sha256.Size]byte]Identity]
+	cur  atomic.Pointer[tokenSet]
+}
+
+// tokenSet is the content of one version of the tokens file.
+type tokenSet struct {
+	ids    map[[sha256.Size]byte]Identity
+	digest string
 }
 
 // LoadTokens reads a tokens file.
@@ -138,18 +155,26 @@ func (t *Tokens) Reload() error {
 	if err != nil {
 		return fmt.Errorf("tokens file %s: %w", t.path, err)
 	}
-	t.cur.Store(&m)
+	sum := sha256.Sum256(data)
+	t.cur.Store(&tokenSet{ids: m, digest: hex.EncodeToString(sum[:8])})
 	return nil
 }
 
 // Len returns the number of tokens in use.
-func (t *Tokens) Len() int { return len(*t.cur.Load()) }
+func (t *Tokens) Len() int { return len(t.cur.Load().ids) }
+
+// Path returns the tokens file's path.
+func (t *Tokens) Path() string { return t.path }
+
+// Digest names the tokens in use: the first 16 hex digits of the SHA-256 of
+// the file they were read from. It reveals nothing usable about a token.
+func (t *Tokens) Digest() string { return t.cur.Load().digest }
 
 // Lookup returns the identity of a token. Tokens are kept and compared as
 // SHA-256 digests, so the lookup takes no time that depends on how much of a
 // guess matches a real token.
 func (t *Tokens) Lookup(token string) (Identity, bool) {
-	id, ok := (*t.cur.Load())[sha256.Sum256([]byte(token))]
+	id, ok := t.cur.Load().ids[sha256.Sum256([]byte(token))]
 	return id, ok
 }
 
@@ -173,7 +198,7 @@ func ParseTokens(r io.Reader) (map[[sha256.Size]byte]Identity, error) {
 			return nil, fmt.Errorf("line %d: token shorter than %d characters", line, MinTokenLen)
 		case role != RoleClient && role != RoleAdmin:
 			return nil, fmt.Errorf("line %d: role %q is not client or admin", line, role)
-		case len(name) > MaxHolderLen || strings.IndexFunc(name, unicode.IsControl) >= 0:
+		case len(name) > MaxHolderLen || strings.IndexFunc(name, unicode.IsControl) >= 0 || checkHolderPath(name) != nil:
 			return nil, fmt.Errorf("line %d: name is not a valid holder name", line)
 		}
 		sum := sha256.Sum256([]byte(tok))

@@ -115,8 +115,25 @@ func (c *Client) Keepalive(ctx context.Context, holder string) (*KeepaliveRespon
 }
 
 // Release ends a grant. Retrying a release whose outcome is unknown is safe:
-// releasing a released grant succeeds.
+// releasing a released grant succeeds, and every attempt names the same
+// grant by its token.
+//
+// A forced release without a token ends the key's current grant: Release
+// reads that grant's token once, before the first attempt, and every attempt
+// carries it. Were the token looked up per attempt, a retry after a first
+// attempt that committed (and handed the key to a waiter in the same commit)
+// but whose answer was lost would end the waiter's grant. When the retry finds
+// the grant already superseded, the error says the outcome is unknown and
+// errors.Is(err, ErrStaleToken) holds: the grant meant is over, by this
+// release or by something else.
 func (c *Client) Release(ctx context.Context, req ReleaseRequest) (*ReleaseResponse, error) {
+	if req.Force && req.Token == 0 {
+		k, err := c.Key(ctx, req.Key)
+		if err != nil {
+			return nil, err
+		}
+		req.Token = k.Token
+	}
 	var out ReleaseResponse
 	if err := c.do(ctx, http.MethodPost, "/v1/release", req, &out, true); err != nil {
 		return nil, err

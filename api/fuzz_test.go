@@ -5,11 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"reflect"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -49,11 +51,17 @@ var seedBodies = []string{
 	`{"key":"k","force":true}`,
 	"{\"key\":\"k\"}\n{}",
 	"\xff",
+	`{"key":"a","KEY":"b","holder":"h"}`,
+	`{"key":"a","k\u0065y":"b","holder":"h"}`,
+	`{"key":"k\ud800","holder":"h"}`,
+	`{"key":"k\ud83d\ude00","holder":"h"}`,
+	`{"key":"k\ufffd","holder":"h"}`,
 }
 
 // FuzzDecodeRequest feeds arbitrary bodies to the strict decoder with every
 // request type: it never panics, and what it accepts encodes and decodes
-// back to the same value (nothing is silently changed on the way in).
+// back to the same value (nothing is silently changed on the way in), has no
+// field twice, and has a U+FFFD only where the body wrote one.
 func FuzzDecodeRequest(f *testing.F) {
 	for i, b := range seedBodies {
 		f.Add(uint8(i), []byte(b))
@@ -62,6 +70,12 @@ func FuzzDecodeRequest(f *testing.F) {
 		v := requestTypes[int(kind)%len(requestTypes)]()
 		if err := decode(body, v); err != nil {
 			return
+		}
+		if name, dup := duplicateName(body); dup {
+			t.Fatalf("accepted %q with field %q twice", body, name)
+		}
+		if strings.Contains(fmt.Sprint(v), "\ufffd") && !bytes.Contains(body, []byte("\ufffd")) && !bytes.Contains(bytes.ToLower(body), []byte(`\ufffd`)) {
+			t.Fatalf("accepted %q as %+v: a U+FFFD the body did not write", body, v)
 		}
 		again, err := json.Marshal(v)
 		if err != nil {
@@ -76,6 +90,60 @@ func FuzzDecodeRequest(f *testing.F) {
 			t.Fatalf("accepted %q does not round-trip: %v (%+v / %+v)", body, err, v, w)
 		}
 	})
+}
+
+// duplicateName is the reference for the decoder's duplicate check: a walk
+// of every token, slow but plain, that reports an object at any depth with
+// two names equal but for case.
+func duplicateName(body []byte) (string, bool) {
+	dec := json.NewDecoder(bytes.NewReader(body))
+	type obj struct {
+		names []string
+		name  bool // the next string is a name
+	}
+	var stack []*obj
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return "", false
+		}
+		top := (*obj)(nil)
+		if len(stack) > 0 {
+			top = stack[len(stack)-1]
+		}
+		switch tok := tok.(type) {
+		case json.Delim:
+			switch tok {
+			case '{':
+				if top != nil {
+					top.name = true
+				}
+				stack = append(stack, &obj{name: true})
+			case '[':
+				if top != nil {
+					top.name = true
+				}
+				stack = append(stack, nil)
+			default:
+				stack = stack[:len(stack)-1]
+			}
+			continue
+		case string:
+			if top != nil && top.name {
+				for _, n := range top.names {
+					if strings.EqualFold(n, tok) {
+						return tok, true
+					}
+				}
+				top.names = append(top.names, tok)
+				top.name = false
+				continue
+			}
+		}
+		if top != nil {
+			top.name = true
+		}
+	}
 }
 
 // zeroToken reports whether v has a Token field holding zero.

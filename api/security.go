@@ -2,19 +2,23 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
+	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
 	"net"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/fenced/fenced/cluster"
 	"github.com/fenced/fenced/tlsutil"
 )
 
@@ -72,6 +76,9 @@ type ServerOptions struct {
 	// Log receives the audit trail of admin operations; the server's
 	// logger when nil.
 	Log hclog.Logger
+	// Credentials, when set, reports the state of the credentials in use
+	// (tokens digest, last reload and its error) in GET /v1/cluster.
+	Credentials func() *cluster.CredentialStatus
 }
 
 // AuthEnabled reports whether requests must be authenticated.
@@ -83,6 +90,10 @@ type security struct {
 	log   hclog.Logger
 	rate  *rateLimiter
 	certs certCache
+
+	// fwd holds a forwarding client per leader id, each proving it.
+	fwdMu sync.Mutex
+	fwd   map[string]*http.Client
 }
 
 // NewSecureServer returns the API server of node with security and limits.
@@ -317,15 +328,12 @@ func (sec *security) authorize(w http.ResponseWriter, r *http.Request, pattern s
 	case need == accessAdmin:
 		return deny("call %s: it needs the admin role", pattern)
 	case need == accessMember && id.Role == RolePeer:
-		var req struct {
-			ID string `json:"id"`
-		}
-		ok, err := peekBody(w, r, &req)
+		target, err := memberOf(w, r, pattern)
 		if err != nil {
 			return err
 		}
-		if ok && req.ID != id.Name {
-			return deny("change membership of %q: a node may only join or leave as itself", req.ID)
+		if target != id.Name {
+			return deny("change membership of %q: a node may only join or leave as itself", target)
 		}
 		return nil
 	case need == accessMember:
@@ -337,26 +345,26 @@ func (sec *security) authorize(w http.ResponseWriter, r *http.Request, pattern s
 	switch pattern {
 	case "POST /v1/acquire":
 		var req AcquireRequest
-		if ok, err := peekBody(w, r, &req); !ok {
-			return err // nil: the handler refuses the same bytes with a 400
+		if err := peekBody(w, r, &req); err != nil {
+			return err
 		}
 		holder = req.Holder
 	case "POST /v1/renew":
 		var req RenewRequest
-		if ok, err := peekBody(w, r, &req); !ok {
-			return err // nil: the handler refuses the same bytes with a 400
+		if err := peekBody(w, r, &req); err != nil {
+			return err
 		}
 		holder = req.Holder
 	case "POST /v1/keepalive":
 		var req KeepaliveRequest
-		if ok, err := peekBody(w, r, &req); !ok {
-			return err // nil: the handler refuses the same bytes with a 400
+		if err := peekBody(w, r, &req); err != nil {
+			return err
 		}
 		holder = req.Holder
 	case "POST /v1/release":
 		var req ReleaseRequest
-		if ok, err := peekBody(w, r, &req); !ok {
-			return err // nil: the handler refuses the same bytes with a 400
+		if err := peekBody(w, r, &req); err != nil {
+			return err
 		}
 		if req.Force {
 			return deny("force a release: it needs the admin role")
@@ -364,6 +372,9 @@ func (sec *security) authorize(w http.ResponseWriter, r *http.Request, pattern s
 		holder = req.Holder
 	default:
 		return nil
+	}
+	if err := checkHolderPath(holder); err != nil {
+		return err
 	}
 	if !id.MayActAs(holder) {
 		return deny("act as holder %q: a client's holders are %q or start with %q", holder, id.Name, id.Name+"/")
@@ -373,16 +384,59 @@ func (sec *security) authorize(w http.ResponseWriter, r *http.Request, pattern s
 
 // peekBody decodes the body with the handlers' own strict decoder and puts
 // the bytes back for the handler, so the check and the handler read exactly
-// the same request. It returns an error only when the body could not be
-// read (too large, too slow); ok is false when it does not decode, which the
-// handler then refuses with a 400 on the same bytes.
-func peekBody(w http.ResponseWriter, r *http.Request, v any) (ok bool, err error) {
+// the same request. A body that cannot be read or decoded is an error (400,
+// or 408 for a slow body): a check that cannot see what it checks refuses.
+func peekBody(w http.ResponseWriter, r *http.Request, v any) error {
 	body, err := readBody(w, r)
 	if err != nil {
-		return false, err
+		return err
 	}
 	r.Body = io.NopCloser(bytes.NewReader(body))
-	return decode(body, v) == nil, nil
+	return decode(body, v)
+}
+
+// memberOf returns the member id a join or remove request changes.
+func memberOf(w http.ResponseWriter, r *http.Request, pattern string) (string, error) {
+	var id string
+	switch pattern {
+	case "POST /v1/cluster/join":
+		var req JoinRequest
+		if err := peekBody(w, r, &req); err != nil {
+			return "", err
+		}
+		id = req.ID
+	case "POST /v1/cluster/remove":
+		var req RemoveRequest
+		if err := peekBody(w, r, &req); err != nil {
+			return "", err
+		}
+		id = req.ID
+	default:
+		return "", refusal(ErrForbidden, "%s is not a membership change a node may make", pattern)
+	}
+	if id == "" {
+		return "", fmt.Errorf("%w: id is required", cluster.ErrBadRequest)
+	}
+	return id, nil
+}
+
+// checkHolderPath refuses a holder name that is not a clean path of
+// segments: an empty segment ("a//b", "a/", "/a"), "." or "..". Holder names
+// are namespaces ("bob/worker-1" belongs to bob), so each must mean one
+// thing to every reader, whether it splits, joins or cleans paths.
+func checkHolderPath(holder string) error {
+	if holder == "" {
+		return nil // required or not, checkName says
+	}
+	for seg := range strings.SplitSeq(holder, "/") {
+		switch seg {
+		case "":
+			return fmt.Errorf("%w: holder %q has an empty path segment", cluster.ErrBadRequest, holder)
+		case ".", "..":
+			return fmt.Errorf("%w: holder %q has a %q path segment", cluster.ErrBadRequest, holder, seg)
+		}
+	}
+	return nil
 }
 
 // limitBodyTime gives the client BodyTimeout to send the body. The deadline
@@ -481,6 +535,133 @@ func (s *Server) forwardIdentity(out, in *http.Request) {
 	if id, ok := IdentityFrom(in.Context()); ok {
 		out.Header.Set(identityHeader, encodeIdentity(id))
 	}
+}
+
+// forwarder returns the HTTP client that forwards a request to leader, or
+// why this node may not forward. A client's own credentials are never
+// forwarded; so with authentication on, a node forwards only when the leader
+// can trust the identity it names: over TLS with its peer certificate. It
+// refuses otherwise (not_leader, with the leader's address in the header),
+// and the client goes to the leader itself. Over TLS the leader, at
+// baseURL, must prove its id, whether authentication is on or not.
+func (s *Server) forwarder(leader, baseURL string) (*http.Client, error) {
+	sec := s.sec
+	if sec == nil {
+		return s.forward, nil // no security configured: nothing to prove or protect
+	}
+	if sec.o.AuthEnabled() && !(sec.o.TLS && sec.o.ForwardIdentity) {
+		return nil, fmt.Errorf("%w: leader is %s; this node does not forward authenticated requests without TLS and a peer certificate: send the request to the leader",
+			cluster.ErrNotLeader, leader)
+	}
+	if !sec.o.TLS {
+		return s.forward, nil // plain, anonymous: nothing can be proven
+	}
+	if !strings.HasPrefix(baseURL, "https://") {
+		return nil, fmt.Errorf("%w: %v", ErrUnavailable, &unprovenLeaderError{leader: leader, reason: "(" + baseURL + ") is not an https address"})
+	}
+	return sec.provenForwarder(leader, s.forward)
+}
+
+// unprovenLeaderError: the node at the leader's address did not prove, with
+// its TLS certificate, that it is the leader. Nothing was sent to it.
+type unprovenLeaderError struct {
+	leader string
+	reason string
+}
+
+func (e *unprovenLeaderError) Error() string {
+	return fmt.Sprintf("the server at the address of leader %s %s", e.leader, e.reason)
+}
+
+// maxForwarders bounds the per-leader clients kept: past it they are
+// dropped (a new leader id is rare; a handful is the normal number).
+const maxForwarders = 64
+
+// provenForwarder returns a client that connects only to a server whose
+// verified TLS certificate names leader, as its common name or a subject
+// alternative name. The check is made when a connection is dialed, before
+// any request is written on it, and each leader id has its own connections,
+// so a connection proven for one id never carries a request meant for
+// another. The check relies on the transport's standard verification (chain
+// to the trusted CA, and the address); a connection without a verified chain
+// is refused.
+func (sec *security) provenForwarder(leader string, base *http.Client) (*http.Client, error) {
+	sec.fwdMu.Lock()
+	defer sec.fwdMu.Unlock()
+	if c, ok := sec.fwd[leader]; ok {
+		return c, nil
+	}
+	rt := base.Transport
+	if rt == nil {
+		rt = http.DefaultTransport
+	}
+	tr, ok := rt.(*http.Transport)
+	if !ok {
+		return nil, fmt.Errorf("%w: the forwarding client cannot check the leader's certificate", ErrUnavailable)
+	}
+	t := tr.Clone()
+	dial := t.DialTLSContext
+	if dial == nil {
+		d := &tls.Dialer{NetDialer: &net.Dialer{Timeout: 2 * time.Second}, Config: t.TLSClientConfig}
+		dial = d.DialContext
+	}
+	t.DialTLSContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := dial(ctx, network, addr)
+		if err != nil {
+			return nil, err
+		}
+		if err := provesID(conn, leader); err != nil {
+			_ = conn.Close()
+			return nil, &net.OpError{Op: "dial", Net: network, Err: err}
+		}
+		return conn, nil
+	}
+	if sec.fwd == nil || len(sec.fwd) >= maxForwarders {
+		for _, c := range sec.fwd {
+			c.CloseIdleConnections()
+		}
+		sec.fwd = map[string]*http.Client{}
+	}
+	c := &http.Client{Transport: t, Timeout: base.Timeout, CheckRedirect: base.CheckRedirect}
+	sec.fwd[leader] = c
+	return c, nil
+}
+
+// provesID checks that conn is a TLS connection whose verified certificate
+// names id.
+func provesID(conn net.Conn, id string) error {
+	tc, ok := conn.(*tls.Conn)
+	if !ok {
+		return &unprovenLeaderError{leader: id, reason: "does not speak TLS"}
+	}
+	cs := tc.ConnectionState()
+	if len(cs.VerifiedChains) == 0 || len(cs.PeerCertificates) == 0 {
+		return &unprovenLeaderError{leader: id, reason: "presented no verified certificate"}
+	}
+	if !certNames(cs.PeerCertificates[0], id) {
+		leaf := cs.PeerCertificates[0]
+		return &unprovenLeaderError{leader: id, reason: fmt.Sprintf("presented a certificate for %q (names %q) that does not name %s",
+			leaf.Subject.CommonName, append(leaf.DNSNames, ipStrings(leaf.IPAddresses)...), id)}
+	}
+	return nil
+}
+
+// certNames reports whether a certificate names id: as its common name, a
+// DNS name or, for an id that is an IP address, an IP address.
+func certNames(c *x509.Certificate, id string) bool {
+	if c.Subject.CommonName == id || slices.Contains(c.DNSNames, id) {
+		return true
+	}
+	ip := net.ParseIP(id)
+	return ip != nil && slices.ContainsFunc(c.IPAddresses, ip.Equal)
+}
+
+func ipStrings(ips []net.IP) []string {
+	out := make([]string, len(ips))
+	for i, ip := range ips {
+		out[i] = ip.String()
+	}
+	return out
 }
 
 // certCache remembers certificate verifications.

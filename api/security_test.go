@@ -189,6 +189,8 @@ func TestBadTokensFile(t *testing.T) {
 		{"0123456789abcdefgh superuser bob\n", "is not client or admin"},
 		{"0123456789abcdefgh client\n", "want \"TOKEN ROLE NAME\""},
 		{"0123456789abcdefgh client a\n0123456789abcdefgh admin b\n", "given twice"},
+		{"0123456789abcdefgh client bob/\n", "not a valid holder name"},
+		{"0123456789abcdefgh client bob/../ops\n", "not a valid holder name"},
 	} {
 		if _, err := ParseTokens(strings.NewReader(tc.text)); err == nil || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%q: %v, want %q", tc.text, err, tc.want)
@@ -346,4 +348,102 @@ func TestIdentityMayActAs(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(id, Identity{Name: "a b&c=d", Role: RoleClient, Method: "forwarded"}) {
 		t.Fatalf("identity header round trip: %+v %v", id, err)
 	}
+}
+
+// TestHolderPathSegments: a holder name is a path of segments under a
+// namespace; empty segments, "." and ".." are refused with 400 on every
+// route that names a holder, for admins and clients alike, so "bob/../alice"
+// can never mean alice to one reader and bob's namespace to another.
+func TestHolderPathSegments(t *testing.T) {
+	tn := startSecureNode(t, cluster.Limits{}, ServerOptions{})
+	bad := []string{"bob/../alice", "bob/", "bob//w", "bob/.", "bob/./w", "./bob", "../bob", "/bob", "..", "."}
+	for _, h := range bad {
+		for _, tc := range []struct{ path, body, token string }{
+			{"/v1/acquire", fmt.Sprintf(`{"key":"k","holder":%q,"ttl":"10s"}`, h), testClientToken},
+			{"/v1/acquire", fmt.Sprintf(`{"key":"k","holder":%q,"ttl":"10s"}`, h), testAdminToken},
+			{"/v1/renew", fmt.Sprintf(`{"key":"k","holder":%q,"token":"1"}`, h), testClientToken},
+			{"/v1/keepalive", fmt.Sprintf(`{"holder":%q}`, h), testAdminToken},
+			{"/v1/release", fmt.Sprintf(`{"key":"k","holder":%q,"token":"1"}`, h), testAdminToken},
+		} {
+			status, er, _ := send(t, tn.url, "POST", tc.path, tc.body, tc.token)
+			if status != http.StatusBadRequest || er.Code != "bad_request" {
+				t.Errorf("%s holder %q: %d %s (%s), want 400 bad_request", tc.path, h, status, er.Code, er.Message)
+			}
+		}
+	}
+	// A verify naming such a holder is refused too (a verdict, never allow).
+	status, er, _ := send(t, tn.url, "POST", "/v1/verify", `{"key":"k","token":"1","holder":"bob/../alice"}`, testClientToken)
+	if status != http.StatusBadRequest {
+		t.Errorf("verify with holder bob/../alice: %d %s", status, er.Code)
+	}
+	if ks, _ := NewClient([]string{tn.url}, WithBearerToken(testAdminToken)).Keys(context.Background(), "", 0); len(ks) != 0 {
+		t.Fatalf("refused acquires left keys: %+v", ks)
+	}
+	for _, h := range []string{"bob", "bob/w", "bob/w.1/..x", "bob/...", "ops/a b"} {
+		if status, er, _ := send(t, tn.url, "POST", "/v1/acquire", fmt.Sprintf(`{"key":%q,"holder":%q,"ttl":"10s"}`, h, h), testAdminToken); status != http.StatusOK {
+			t.Errorf("holder %q: %d %s (%s), want 200", h, status, er.Code, er.Message)
+		}
+	}
+}
+
+// TestIdentityLimits: the key and waiter limits count everything one
+// authenticated identity holds or waits for, whatever holder names under its
+// namespace it uses, so bob cannot grow the cluster's state by inventing
+// holders.
+func TestIdentityLimits(t *testing.T) {
+	tn := startSecureNode(t, cluster.Limits{MaxKeysPerHolder: 100, MaxKeysPerIdentity: 2, MaxWaitersPerIdentity: 1}, ServerOptions{})
+	ctx := context.Background()
+	admin := NewClient([]string{tn.url}, WithBearerToken(testAdminToken))
+	bob := NewClient([]string{tn.url}, WithBearerToken(testClientToken))
+	var grants []Grant
+	for i, h := range []string{"bob/a", "bob/b"} {
+		g, err := bob.Acquire(ctx, AcquireRequest{Key: fmt.Sprint("k", i), Holder: h, TTL: "1m"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		grants = append(grants, *g)
+	}
+	status, er, hdr := send(t, tn.url, "POST", "/v1/acquire", `{"key":"k2","holder":"bob/c","ttl":"1m"}`, testClientToken)
+	if status != http.StatusTooManyRequests || er.Code != "too_many_keys" || !strings.Contains(er.Message, "bob") || hdr.Get("Retry-After") == "" {
+		t.Fatalf("bob's third key under a new holder: %d %+v, want 429 too_many_keys naming bob", status, er)
+	}
+	// The admin is not bob: its own holders are not counted against him,
+	// and renewing what bob holds is not a new key.
+	if _, err := admin.Acquire(ctx, AcquireRequest{Key: "k2", Holder: "ops/c", TTL: "1m"}); err != nil {
+		t.Fatalf("admin: %v", err)
+	}
+	if g, err := bob.Acquire(ctx, AcquireRequest{Key: "k0", Holder: "bob/a", TTL: "1m"}); err != nil || !g.Renewed {
+		t.Fatalf("renewal at the limit: %+v %v", g, err)
+	}
+
+	// One waiter of bob's may queue; a second, for another key under another
+	// holder, is refused at once (bob is under his key limit by then).
+	if _, err := bob.Release(ctx, ReleaseRequest{Key: "k1", Holder: "bob/b", Token: grants[1].Token}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Acquire(ctx, AcquireRequest{Key: "busy1", Holder: "ops/x", TTL: "1m"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.Acquire(ctx, AcquireRequest{Key: "busy2", Holder: "ops/x", TTL: "1m"}); err != nil {
+		t.Fatal(err)
+	}
+	wctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		_, _ = bob.Acquire(wctx, AcquireRequest{Key: "busy1", Holder: "bob/a", TTL: "1m", Wait: "30s"})
+	}()
+	testutil.Eventually(t, 5*time.Second, func() error {
+		if st := tn.node.Status(); st.Waiters != 1 {
+			return fmt.Errorf("%d waiters", st.Waiters)
+		}
+		return nil
+	})
+	status, er, _ = send(t, tn.url, "POST", "/v1/acquire", `{"key":"busy2","holder":"bob/other","ttl":"1m","wait":"30s"}`, testClientToken)
+	if status != http.StatusTooManyRequests || er.Code != "too_many_waiters" || !strings.Contains(er.Message, "bob") {
+		t.Fatalf("bob's second waiter: %d %+v, want 429 too_many_waiters naming bob", status, er)
+	}
+	cancel()
+	<-done
 }

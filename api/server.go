@@ -170,6 +170,12 @@ func (s *Server) read(h handlerFunc) http.HandlerFunc { return s.serve(h, false)
 
 func (s *Server) serve(h handlerFunc, write bool) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == http.MethodPost {
+			if err := checkContentType(r); err != nil {
+				writeUnsupportedMediaType(w, err, false)
+				return
+			}
+		}
 		body, err := readBody(w, r)
 		if err != nil {
 			writeErr(w, err)
@@ -216,10 +222,18 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, body []byte, writ
 		writeErr(w, s.noLeader())
 		return
 	}
+	// Only to a leader that can prove its id, and never with the client's
+	// own credentials (design invariant 9).
+	base := s.leaderURL(addr)
+	fwd, err := s.forwarder(lid, base)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
 	go s.cancelOnLeaderChange(ctx, cancel, lid)
-	req, err := http.NewRequestWithContext(ctx, r.Method, s.leaderURL(addr)+r.URL.RequestURI(), bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(ctx, r.Method, base+r.URL.RequestURI(), bytes.NewReader(body))
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -227,13 +241,16 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, body []byte, writ
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set(forwardedHeader, "1")
 	s.forwardIdentity(req, r)
-	if a := r.Header.Get("Authorization"); a != "" {
-		req.Header.Set("Authorization", a)
-	}
-	resp, err := s.forward.Do(req)
+	resp, err := fwd.Do(req)
 	if err != nil {
 		s.log.Debug("forward failed", "leader", lid, "error", err)
 		var op *net.OpError
+		var unproven *unprovenLeaderError
+		if errors.As(err, &unproven) {
+			s.log.Warn("not forwarding: the leader did not prove its id", "leader", lid, "addr", addr, "error", unproven)
+			writeErr(w, fmt.Errorf("%w: %v", ErrUnavailable, unproven))
+			return
+		}
 		if !write || (errors.As(err, &op) && op.Op == "dial") {
 			writeErr(w, fmt.Errorf("%w: leader %s unreachable", ErrUnavailable, lid))
 			return
@@ -271,31 +288,6 @@ func (s *Server) cancelOnLeaderChange(ctx context.Context, cancel context.Cancel
 	}
 }
 
-// decode reads a strict JSON body: unknown fields and trailing data are refused.
-func decode(body []byte, v any) error {
-	// encoding/json would silently turn invalid UTF-8 into U+FFFD, and a key
-	// must never be silently changed.
-	if !utf8.Valid(body) {
-		return fmt.Errorf("%w: body is not valid UTF-8", cluster.ErrBadRequest)
-	}
-	dec := json.NewDecoder(bytes.NewReader(body))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		var ute *json.UnmarshalTypeError
-		if errors.Is(err, fence.ErrMalformed) || (errors.As(err, &ute) && ute.Field == "token") {
-			return fmt.Errorf("%w: token must be decimal text: %v", fence.ErrMalformed, err)
-		}
-		return fmt.Errorf("%w: %v", cluster.ErrBadRequest, err)
-	}
-	if dec.More() {
-		return fmt.Errorf("%w: trailing data after the JSON body", cluster.ErrBadRequest)
-	}
-	if _, err := dec.Token(); err != io.EOF {
-		return fmt.Errorf("%w: trailing data after the JSON body", cluster.ErrBadRequest)
-	}
-	return nil
-}
-
 // checkName validates a key, holder or request id: valid UTF-8, no control
 // characters, within the length limit.
 func checkName(what, s string, max int, required bool) error {
@@ -308,6 +300,8 @@ func checkName(what, s string, max int, required bool) error {
 		return fmt.Errorf("%w: %s is not valid UTF-8", cluster.ErrBadRequest, what)
 	case strings.IndexFunc(s, unicode.IsControl) >= 0:
 		return fmt.Errorf("%w: %s contains a control character", cluster.ErrBadRequest, what)
+	case what == "holder":
+		return checkHolderPath(s)
 	}
 	return nil
 }
@@ -418,7 +412,7 @@ func (s *Server) acquire(ctx context.Context, body []byte, _ *http.Request) (any
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	if err := errors.Join(checkName("key", req.Key, MaxKeyLen, true), checkName("holder", req.Holder, MaxHolderLen, true),
+	if err := firstOf(checkName("key", req.Key, MaxKeyLen, true), checkName("holder", req.Holder, MaxHolderLen, true),
 		checkName("request_id", req.RequestID, MaxRequestIDLen, false)); err != nil {
 		return nil, err
 	}
@@ -434,7 +428,8 @@ func (s *Server) acquire(ctx context.Context, body []byte, _ *http.Request) (any
 	if err != nil {
 		return nil, err
 	}
-	g, err := s.node.Acquire(ctx, cluster.AcquireArgs{Key: req.Key, Holder: req.Holder, TTL: ttl, Wait: wait, RequestID: req.RequestID, LockDelay: delay})
+	g, err := s.node.Acquire(ctx, cluster.AcquireArgs{Key: req.Key, Holder: req.Holder, TTL: ttl, Wait: wait, RequestID: req.RequestID, LockDelay: delay,
+		Owner: ownerOf(ctx)})
 	if err != nil {
 		return nil, err
 	}
@@ -450,7 +445,7 @@ func (s *Server) renew(ctx context.Context, body []byte, _ *http.Request) (any, 
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	if err := errors.Join(checkName("key", req.Key, MaxKeyLen, true), checkName("holder", req.Holder, MaxHolderLen, true), checkToken(req.Token)); err != nil {
+	if err := firstOf(checkName("key", req.Key, MaxKeyLen, true), checkName("holder", req.Holder, MaxHolderLen, true), checkToken(req.Token)); err != nil {
 		return nil, err
 	}
 	k, _, err := s.node.Renew(ctx, req.Key, req.Holder, req.Token)
@@ -484,10 +479,12 @@ func (s *Server) release(ctx context.Context, body []byte, _ *http.Request) (any
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	if err := errors.Join(checkName("key", req.Key, MaxKeyLen, true), checkName("holder", req.Holder, MaxHolderLen, !req.Force)); err != nil {
+	if err := firstOf(checkName("key", req.Key, MaxKeyLen, true), checkName("holder", req.Holder, MaxHolderLen, !req.Force)); err != nil {
 		return nil, err
 	}
 	if req.Force && req.Token == 0 {
+		// The grant current now: a repeat of this request may find another
+		// one (see ReleaseRequest), which is why the Go client sends a token.
 		k, ok, err := s.node.Key(ctx, req.Key)
 		if err != nil {
 			return nil, err
@@ -507,7 +504,7 @@ func (s *Server) release(ctx context.Context, body []byte, _ *http.Request) (any
 	if req.Force {
 		s.log.Warn("forced release", "key", req.Key, "holder", k.Holder, "token", k.Token, "by", who(ctx))
 	}
-	return ReleaseResponse{Key: k.Key, Token: k.Token, State: k.State.String()}, nil
+	return ReleaseResponse{Key: k.Key, Token: k.Token, Holder: k.Holder, State: k.State.String()}, nil
 }
 
 // verify answers every request with a verdict; whatever it cannot prove is
@@ -517,6 +514,10 @@ func (s *Server) verify(w http.ResponseWriter, r *http.Request) {
 		f := false
 		writeJSON(w, status, ErrorResponse{Code: code, Message: err.Error(), Allow: &f, Reason: string(cluster.ReasonMalformed)})
 	}
+	if err := checkContentType(r); err != nil {
+		writeUnsupportedMediaType(w, err, true)
+		return
+	}
 	body, err := readBody(w, r)
 	if err != nil {
 		refuse(http.StatusBadRequest, "bad_request", err)
@@ -524,10 +525,11 @@ func (s *Server) verify(w http.ResponseWriter, r *http.Request) {
 	}
 	var req VerifyRequest
 	if err := decode(body, &req); err != nil {
-		refuse(http.StatusBadRequest, "bad_request", err)
+		code, _ := codeOf(err)
+		refuse(http.StatusBadRequest, code, err)
 		return
 	}
-	if err := errors.Join(checkName("key", req.Key, MaxKeyLen, true), checkName("holder", req.Holder, MaxHolderLen, false)); err != nil {
+	if err := firstOf(checkName("key", req.Key, MaxKeyLen, true), checkName("holder", req.Holder, MaxHolderLen, false)); err != nil {
 		refuse(http.StatusBadRequest, "bad_request", err)
 		return
 	}
@@ -636,7 +638,11 @@ func (s *Server) key(ctx context.Context, _ []byte, r *http.Request) (any, error
 }
 
 func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, http.StatusOK, s.node.Status())
+	st := s.node.Status()
+	if s.sec != nil && s.sec.o.Credentials != nil {
+		st.Credentials = s.sec.o.Credentials()
+	}
+	writeJSON(w, http.StatusOK, st)
 }
 
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
@@ -657,7 +663,7 @@ func (s *Server) join(ctx context.Context, body []byte, _ *http.Request) (any, e
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	if err := errors.Join(checkName("id", req.ID, MaxHolderLen, true), checkName("raft_addr", req.RaftAddr, MaxKeyLen, true),
+	if err := firstOf(checkName("id", req.ID, MaxHolderLen, true), checkName("raft_addr", req.RaftAddr, MaxKeyLen, true),
 		checkName("http_addr", req.HTTPAddr, MaxKeyLen, false)); err != nil {
 		return nil, err
 	}

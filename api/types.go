@@ -69,7 +69,11 @@ type KeepaliveResponse struct {
 }
 
 // ReleaseRequest is the body of POST /v1/release. Force (admin) ends the
-// current grant of the key whoever holds it; Token may then be omitted.
+// grant of the key with Token whoever holds it. Token may be omitted with
+// Force: the server then ends the grant that is current when it reads the
+// key, at each request, so a repeated request without a token can end a grant
+// made after the first one (a waiter's). Send the token (as Client.Release
+// does) for a forced release that is safe to repeat.
 type ReleaseRequest struct {
 	Key    string      `json:"key"`
 	Holder string      `json:"holder,omitempty"`
@@ -77,11 +81,13 @@ type ReleaseRequest struct {
 	Force  bool        `json:"force,omitempty"`
 }
 
-// ReleaseResponse is the key after the release.
+// ReleaseResponse is the key after the release: the token and holder of the
+// grant that was released, and its state.
 type ReleaseResponse struct {
-	Key   string      `json:"key"`
-	Token fence.Token `json:"token"`
-	State string      `json:"state"`
+	Key    string      `json:"key"`
+	Token  fence.Token `json:"token"`
+	Holder string      `json:"holder,omitempty"`
+	State  string      `json:"state"`
 }
 
 // VerifyRequest is the body of POST /v1/verify. Token is decimal text; it is
@@ -156,3 +162,7 @@ type Status = cluster.Status
 
 // Member is one server of the cluster in a Status.
 type Member = cluster.Member
+
+// CredentialStatus is a node's report, in its Status, on the credentials it
+// authenticates with (tokens digest, last load, last reload's error).
+type CredentialStatus = cluster.CredentialStatus

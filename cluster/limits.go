@@ -16,6 +16,14 @@ type Limits struct {
 	MaxKeysPerHolder int
 	// MaxWaitersPerKey bounds the acquires queued for one key.
 	MaxWaitersPerKey int
+	// MaxKeysPerIdentity bounds the live grants of the holders of one
+	// authenticated client identity (AcquireArgs.Owner): the holder Owner
+	// and every holder under "Owner/". A client that invents holder names
+	// is counted once.
+	MaxKeysPerIdentity int
+	// MaxWaitersPerIdentity bounds the acquires one identity has queued,
+	// over all keys.
+	MaxWaitersPerIdentity int
 }
 
 // Limit refusals: nothing was proposed. Retrying later may succeed.
@@ -30,9 +38,17 @@ type LimitError struct {
 	Err        error
 	Limit      int
 	RetryAfter time.Duration
+	// Detail names what is over the limit when it is not the holder or
+	// the key (an identity); empty otherwise.
+	Detail string
 }
 
-func (e *LimitError) Error() string { return fmt.Sprintf("%v (limit %d)", e.Err, e.Limit) }
+func (e *LimitError) Error() string {
+	if e.Detail != "" {
+		return fmt.Sprintf("%s (limit %d)", e.Detail, e.Limit)
+	}
+	return fmt.Sprintf("%v (limit %d)", e.Err, e.Limit)
+}
 
 // Unwrap returns the sentinel.
 func (e *LimitError) Unwrap() error { return e.Err }
@@ -40,21 +56,37 @@ func (e *LimitError) Unwrap() error { return e.Err }
 // RetryAfterHint is when the client may try again.
 func (e *LimitError) RetryAfterHint() time.Duration { return e.RetryAfter }
 
-// checkLimits refuses an acquire that would take the holder over its key
-// limit, or queue past the key's waiter limit. The current holder of the key
-// renewing its grant passes both: it adds no key and does not wait.
+// checkLimits refuses an acquire that would take the holder, or the
+// identity it acts for, over its key limit, or queue past the key's or the
+// identity's waiter limit. The current holder of the key renewing its grant
+// passes every check: it adds no key and does not wait.
 func (n *Node) checkLimits(a AcquireArgs) error {
 	l := n.cfg.Limits
-	if (l.MaxKeysPerHolder <= 0 && (l.MaxWaitersPerKey <= 0 || a.Wait <= 0)) || n.holds(a.Key, a.Holder) {
+	if !l.apply(a) || n.holds(a.Key, a.Holder) {
 		return nil
 	}
-	if l.MaxKeysPerHolder > 0 && n.leases.holderCount(a.Holder) >= l.MaxKeysPerHolder {
+	waits := a.Wait > 0
+	owner := a.Owner != ""
+	switch {
+	case l.MaxKeysPerHolder > 0 && n.leases.holderCount(a.Holder) >= l.MaxKeysPerHolder:
 		return &LimitError{Err: ErrTooManyKeys, Limit: l.MaxKeysPerHolder, RetryAfter: time.Second}
-	}
-	if l.MaxWaitersPerKey > 0 && a.Wait > 0 && n.waiters.len(a.Key) >= l.MaxWaitersPerKey {
+	case owner && l.MaxKeysPerIdentity > 0 && n.leases.namespaceCount(a.Owner) >= l.MaxKeysPerIdentity:
+		return &LimitError{Err: ErrTooManyKeys, Limit: l.MaxKeysPerIdentity, RetryAfter: time.Second,
+			Detail: fmt.Sprintf("identity %q already holds as many keys as it may, over all its holders", a.Owner)}
+	case waits && l.MaxWaitersPerKey > 0 && n.waiters.len(a.Key) >= l.MaxWaitersPerKey:
 		return &LimitError{Err: ErrTooManyWaiters, Limit: l.MaxWaitersPerKey, RetryAfter: time.Second}
+	case waits && owner && l.MaxWaitersPerIdentity > 0 && n.waiters.ownerCount(a.Owner) >= l.MaxWaitersPerIdentity:
+		return &LimitError{Err: ErrTooManyWaiters, Limit: l.MaxWaitersPerIdentity, RetryAfter: time.Second,
+			Detail: fmt.Sprintf("identity %q already has as many acquires waiting as it may, over all keys", a.Owner)}
 	}
 	return nil
+}
+
+// apply reports whether any limit could refuse a.
+func (l Limits) apply(a AcquireArgs) bool {
+	waits, owner := a.Wait > 0, a.Owner != ""
+	return l.MaxKeysPerHolder > 0 || (owner && l.MaxKeysPerIdentity > 0) ||
+		(waits && (l.MaxWaitersPerKey > 0 || (owner && l.MaxWaitersPerIdentity > 0)))
 }
 
 // holderCount returns the number of live leases of a holder.
@@ -64,9 +96,41 @@ func (l *leases) holderCount(holder string) int {
 	return len(l.byHolder[holder])
 }
 
+// namespaceCount returns the number of live leases of the holders in the
+// namespace of identity name: name itself and every holder under "name/".
+// It looks at every holder with a live lease; the limits bound how many
+// there are.
+func (l *leases) namespaceCount(name string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for h, ls := range l.byHolder {
+		if h == name || (len(h) > len(name) && h[len(name)] == '/' && h[:len(name)] == name) {
+			n += len(ls)
+		}
+	}
+	return n
+}
+
 // len returns the number of acquires waiting for key.
 func (q *waitq) len(key string) int {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	return len(q.queue[key])
+}
+
+// ownerCount returns the number of acquires waiting for any key on behalf
+// of identity owner.
+func (q *waitq) ownerCount(owner string) int {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for _, ws := range q.queue {
+		for _, w := range ws {
+			if w.args.Owner == owner {
+				n++
+			}
+		}
+	}
+	return n
 }

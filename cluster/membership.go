@@ -40,6 +40,9 @@ type Status struct {
 	// heartbeat a quorum accepted; renewals rest on it while it is under
 	// 250 ms (renewal.go). Absent elsewhere.
 	QuorumContactMS *float64 `json:"quorum_contact_ms,omitempty"`
+	// Credentials describes the credentials (certificates, tokens) this
+	// node uses; absent when it has none.
+	Credentials *CredentialStatus `json:"credentials,omitempty"`
 }
 
 // Status returns this node's view; it is local, not linearizable.

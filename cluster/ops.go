@@ -24,6 +24,10 @@ type AcquireArgs struct {
 	// LockDelay keeps the key from new holders this long after this grant
 	// expires (not after a release); 0 is off.
 	LockDelay time.Duration
+	// Owner is the authenticated client identity the acquire is counted
+	// against (Limits.MaxKeysPerIdentity, MaxWaitersPerIdentity); empty
+	// for an admin or without authentication.
+	Owner string
 }
 
 // Grant is a successful acquire.

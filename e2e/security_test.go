@@ -645,3 +645,288 @@ func TestFencectlSecure(t *testing.T) {
 		}
 	}
 }
+
+// TestPeerChangesOnlyItself uses nodes' peer certificates against the
+// membership API of a secure cluster: a node may join or leave as itself
+// only. Joining as another id, re-registering another member's address,
+// removing another member and a body that cannot be decoded are all
+// refused, through the leader and through a follower, and change nothing.
+// Then an admin points the leader's recorded HTTP address at a listener
+// whose certificate (of the cluster's CA) does not name the leader: the
+// followers refuse to forward to it, and it never sees a client's token.
+func TestPeerChangesOnlyItself(t *testing.T) {
+	sc, lead, ctx := startSecureLeader(t, 2*time.Minute)
+	var fol *proccluster.Node
+	for _, n := range sc.Nodes {
+		if n != lead {
+			fol = n
+		}
+	}
+	peer := func(id string) *http.Client { return httpsClient(tlsConfig(t, sc.pki.Nodes[id].Peer)) }
+	other := sc.Nodes[0].ID
+	if other == lead.ID {
+		other = sc.Nodes[1].ID
+	}
+	spare := testutil.FreeAddrs(t, 1)[0]
+	before := sc.state(t)
+	refusals := []struct {
+		name, as, path, body string
+		status               int
+		code                 string
+	}{
+		{"join as another id", "n1", "/v1/cluster/join", fmt.Sprintf(`{"id":"n9","raft_addr":%q}`, spare), http.StatusForbidden, "forbidden"},
+		{"join as another id with an address", "n1", "/v1/cluster/join", fmt.Sprintf(`{"id":"n9","raft_addr":%q,"http_addr":"127.0.0.1:1"}`, spare), http.StatusForbidden, "forbidden"},
+		{"re-register another member", "n3", "/v1/cluster/join",
+			fmt.Sprintf(`{"id":"n1","raft_addr":%q,"http_addr":"127.0.0.1:1"}`, sc.Node("n1").RaftAddr), http.StatusForbidden, "forbidden"},
+		{"remove another member", "n1", "/v1/cluster/remove", fmt.Sprintf(`{"id":%q}`, "n2"), http.StatusForbidden, "forbidden"},
+		{"join with an unknown field", "n1", "/v1/cluster/join", fmt.Sprintf(`{"id":"n1","raft_addr":%q,"evil":1}`, spare), http.StatusBadRequest, "bad_request"},
+		{"join with a body that is not JSON", "n1", "/v1/cluster/join", `{"id":"n9","raft_addr":`, http.StatusBadRequest, "bad_request"},
+		{"remove with two bodies", "n1", "/v1/cluster/remove", `{"id":"n1"}{"id":"n2"}`, http.StatusBadRequest, "bad_request"},
+	}
+	for _, n := range []*proccluster.Node{lead, fol} {
+		for _, r := range refusals {
+			status, er, err := call(t, peer(r.as), "POST", sc.URL(n)+r.path, r.body)
+			if err != nil {
+				t.Fatalf("%s via %s: %v", r.name, n.ID, err)
+			}
+			if status != r.status || er.Code != r.code {
+				t.Errorf("%s (as %s) via %s: %d %s (%s), want %d %s", r.name, r.as, n.ID, status, er.Code, er.Message, r.status, r.code)
+			}
+		}
+	}
+	if after := sc.state(t); after != before {
+		t.Fatalf("refused membership changes changed the state:\nbefore %s\nafter  %s", before, after)
+	}
+	// A node announcing itself again is still allowed (idempotent).
+	self := fmt.Sprintf(`{"id":%q,"raft_addr":%q,"http_addr":%q}`, other, sc.Node(other).RaftAddr, sc.Node(other).HTTPAddr)
+	if status, er, err := call(t, peer(other), "POST", sc.URL(lead)+"/v1/cluster/join", self); err != nil || status != http.StatusOK {
+		t.Fatalf("%s announcing itself: %d %+v %v", other, status, er, err)
+	}
+
+	realCA, err := tlsutil.LoadCA(sc.pki.CA, sc.pki.CAKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A node started as n5 with the peer certificate of n4 is refused: it
+	// may join only as n4.
+	dir := t.TempDir()
+	ips := ipsOf([]string{"127.0.0.1"})
+	srvCert, err := realCA.IssueFiles(dir, "n5-server", tlsutil.Leaf{CommonName: "n5", DNSNames: []string{"n5", "localhost"}, IPs: ips, Server: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n4Peer, err := realCA.IssueFiles(dir, "n4-peer", tlsutil.Leaf{CommonName: "n4", OU: []string{tlsutil.DefaultPeerOU},
+		DNSNames: []string{"n4", "localhost"}, IPs: ips, Server: true, Client: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n5, err := sc.AddNode("n5", "--join", lead.HTTPAddr, "--tls-cert", srvCert.Cert, "--tls-key", srvCert.Key, "--tls-ca", sc.pki.CA,
+		"--peer-tls-cert", n4Peer.Cert, "--peer-tls-key", n4Peer.Key, "--peer-tls-ca", sc.pki.CA)
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		data, _ := os.ReadFile(n5.LogPath)
+		if !bytes.Contains(data, []byte("join/announce not done yet")) {
+			return errors.New("n5 has not been refused yet")
+		}
+		return nil
+	})
+	if data, _ := os.ReadFile(n5.LogPath); !bytes.Contains(data, []byte("forbidden")) {
+		t.Errorf("n5's log does not say its join was forbidden:\n%s", tail(data, 10))
+	}
+	sc.Kill(n5)
+	if after := sc.state(t); after != before {
+		t.Fatalf("a node with another node's certificate changed the membership:\nbefore %s\nafter  %s", before, after)
+	}
+
+	// An impostor with a certificate of the cluster's CA, valid for its
+	// address, naming no member.
+	imp, err := realCA.IssueFiles(t.TempDir(), "impostor", tlsutil.Leaf{CommonName: "mallory", DNSNames: []string{"localhost"},
+		IPs: ipsOf([]string{"127.0.0.1"}), Server: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cert, err := tls.LoadX509KeyPair(imp.Cert, imp.Key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ln, err := tls.Listen("tcp", "127.0.0.1:0", &tls.Config{Certificates: []tls.Certificate{cert}, ClientAuth: tls.RequestClientCert})
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan string, 16)
+	srv := &http.Server{ReadHeaderTimeout: 5 * time.Second, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen <- r.Header.Get("Authorization") + "|" + r.Header.Get("X-Fenced-Identity")
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprint(w, `{"key":"stolen","holder":"bob/w","token":"99999999999999","epoch":23283,"seq":1,"ttl":"10s"}`)
+	})}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+
+	admin := api.NewClient([]string{sc.URL(lead)}, api.WithTLS(tlsConfig(t, sc.pki.Admin)))
+	if err := admin.Join(ctx, api.JoinRequest{ID: lead.ID, RaftAddr: lead.RaftAddr, HTTPAddr: ln.Addr().String()}); err != nil {
+		t.Fatalf("admin re-registers the leader's address: %v", err)
+	}
+	testutil.Eventually(t, 10*time.Second, func() error {
+		st, err := sc.Client().NodeStatus(ctx, sc.URL(fol))
+		if err != nil {
+			return err
+		}
+		if st.LeaderHTTP != ln.Addr().String() {
+			return fmt.Errorf("%s knows the leader at %s", fol.ID, st.LeaderHTTP)
+		}
+		return nil
+	})
+	status, er, err := call(t, httpsClient(tlsConfig(t, tlsutil.Files{CA: sc.pki.CA})), "POST", sc.URL(fol)+"/v1/acquire",
+		`{"key":"stolen","holder":"bob/w","ttl":"10s"}`, "Authorization", "Bearer "+clientToken)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if status != http.StatusServiceUnavailable {
+		t.Errorf("acquire through a follower that knows the leader at an impostor: %d %s (%s), want 503", status, er.Code, er.Message)
+	}
+	select {
+	case h := <-seen:
+		t.Errorf("the impostor received a forwarded request (Authorization|identity: %q)", h)
+	default:
+	}
+}
+
+// TestTokensReloadVisible makes one node's tokens reload fail while the
+// others load a new file: the failure shows in the node's metrics and in
+// its /v1/cluster, fencectl status names the node whose credentials are
+// older than the others', and a tokens file readable by others is warned
+// about.
+func TestTokensReloadVisible(t *testing.T) {
+	sc, _, ctx := startSecureLeader(t, 2*time.Minute)
+	path := filepath.Join(sc.dir, "tokens")
+	n1, n2, n3 := sc.Nodes[0], sc.Nodes[1], sc.Nodes[2]
+	hup := func(ns ...*proccluster.Node) {
+		for _, n := range ns {
+			if err := syscall.Kill(n.PID(), syscall.SIGHUP); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	cl := sc.Client()
+	credentials := func(n *proccluster.Node) (*api.Status, error) {
+		st, err := cl.NodeStatus(ctx, sc.URL(n))
+		if err != nil {
+			return nil, err
+		}
+		if st.Credentials == nil {
+			return nil, fmt.Errorf("%s reports no credentials", n.ID)
+		}
+		return st, nil
+	}
+	st0, err := credentials(n1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// bob's token is revoked on n1 and n3.
+	if err := os.WriteFile(path, []byte(adminToken+" admin ops\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hup(n1, n3)
+	testutil.Eventually(t, 10*time.Second, func() error {
+		for _, n := range []*proccluster.Node{n1, n3} {
+			st, err := credentials(n)
+			if err != nil {
+				return err
+			}
+			if st.Credentials.TokensDigest == st0.Credentials.TokensDigest {
+				return fmt.Errorf("%s still has the old tokens", n.ID)
+			}
+		}
+		return nil
+	})
+	// n2's reload fails: it keeps bob's token.
+	if err := os.WriteFile(path, []byte("not a tokens file\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	hup(n2)
+	testutil.Eventually(t, 10*time.Second, func() error {
+		st, err := credentials(n2)
+		if err != nil {
+			return err
+		}
+		if st.Credentials.ReloadError == "" {
+			return errors.New("n2 does not report its failed reload yet")
+		}
+		return nil
+	})
+	if err := os.WriteFile(path, []byte(adminToken+" admin ops\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	metricsOf := func(n *proccluster.Node) string {
+		_, body := get(t, httpsClient(tlsConfig(t, tlsutil.Files{CA: sc.pki.CA})), sc.URL(n)+"/metrics")
+		return body
+	}
+	if m := metricsOf(n2); !strings.Contains(m, `fenced_credentials_reload_success{material="tokens"} 0`) {
+		t.Errorf("n2's metrics do not show its failed tokens reload:\n%s", grepLines(m, "fenced_credentials"))
+	}
+	if m := metricsOf(n1); !strings.Contains(m, `fenced_credentials_reload_success{material="tokens"} 1`) {
+		t.Errorf("n1's metrics do not show its tokens reload:\n%s", grepLines(m, "fenced_credentials"))
+	}
+
+	bin, err := proccluster.Fencectl()
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := []string{"--endpoints", strings.Join(sc.members, ","), "--cacert", sc.pki.CA, "--cert", sc.pki.Admin.Cert, "--key", sc.pki.Admin.Key}
+	out, err := exec.CommandContext(ctx, bin, append(admin, "status")...).CombinedOutput()
+	if err != nil || !strings.Contains(string(out), "n2") || !strings.Contains(string(out), "credentials are older") {
+		t.Errorf("fencectl status does not name n2's stale credentials (%v):\n%s", err, out)
+	}
+	out, err = exec.CommandContext(ctx, bin, append(admin, "-o", "json", "status")...).Output()
+	var doc struct {
+		Members []struct {
+			ID               string `json:"id"`
+			CredentialsStale bool   `json:"credentials_stale"`
+		} `json:"members"`
+	}
+	if err != nil || json.Unmarshal(out, &doc) != nil {
+		t.Fatalf("fencectl status -o json: %v\n%s", err, out)
+	}
+	for _, m := range doc.Members {
+		if m.CredentialsStale != (m.ID == n2.ID) {
+			t.Errorf("member %s: credentials_stale %v", m.ID, m.CredentialsStale)
+		}
+	}
+
+	// A tokens file others can read is warned about at each load.
+	if err := os.Chmod(path, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	hup(n1)
+	testutil.Eventually(t, 10*time.Second, func() error {
+		data, _ := os.ReadFile(n1.LogPath)
+		if !bytes.Contains(data, []byte("tokens file is readable by other users")) {
+			return errors.New("no warning about the tokens file's mode yet")
+		}
+		return nil
+	})
+}
+
+// get fetches url and returns the status and the body.
+func get(t *testing.T, hc *http.Client, url string) (int, string) {
+	t.Helper()
+	resp, err := hc.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(data)
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}

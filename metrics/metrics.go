@@ -53,6 +53,11 @@ var (
 		[]string{"by"})
 	Requests = promauto.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "http_requests_total",
 		Help: "HTTP API requests, by route and status code."}, []string{"route", "code"})
+	CredentialsReload = promauto.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "credentials_reload_success",
+		Help: "1 when the latest load of this material (http_tls, peer_tls, tokens) succeeded; 0 when its latest reload failed, so the node still uses the material it had before."},
+		[]string{"material"})
+	CredentialsLoaded = promauto.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "credentials_loaded_timestamp_seconds",
+		Help: "Unix time the material in use (http_tls, peer_tls, tokens) was loaded."}, []string{"material"})
 )
 
 // ObserveApply records one proposal's latency.

@@ -85,7 +85,7 @@ func TestGrantCommands(t *testing.T) {
 	host, _ := os.Hostname()
 	expect(code, stdout, stderr, 0, fmt.Sprintf("holder:   %s/", host))
 	code, stdout, stderr = ctl("release", "--force", key)
-	expect(code, stdout, stderr, 0, "state:  released")
+	expect(code, stdout, stderr, 0, "state:   released", fmt.Sprintf("holder:  %s/", host), "token:   ")
 	code, stdout, stderr = ctl("key", key+"-never")
 	expect(code, stdout, stderr, exitErr, "never granted")
 }

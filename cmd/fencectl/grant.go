@@ -4,8 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
@@ -29,6 +31,13 @@ and ends with 'fencectl release'. Those commands need the holder: without
 suffix, and prints it. Acquiring a key the same holder already holds returns the
 same grant and restarts its lease.
 
+When the outcome is unknown (the --timeout ran out during a leader change, for
+example), the key may have been granted. acquire then prints the command that
+repeats it with the same holder and request id (--request-id): that repeat
+returns the grant if there was one, or says it already ended. Repeating it
+without them would be another holder's acquire, refused by the grant the
+first one made.
+
 With --wait, a key held by someone else is waited for, first come first served,
 up to that long. Without it, or when the wait runs out, acquire fails (exit 1)
 with the current holder.
@@ -49,6 +58,7 @@ TOKEN=$(fencectl acquire db --holder "$(hostname)" -o json | jq -r .token)`,
 
 type acquireCmd struct {
 	holder    string
+	requestID string
 	ttl       time.Duration
 	wait      time.Duration
 	lockDelay time.Duration
@@ -56,6 +66,7 @@ type acquireCmd struct {
 
 func (a *acquireCmd) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&a.holder, "holder", "", "holder identity (default: HOST/PID/RANDOM, printed)")
+	fs.StringVar(&a.requestID, "request-id", "", "request id, to repeat an acquire whose outcome was unknown (default: random, printed then)")
 	fs.DurationVar(&a.ttl, "ttl", api.DefaultTTL, "lease time of the grant without renewal")
 	fs.DurationVar(&a.wait, "wait", 0, "wait up to this long while another holder has the key")
 	fs.DurationVar(&a.lockDelay, "lock-delay", 0, "keep the key from other holders this long after this grant expires (not after a release)")
@@ -71,6 +82,9 @@ func (a *acquireCmd) run(ctx context.Context, e *env, args []string) error {
 	if a.lockDelay < 0 || a.lockDelay > api.MaxLockDelay {
 		return usageErr("acquire", fmt.Sprintf("--lock-delay %v is outside 0..%v", a.lockDelay, api.MaxLockDelay))
 	}
+	if len(a.requestID) > api.MaxRequestIDLen {
+		return usageErr("acquire", fmt.Sprintf("--request-id is longer than %d bytes", api.MaxRequestIDLen))
+	}
 	holder := a.holder
 	if holder == "" {
 		holder = defaultHolder()
@@ -78,10 +92,20 @@ func (a *acquireCmd) run(ctx context.Context, e *env, args []string) error {
 	ctx, cancel := e.withTimeout(ctx, a.wait)
 	defer cancel()
 	req := acquireRequest(args[0], holder, a.ttl, a.wait)
+	if a.requestID != "" {
+		req.RequestID = a.requestID
+	}
 	if a.lockDelay > 0 {
 		req.LockDelay = a.lockDelay.String()
 	}
 	g, err := e.client().Acquire(ctx, req)
+	if errors.Is(err, api.ErrUnknownOutcome) {
+		// Only the same holder and request id get the grant an earlier
+		// attempt may have made; the default holder is new in every run, so
+		// say which ones to repeat with.
+		return explainedf(err, "outcome unknown (%v): the acquire may or may not have been granted before --timeout %v ran out; to repeat it safely, run: fencectl acquire %s",
+			err, e.g.timeout, a.repeatArgs(req))
+	}
 	if err != nil {
 		return explain(err, subject{key: args[0], holder: holder}, e)
 	}
@@ -95,6 +119,19 @@ func (a *acquireCmd) run(ctx context.Context, e *env, args []string) error {
 		"ttl", g.TTL,
 		"renewed", yesNo(g.Renewed),
 	)
+}
+
+// repeatArgs are the arguments that repeat req: the same holder and request
+// id, so the repeat returns the grant of an earlier attempt, if it made one.
+func (a *acquireCmd) repeatArgs(req api.AcquireRequest) string {
+	s := fmt.Sprintf("%s --holder %s --request-id %s --ttl %v", shellQuote(req.Key), shellQuote(req.Holder), shellQuote(req.RequestID), a.ttl)
+	if a.wait > 0 {
+		s += fmt.Sprintf(" --wait %v", a.wait)
+	}
+	if a.lockDelay > 0 {
+		s += fmt.Sprintf(" --lock-delay %v", a.lockDelay)
+	}
+	return s
 }
 
 func acquireRequest(key, holder string, ttl, wait time.Duration) api.AcquireRequest {
@@ -200,9 +237,13 @@ again at once. Releasing a grant that was already released succeeds, so a
 release can be repeated safely.
 
 With --force an operator ends the current grant of KEY whoever holds it; TOKEN
-is then optional and, when given, must be the current grant's. The holder of a
-forced-out grant is not told: its token is simply no longer current, and
-fenced resources refuse it once a newer token has been used.`,
+is then optional and, when given, must be the current grant's. Without TOKEN,
+release reads the current grant's token once, before it sends anything, and
+every retry names that grant: a retry never ends a later grant (one a waiter
+got from this very release). It prints the token and holder of the grant it
+ended. The holder of a forced-out grant is not told: its token is simply no
+longer current, and fenced resources refuse it once a newer token has been
+used.`,
 	examples: `
 fencectl release db 4294967297 --holder alice
 fencectl release --force db`,
@@ -226,18 +267,59 @@ func (r *releaseCmd) run(ctx context.Context, e *env, args []string) error {
 	}
 	ctx, cancel := e.withTimeout(ctx, 0)
 	defer cancel()
-	out, err := e.client().Release(ctx, req)
-	if err != nil {
-		tok := ""
-		if req.Token != 0 {
-			tok = req.Token.String()
+	cl := e.client()
+	if req.Force && req.Token == 0 {
+		// The grant to end is named once, here: every attempt of the
+		// release carries its token, so a retry can never end a grant made
+		// after the first attempt (a waiter's, handed the key by it).
+		k, err := cl.Key(ctx, req.Key)
+		if err != nil {
+			return explain(err, subject{key: req.Key}, e)
 		}
-		return explain(err, subject{key: req.Key, holder: req.Holder, token: tok}, e)
+		req.Token = k.Token
+	}
+	out, err := cl.Release(ctx, req)
+	if err != nil {
+		return r.explain(err, req, e)
 	}
 	if e.jsonOutput() {
 		return printJSON(e.stdout, out)
 	}
+	if req.Force {
+		return fields(e.stdout, "key", out.Key, "token", tokenText(out.Token), "holder", out.Holder, "state", out.State)
+	}
 	return fields(e.stdout, "key", out.Key, "token", tokenText(out.Token), "state", out.State)
+}
+
+// explain says what a failed release means, naming the grant it meant.
+func (r *releaseCmd) explain(err error, req api.ReleaseRequest, e *env) error {
+	s := subject{key: req.Key, holder: req.Holder, token: req.Token.String()}
+	if req.Force && errors.Is(err, api.ErrUnknownOutcome) && (errors.Is(err, api.ErrStaleToken) || errors.Is(err, api.ErrExpired)) {
+		return explainedf(err, "outcome unknown: the grant of key %s with token %s has ended, by this release or otherwise; a later grant of the key was left alone", req.Key, req.Token)
+	}
+	if errors.Is(err, api.ErrUnknownOutcome) {
+		return explainedf(err, "outcome unknown (%v): the release of the grant of key %s with token %s may or may not have been applied; to repeat it safely, run: fencectl release %s",
+			err, req.Key, req.Token, r.repeatArgs(req))
+	}
+	return explain(err, s, e)
+}
+
+// repeatArgs are the arguments that repeat req exactly.
+func (r *releaseCmd) repeatArgs(req api.ReleaseRequest) string {
+	if req.Force {
+		return fmt.Sprintf("--force %s %s", shellQuote(req.Key), req.Token)
+	}
+	return fmt.Sprintf("%s %s --holder %s", shellQuote(req.Key), req.Token, shellQuote(req.Holder))
+}
+
+// shellQuote quotes s for a POSIX shell unless it needs no quotes.
+func shellQuote(s string) string {
+	if s != "" && strings.IndexFunc(s, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("_-./:@=+,", r))
+	}) < 0 {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 func (r *releaseCmd) request(args []string) (api.ReleaseRequest, error) {

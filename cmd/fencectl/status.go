@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -46,6 +47,11 @@ type memberHealth struct {
 	Health   string      `json:"health"` // ready, not_ready, unreachable
 	Error    string      `json:"error,omitempty"`
 	Status   *api.Status `json:"status,omitempty"`
+	// CredentialsStale is set when the member's last credentials reload
+	// failed, or it uses other tokens than a member that loaded its own
+	// later: a revoked token may still work there. CredentialsNote says why.
+	CredentialsStale bool   `json:"credentials_stale,omitempty"`
+	CredentialsNote  string `json:"credentials_note,omitempty"`
 }
 
 // clusterHealth is the JSON document of fencectl status.
@@ -136,7 +142,41 @@ func gatherHealth(ctx context.Context, c *api.Client, scheme string, first *api.
 			h.Leader, h.LeaderHTTP = m.ID, m.HTTPAddr
 		}
 	}
+	markStaleCredentials(h.Members)
 	return h
+}
+
+// markStaleCredentials flags the members whose credentials are older than
+// the others': their latest reload failed, or their tokens differ from
+// those of the member that loaded its credentials last.
+func markStaleCredentials(ms []memberHealth) {
+	var newest *api.CredentialStatus
+	var newestID string
+	for _, m := range ms {
+		if c := credentialsOf(m); c != nil && (newest == nil || c.LoadedAt.After(newest.LoadedAt)) {
+			newest, newestID = c, m.ID
+		}
+	}
+	for i := range ms {
+		c := credentialsOf(ms[i])
+		switch {
+		case c == nil:
+		case c.ReloadError != "":
+			ms[i].CredentialsStale = true
+			ms[i].CredentialsNote = "its latest reload failed, it still uses its older credentials: " + c.ReloadError
+		case c.TokensDigest != newest.TokensDigest && c.LoadedAt.Before(newest.LoadedAt):
+			ms[i].CredentialsStale = true
+			ms[i].CredentialsNote = fmt.Sprintf("its tokens (%s, loaded %s) differ from those %s loaded later (%s, %s); send it SIGHUP",
+				c.TokensDigest, c.LoadedAt.Format(time.RFC3339), newestID, newest.TokensDigest, newest.LoadedAt.Format(time.RFC3339))
+		}
+	}
+}
+
+func credentialsOf(m memberHealth) *api.CredentialStatus {
+	if m.Status == nil {
+		return nil
+	}
+	return m.Status.Credentials
 }
 
 // endpointIDs maps member ids to the given endpoints that answer as them.
@@ -213,5 +253,13 @@ func printHealth(e *env, h clusterHealth) error {
 		}
 		t.row(m.ID, m.HTTPAddr, m.RaftAddr, role, yesNo(m.Voter), term, commit, applied, keys, health)
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	for _, m := range h.Members {
+		if m.CredentialsStale {
+			fmt.Fprintf(e.stdout, "\nwarning: %s's credentials are older than the others': %s\n", m.ID, m.CredentialsNote)
+		}
+	}
+	return nil
 }

@@ -2,13 +2,16 @@ package main
 
 import (
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net"
 	"net/http"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -17,6 +20,7 @@ import (
 
 	"github.com/fenced/fenced/api"
 	"github.com/fenced/fenced/cluster"
+	"github.com/fenced/fenced/metrics"
 	"github.com/fenced/fenced/tlsutil"
 )
 
@@ -41,11 +45,12 @@ type securityOptions struct {
 	peerCert, peerKey, peerCA, peerOU  string
 	authTokens, joinToken              string
 
-	maxKeysPerHolder, maxWaitersPerKey int
-	rateLimit                          float64
-	rateBurst                          int
-	bodyTimeout                        time.Duration
-	maxHeaderBytes                     int
+	maxKeysPerHolder, maxWaitersPerKey        int
+	maxKeysPerIdentity, maxWaitersPerIdentity int
+	rateLimit                                 float64
+	rateBurst                                 int
+	bodyTimeout                               time.Duration
+	maxHeaderBytes                            int
 }
 
 func (s *securityOptions) register(fs *pflag.FlagSet) {
@@ -61,6 +66,8 @@ func (s *securityOptions) register(fs *pflag.FlagSet) {
 	fs.StringVar(&s.joinToken, "join-token", "", "bearer token (admin) this node joins with when authentication is on but it has no peer certificate")
 	fs.IntVar(&s.maxKeysPerHolder, "max-keys-per-holder", 10000, "live grants one holder may have (0: no limit)")
 	fs.IntVar(&s.maxWaitersPerKey, "max-waiters-per-key", 1000, "acquires that may wait for one key (0: no limit)")
+	fs.IntVar(&s.maxKeysPerIdentity, "max-keys-per-identity", 10000, "live grants the holders of one client identity may have together, whatever holder names it uses (0: no limit; admins are not counted)")
+	fs.IntVar(&s.maxWaitersPerIdentity, "max-waiters-per-identity", 1000, "acquires one client identity may have waiting, over all keys (0: no limit; admins are not counted)")
 	fs.Float64Var(&s.rateLimit, "rate-limit", 0, "requests per second one client (identity, or IP address when anonymous) may send to a node (0: no limit)")
 	fs.IntVar(&s.rateBurst, "rate-burst", 0, "requests a client may send at once above --rate-limit (default: one second's worth)")
 	fs.DurationVar(&s.bodyTimeout, "http-read-body-timeout", 30*time.Second, "time allowed to send a request body once its headers are in (0: no limit)")
@@ -94,7 +101,7 @@ func (s *securityOptions) check() error {
 		return errors.New("mutual TLS between nodes needs all of --peer-tls-cert, --peer-tls-key and --peer-tls-ca")
 	}
 	switch {
-	case s.maxKeysPerHolder < 0, s.maxWaitersPerKey < 0, s.rateLimit < 0, s.rateBurst < 0, s.bodyTimeout < 0:
+	case s.maxKeysPerHolder < 0, s.maxWaitersPerKey < 0, s.maxKeysPerIdentity < 0, s.maxWaitersPerIdentity < 0, s.rateLimit < 0, s.rateBurst < 0, s.bodyTimeout < 0:
 		return errors.New("limits cannot be negative")
 	case s.maxHeaderBytes < 1<<10:
 		return errors.New("--http-max-header-bytes must be at least 1024")
@@ -121,6 +128,11 @@ type security struct {
 	http   *tlsutil.Store // HTTP API certificate and client CA; nil without TLS
 	peer   *tlsutil.Store // peer certificate and CA; nil without peer TLS
 	tokens *api.Tokens
+
+	// mu guards cred, the state of the material in use that /v1/cluster
+	// reports.
+	mu   sync.Mutex
+	cred cluster.CredentialStatus
 }
 
 // loadSecurity reads every certificate, key, CA and the tokens file named
@@ -146,11 +158,70 @@ func loadSecurity(o *securityOptions) (*security, error) {
 			return nil, fmt.Errorf("--auth-tokens: %w", err)
 		}
 	}
+	now := time.Now()
+	s.cred.LoadedAt = now
+	for _, m := range s.materials() {
+		if m.on {
+			metrics.CredentialsReload.WithLabelValues(m.name).Set(1)
+			metrics.CredentialsLoaded.WithLabelValues(m.name).Set(float64(now.Unix()))
+		}
+	}
+	if s.tokens != nil {
+		s.cred.TokensDigest = s.tokens.Digest()
+	}
 	return s, nil
+}
+
+// material is one reloadable set of credentials.
+type material struct {
+	name, what string // metric label, and words for the log
+	reload     func() error
+	on         bool
+}
+
+func (s *security) materials() []material {
+	return []material{
+		{"http_tls", "HTTP API certificate and client CA", func() error { return s.http.Reload() }, s.http != nil},
+		{"peer_tls", "peer certificate and CA", func() error { return s.peer.Reload() }, s.peer != nil},
+		{"tokens", "auth tokens", func() error { return s.tokens.Reload() }, s.tokens != nil},
+	}
+}
+
+// credentials reports the state of the material in use for /v1/cluster.
+func (s *security) credentials() *cluster.CredentialStatus {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := s.cred
+	return &c
+}
+
+// namesID reports whether a certificate names a node id the way
+// forwarding nodes check it: as its common name or a DNS name.
+func namesID(c *x509.Certificate, id string) bool {
+	return c != nil && (c.Subject.CommonName == id || slices.Contains(c.DNSNames, id))
+}
+
+// warnTokensMode warns when the tokens file can be read by users other than
+// its owner: anyone on the host could then act as any identity in it.
+func (s *security) warnTokensMode(log hclog.Logger) {
+	if s.tokens == nil {
+		return
+	}
+	fi, err := os.Stat(s.tokens.Path())
+	if err != nil || fi.Mode().Perm()&0o044 == 0 {
+		return
+	}
+	log.Warn("the tokens file is readable by other users: anyone on this host can use its tokens; make it readable by its owner only (chmod 600)",
+		"path", s.tokens.Path(), "mode", fmt.Sprintf("%04o", fi.Mode().Perm()))
 }
 
 // warn logs the weak spots of the configuration, once at start.
 func (s *security) warn(log hclog.Logger, dev bool, id string) {
+	s.warnTokensMode(log)
+	if s.http != nil && !namesID(s.http.Leaf(), id) {
+		log.Warn("the HTTP API certificate does not name this node's id (as CN or DNS name): other nodes will not forward requests to it while it leads",
+			"id", id, "cn", s.http.Leaf().Subject.CommonName, "dns", s.http.Leaf().DNSNames)
+	}
 	if s.peer != nil && s.peer.Leaf().Subject.CommonName != id {
 		log.Warn("the peer certificate's common name is not this node's id: with authentication on, the cluster lets a node join only as the name in its certificate",
 			"id", id, "cn", s.peer.Leaf().Subject.CommonName)
@@ -244,6 +315,9 @@ func (s *security) apiOptions() api.ServerOptions {
 		RateBurst:   s.o.rateBurst,
 		BodyTimeout: s.o.bodyTimeout,
 	}
+	if s.http != nil || s.peer != nil || s.tokens != nil {
+		o.Credentials = s.credentials
+	}
 	if s.http != nil && s.o.clientAuth != "none" {
 		o.ClientCA = s.http
 	}
@@ -259,7 +333,8 @@ func (s *security) apiOptions() api.ServerOptions {
 
 // limits returns the cluster's limits.
 func (s *security) limits() cluster.Limits {
-	return cluster.Limits{MaxKeysPerHolder: s.o.maxKeysPerHolder, MaxWaitersPerKey: s.o.maxWaitersPerKey}
+	return cluster.Limits{MaxKeysPerHolder: s.o.maxKeysPerHolder, MaxWaitersPerKey: s.o.maxWaitersPerKey,
+		MaxKeysPerIdentity: s.o.maxKeysPerIdentity, MaxWaitersPerIdentity: s.o.maxWaitersPerIdentity}
 }
 
 // reloadOnSIGHUP reloads certificates, CAs and tokens on every SIGHUP until
@@ -279,24 +354,37 @@ func (s *security) reloadOnSIGHUP(log hclog.Logger, stop <-chan struct{}) {
 	}
 }
 
+// reload reloads every material. One that fails to load is kept as it
+// was; the failure is logged, counted in the credentials_reload_success
+// metric and reported in /v1/cluster until a reload succeeds, because a
+// removed token keeps working on this node meanwhile.
 func (s *security) reload(log hclog.Logger) {
-	for _, r := range []struct {
-		what string
-		do   func() error
-		on   bool
-	}{
-		{"HTTP API certificate and client CA", func() error { return s.http.Reload() }, s.http != nil},
-		{"peer certificate and CA", func() error { return s.peer.Reload() }, s.peer != nil},
-		{"auth tokens", func() error { return s.tokens.Reload() }, s.tokens != nil},
-	} {
-		if !r.on {
+	now := time.Now()
+	var failed []string
+	for _, m := range s.materials() {
+		if !m.on {
 			continue
 		}
-		if err := r.do(); err != nil {
-			log.Error("reload failed; keeping the material in use", "what", r.what, "error", err)
+		if err := m.reload(); err != nil {
+			log.Error("reload failed; keeping the material in use", "what", m.what, "error", err)
+			metrics.CredentialsReload.WithLabelValues(m.name).Set(0)
+			failed = append(failed, fmt.Sprintf("%s: %v", m.what, err))
 			continue
 		}
-		log.Info("reloaded", "what", r.what)
+		log.Info("reloaded", "what", m.what)
+		metrics.CredentialsReload.WithLabelValues(m.name).Set(1)
+		metrics.CredentialsLoaded.WithLabelValues(m.name).Set(float64(now.Unix()))
+	}
+	s.warnTokensMode(log)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.cred.ReloadedAt = now
+	s.cred.ReloadError = strings.Join(failed, "; ")
+	if len(failed) == 0 {
+		s.cred.LoadedAt = now
+	}
+	if s.tokens != nil {
+		s.cred.TokensDigest = s.tokens.Digest()
 	}
 }
 
