@@ -233,3 +233,45 @@ func TestSelfMembershipSurvivesRestart(t *testing.T) {
 		t.Fatalf("n4 added back: %v", err)
 	}
 }
+
+// A join the leader accepted is recorded durably at once: a node removed
+// before it ever saw a configuration with itself does not announce itself
+// again, not even after a restart.
+func TestAcceptedJoinIsRecorded(t *testing.T) {
+	for _, store := range []string{StoreBolt, StoreWAL} {
+		t.Run(store, func(t *testing.T) { testAcceptedJoinIsRecorded(t, store) })
+	}
+}
+
+func testAcceptedJoinIsRecorded(t *testing.T, store string) {
+	addr := testutil.FreeAddrs(t, 1)[0]
+	cfg := fastConfig(t, "n1", t.TempDir(), addr) // no peers: waits to be added
+	cfg.Store = store
+	n, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := n.Self(); got != SelfNew {
+		n.Close()
+		t.Fatalf("fresh node is %v", got)
+	}
+	n.RecordJoined()
+	if got := n.Self(); got != SelfJoining {
+		n.Close()
+		t.Fatalf("after an accepted join: %v, want %v", got, SelfJoining)
+	}
+	if err := n.Close(); err != nil {
+		t.Fatal(err)
+	}
+	n, err = New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer n.Close()
+	if got := n.Self(); got != SelfJoining {
+		t.Fatalf("restarted after an accepted join: %v, want %v", got, SelfJoining)
+	}
+	if !errors.Is(n.MemberErr(), ErrNotMember) {
+		t.Fatalf("MemberErr: %v", n.MemberErr())
+	}
+}
