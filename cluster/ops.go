@@ -113,17 +113,18 @@ func (n *Node) Acquire(ctx context.Context, a AcquireArgs) (Grant, error) {
 			var lde *LockDelayError
 			if errors.As(err, &lde) && !deadline.IsZero() && time.Now().Add(lde.RetryAfter).Before(deadline) {
 				if err := sleepCtx(ctx, lde.RetryAfter); err != nil {
+					if h, handed := n.leaveLine(a.Key, &w); handed {
+						return h.grant, h.err
+					}
 					return Grant{}, err
 				}
 				continue
 			}
 			if !errors.Is(err, fsm.ErrHeld) || deadline.IsZero() || !time.Now().Before(deadline) {
-				if err != nil && w != nil {
+				if err != nil {
 					// The deadline passed; a release may already carry our
 					// acquire, and then its outcome is ours, not this refusal.
-					h, handed := n.giveUp(a.Key, w)
-					w = nil
-					if handed {
+					if h, handed := n.leaveLine(a.Key, &w); handed {
 						return h.grant, h.err
 					}
 				}
@@ -139,9 +140,7 @@ func (n *Node) Acquire(ctx context.Context, a AcquireArgs) (Grant, error) {
 			n.waiters.kick(a.Key) // freed before we joined: do not miss it
 		}
 		if err := n.await(ctx, w, deadline); err != nil {
-			h, handed := n.giveUp(a.Key, w)
-			w = nil
-			if handed {
+			if h, handed := n.leaveLine(a.Key, &w); handed {
 				return h.grant, h.err
 			}
 			if errors.Is(err, errWaitTimeout) {
@@ -160,6 +159,16 @@ var errWaitTimeout = errors.New("wait timed out")
 // errNoHandoff tells a waiter that left the line that the command which had
 // claimed it did not free the key: it answers with its own refusal.
 var errNoHandoff = errors.New("no handoff")
+
+// leaveLine is giveUp for the waiter *w, if any, which it then forgets.
+func (n *Node) leaveLine(key string, w **waiter) (handoffResult, bool) {
+	if *w == nil {
+		return handoffResult{}, false
+	}
+	h, handed := n.giveUp(key, *w)
+	*w = nil
+	return h, handed
+}
 
 // giveUp takes w out of the line. When a release or an expiry already
 // carries w's acquire, the outcome of that command is w's answer: giveUp
