@@ -27,6 +27,10 @@ var (
 	ErrMalformedToken = fence.ErrMalformed
 	ErrNoLease        = cluster.ErrNoLease
 	ErrLockDelay      = cluster.ErrLockDelay
+	// ErrNotMember: the node asked is not a member of the cluster (it was
+	// removed, or has not joined yet); nothing was done, another node may
+	// serve the request.
+	ErrNotMember = cluster.ErrNotMember
 	// ErrTooManyKeys and ErrTooManyWaiters: a limit of the cluster refused
 	// the acquire (HTTP 429); nothing was done.
 	ErrTooManyKeys    = cluster.ErrTooManyKeys
@@ -65,6 +69,7 @@ var wireErrors = []struct {
 	{"bad_request", http.StatusBadRequest, fsm.ErrInvalid},
 	{"not_leader", http.StatusServiceUnavailable, cluster.ErrNotLeader},
 	{"not_ready", http.StatusServiceUnavailable, cluster.ErrNotReady},
+	{"not_member", http.StatusServiceUnavailable, cluster.ErrNotMember},
 	{"busy", http.StatusServiceUnavailable, cluster.ErrBusy},
 	{"shutting_down", http.StatusServiceUnavailable, cluster.ErrShutdown},
 	{"unavailable", http.StatusServiceUnavailable, ErrUnavailable},

@@ -220,7 +220,7 @@ func readBodyLimit(w http.ResponseWriter, r *http.Request, limit int64) ([]byte,
 func (s *Server) proxy(w http.ResponseWriter, r *http.Request, body []byte, write bool) {
 	lid, addr := s.node.Leader()
 	if lid == "" || addr == "" {
-		writeErr(w, fmt.Errorf("%w: no known leader", ErrUnavailable))
+		writeErr(w, s.noLeader())
 		return
 	}
 	// Only to a leader that can prove its id, and never with the client's
@@ -675,6 +675,10 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	st := s.node.Status()
 	if st.Ready || (st.LeaderID != "" && st.LeaderHTTP != "") {
 		writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "leader": st.LeaderID, "state": st.State})
+		return
+	}
+	if err := s.memberErr(); err != nil {
+		writeErr(w, err)
 		return
 	}
 	writeError(w, http.StatusServiceUnavailable, "unavailable", "no ready leader known to this node")

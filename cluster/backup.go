@@ -239,8 +239,7 @@ func (n *Node) Restore(ctx context.Context, data []byte, o RestoreOptions) (Rest
 	if err := img.Encode(&snap); err != nil {
 		return res, err
 	}
-	gen := n.ready.Load()
-	n.ready.Store(0) // nothing is served until the restored state is in place
+	gen := n.ready.Swap(0) // nothing is served until the restored state is in place
 	n.log.Warn("restoring from backup", "backup_cluster", meta.ClusterID, "backup_index", meta.Index,
 		"keys", meta.Keys, "old_floor", res.OldFloor, "new_floor", res.NewFloor, "expired", res.Expired)
 	rmeta := &raft.SnapshotMeta{Version: raft.SnapshotVersionMax, Index: max(img.Applied, 1), Term: max(meta.Term, 1), Size: int64(snap.Len())}

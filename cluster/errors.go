@@ -30,6 +30,10 @@ var (
 	// ErrLockDelay: the key's last grant expired moments ago and its
 	// lock-delay still keeps it from new holders; see LockDelayError.
 	ErrLockDelay = errors.New("key is in its lock-delay after an expiry")
+	// ErrNotMember: this node is not a member of the cluster: it was
+	// removed, or it has not joined yet. Nothing was done; another node of
+	// the cluster may serve the request.
+	ErrNotMember = errors.New("this node is not a member of the cluster")
 	// ErrNoLease: renew of a grant that this leader does not hold a live lease
 	// for: it is superseded, released, expired or unknown.
 	ErrNoLease = errors.New("no live lease for this grant")

@@ -70,6 +70,17 @@ func (l *leases) deactivate() {
 	l.gen = 0
 }
 
+// deactivateGen deactivates the table only if generation gen armed it: a
+// newer generation's table is left alone.
+func (l *leases) deactivateGen(gen uint64) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.gen == gen {
+		l.stopLocked()
+		l.gen = 0
+	}
+}
+
 func (l *leases) stopLocked() {
 	for _, ls := range l.byKey {
 		ls.timer.Stop()
@@ -157,8 +168,22 @@ func (l *leases) fire(gen uint64, ls *lease) {
 		return
 	}
 	l.removeLocked(ls)
+	if ls.delay > 0 {
+		// The lock-delay starts now, before the expiry is proposed: once the
+		// expiry is applied the key looks free, and an acquire checking
+		// between that moment and ended() would find no delay to honour.
+		l.delays[ls.key] = time.Now().Add(ls.delay)
+	}
 	l.mu.Unlock()
 	l.expire(gen, fsm.Expire{Key: ls.key, Token: ls.token, Armed: ls.armed}, ls.delay)
+}
+
+// undelay drops the lock-delay of key: an expiry that was proposed did not
+// end the grant (the holder renewed it first), so no delay is owed.
+func (l *leases) undelay(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.delays, key)
 }
 
 // live reports whether the grant has a live lease, and its deadline.

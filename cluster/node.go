@@ -43,6 +43,13 @@ type Node struct {
 	// newTerm is set while a new term is being forced (seq exhaustion).
 	newTerm atomic.Bool
 
+	testHooks atomic.Pointer[hooks] // nil in production (hooks.go)
+
+	// memberRecord mirrors the durable record of how far this node got
+	// into the cluster (membership.go); memberMu serializes writing it.
+	memberRecord atomic.Uint32
+	memberMu     sync.Mutex
+
 	leaderChanges    atomic.Uint64
 	stopStoreMetrics context.CancelFunc
 	stop             chan struct{}
@@ -70,6 +77,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.store = gate(store)
 	n.stopStoreMetrics = stopStoreMetrics
+	n.loadMemberRecord()
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, cfg.Logger.Named("snapshots"))
 	if err != nil {
 		store.Close()
@@ -84,6 +92,8 @@ func New(cfg Config) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
+	n.wg.Add(1)
+	go n.watchMembership()
 	return n, nil
 }
 
@@ -251,14 +261,38 @@ func (n *Node) establish(r *raft.Raft, gen uint64, gained time.Time) {
 		return
 	}
 	n.leases.activate(gen, n.fsm.Live(), n.fsm.LockDelayed())
-	if n.gen.Load() != gen {
-		n.leases.deactivate()
+	if h := n.hook().beforeReady; h != nil {
+		h(gen)
+	}
+	if !n.markReady(gen) {
+		n.leases.deactivateGen(gen)
 		return
 	}
-	n.ready.Store(gen)
 	metrics.IsLeader.Set(1)
 	n.log.Info("leader ready", "generation", gen, "term", r.CurrentTerm())
 	n.registerSelf(r, gen)
+}
+
+// markReady makes gen the ready generation unless it was revoked. A check of
+// the generation followed by a plain store would let a revoke in between leave
+// a stale flag behind, so the flag is set first and the generation checked
+// after: a revoke that bumped it before the check is seen and the flag taken
+// back (only if it is still ours); one after the check clears it itself.
+func (n *Node) markReady(gen uint64) bool {
+	for {
+		old := n.ready.Load()
+		if old >= gen {
+			return false // a newer generation got there first
+		}
+		if n.ready.CompareAndSwap(old, gen) {
+			break
+		}
+	}
+	if n.gen.Load() != gen {
+		n.ready.CompareAndSwap(gen, 0)
+		return false
+	}
+	return true
 }
 
 // registerSelf records this node's HTTP address in the replicated state, so
@@ -292,6 +326,9 @@ func (n *Node) Granted(k fsm.KeyState, renewed bool) {
 
 // Ended implements fsm.Observer.
 func (n *Node) Ended(k fsm.KeyState) {
+	if h := n.hook().ended; h != nil {
+		h(k)
+	}
 	n.leases.ended(k)
 	n.waiters.kick(k.Key)
 	if n.ready.Load() != 0 {
@@ -329,6 +366,9 @@ func (n *Node) proposeExpire(gen uint64, e fsm.Expire, lockDelay time.Duration) 
 			}
 			res, err := n.apply(cmd)
 			n.settleHandoff(e.Key, next, res, err)
+			if err == nil && lockDelay > 0 && !expiredBy(res, e) {
+				n.leases.undelay(e.Key) // the holder renewed first: no delay owed
+			}
 			if err == nil {
 				n.log.Debug("lease expired", "key", e.Key, "token", e.Token)
 				return
@@ -342,6 +382,13 @@ func (n *Node) proposeExpire(gen uint64, e fsm.Expire, lockDelay time.Duration) 
 			backoff = min(2*backoff, time.Second)
 		}
 	}()
+}
+
+// expiredBy reports whether the key is, after the expiry's entry, expired
+// with the expiry's token: by that entry, or by an earlier attempt of it whose
+// outcome was unknown.
+func expiredBy(res *fsm.Result, e fsm.Expire) bool {
+	return res.Changed || (res.Key.State == fsm.Expired && res.Key.Token == e.Token)
 }
 
 // wait returns a raft future's error, or ErrRaftShutdown once the node stops.
@@ -401,10 +448,11 @@ func (n *Node) IsLeader() bool { return n.r().State() == raft.Leader }
 func (n *Node) Ready() bool { return n.ready.Load() != 0 && n.IsLeader() }
 
 // Leader returns the leader's server ID and the HTTP address recorded for it;
-// empty when unknown.
+// empty when unknown, and on a node that is not a member of the cluster: it
+// has no leader to forward to (MemberErr says why).
 func (n *Node) Leader() (id, httpAddr string) {
 	_, lid := n.r().LeaderWithID()
-	if lid == "" {
+	if lid == "" || (string(lid) != n.cfg.ID && !n.InConfiguration()) {
 		return "", ""
 	}
 	return string(lid), n.fsm.Member(string(lid))

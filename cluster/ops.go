@@ -45,6 +45,9 @@ func (n *Node) requireReady() (uint64, error) {
 	if n.IsLeader() {
 		return 0, ErrNotReady
 	}
+	if err := n.MemberErr(); err != nil {
+		return 0, err
+	}
 	return 0, ErrNotLeader
 }
 
@@ -110,11 +113,21 @@ func (n *Node) Acquire(ctx context.Context, a AcquireArgs) (Grant, error) {
 			var lde *LockDelayError
 			if errors.As(err, &lde) && !deadline.IsZero() && time.Now().Add(lde.RetryAfter).Before(deadline) {
 				if err := sleepCtx(ctx, lde.RetryAfter); err != nil {
+					if h, handed := n.leaveLine(a.Key, &w); handed {
+						return h.grant, h.err
+					}
 					return Grant{}, err
 				}
 				continue
 			}
 			if !errors.Is(err, fsm.ErrHeld) || deadline.IsZero() || !time.Now().Before(deadline) {
+				if err != nil {
+					// The deadline passed; a release may already carry our
+					// acquire, and then its outcome is ours, not this refusal.
+					if h, handed := n.leaveLine(a.Key, &w); handed {
+						return h.grant, h.err
+					}
+				}
 				return g, err
 			}
 		} else if deadline.IsZero() {
@@ -127,22 +140,49 @@ func (n *Node) Acquire(ctx context.Context, a AcquireArgs) (Grant, error) {
 			n.waiters.kick(a.Key) // freed before we joined: do not miss it
 		}
 		if err := n.await(ctx, w, deadline); err != nil {
-			if n.waiters.leave(a.Key, w) {
-				// A release already carries our acquire: its outcome is ours.
-				h := <-w.handoff
-				w = nil
+			if h, handed := n.leaveLine(a.Key, &w); handed {
 				return h.grant, h.err
 			}
-			w = nil
 			if errors.Is(err, errWaitTimeout) {
 				return Grant{}, n.heldError(a.Key)
 			}
 			return Grant{}, err
 		}
+		if h := n.hook().woken; h != nil {
+			h(a.Key)
+		}
 	}
 }
 
 var errWaitTimeout = errors.New("wait timed out")
+
+// errNoHandoff tells a waiter that left the line that the command which had
+// claimed it did not free the key: it answers with its own refusal.
+var errNoHandoff = errors.New("no handoff")
+
+// leaveLine is giveUp for the waiter *w, if any, which it then forgets.
+func (n *Node) leaveLine(key string, w **waiter) (handoffResult, bool) {
+	if *w == nil {
+		return handoffResult{}, false
+	}
+	h, handed := n.giveUp(key, *w)
+	*w = nil
+	return h, handed
+}
+
+// giveUp takes w out of the line. When a release or an expiry already
+// carries w's acquire, the outcome of that command is w's answer: giveUp
+// waits for it and reports true.
+func (n *Node) giveUp(key string, w *waiter) (handoffResult, bool) {
+	if !n.waiters.leave(key, w) {
+		return handoffResult{}, false
+	}
+	h := <-w.handoff
+	if errors.Is(h.err, errNoHandoff) {
+		return handoffResult{}, false
+	}
+	return h, true
+}
 
 func sleepCtx(ctx context.Context, d time.Duration) error {
 	t := time.NewTimer(d)
@@ -240,6 +280,9 @@ func (n *Node) tryAcquire(a AcquireArgs) (Grant, error) {
 	if left, ok := n.leases.delayed(a.Key); ok && !n.holds(a.Key, a.Holder) {
 		return Grant{}, &LockDelayError{Key: a.Key, RetryAfter: left.Round(time.Millisecond)}
 	}
+	if h := n.hook().proposing; h != nil {
+		h(a)
+	}
 	res, err := n.apply(fsm.Acquire{Key: a.Key, Holder: a.Holder, TTL: a.TTL, RequestID: a.RequestID, LockDelay: a.LockDelay})
 	if err != nil {
 		return Grant{}, err
@@ -319,6 +362,9 @@ func (n *Node) Release(ctx context.Context, key, holder string, tok fence.Token,
 	next := n.claimNext(key)
 	if next != nil {
 		cmd.Next = next.acquire()
+		if h := n.hook().claimed; h != nil {
+			h(key)
+		}
 	}
 	res, err := n.apply(cmd)
 	n.settleHandoff(key, next, res, err)
@@ -350,7 +396,9 @@ func (n *Node) settleHandoff(key string, w *waiter, res *fsm.Result, err error) 
 		// The entry may or may not commit: so may the waiter's grant.
 		w.handoff <- handoffResult{err: err}
 	case res.Next == nil:
-		n.waiters.unclaim(key, w)
+		if !n.waiters.unclaim(key, w) {
+			w.handoff <- handoffResult{err: errNoHandoff} // it left and waits for this
+		}
 	case res.Next.Err != nil:
 		w.handoff <- handoffResult{err: n.refusal(res.Next.Err)}
 	default:

@@ -82,12 +82,20 @@ func (q *waitq) claim(key string) *waiter {
 	return ws[0]
 }
 
-// unclaim returns a waiter to the line when its handoff did not happen.
-func (q *waitq) unclaim(key string, w *waiter) {
+// unclaim returns a waiter to the line when its handoff did not happen. It
+// reports false when the waiter already left the line: that waiter waits for
+// a handoff result instead.
+func (q *waitq) unclaim(key string, w *waiter) bool {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	w.claimed = false
-	notify(w)
+	for _, x := range q.queue[key] {
+		if x == w {
+			notify(w)
+			return true
+		}
+	}
+	return false
 }
 
 // isHead reports whether w is first in line for key.

@@ -242,43 +242,21 @@ func run(o *options) error {
 	return shutdown(log, node, srv, o.shutdownTimeout)
 }
 
-// announce makes sure the cluster knows this node and its HTTP address: it
-// joins through --join on a fresh node, rejoins through its old peers after it
-// was removed, and records the address of a node the leader does not know yet.
-// All of these are idempotent; once the node is a member with its address
-// recorded, announce stops, so it never fights an operator who removes it
-// later.
+// announce makes sure the cluster knows this node and its HTTP address. A
+// node that has never been a member joins through --join (or a leader it
+// knows); a member whose recorded HTTP address differs records its own. A
+// node that has been a member and is no longer in the configuration was
+// removed: it never adds itself back (cluster.SelfRemoved), not even after a
+// restart, so it never fights the operator who removed it. Adding it again
+// is an operator's act (fencectl members add); it then records its address.
 func announce(ctx context.Context, log hclog.Logger, node *cluster.Node, o *options, httpAdvertise string) {
-	raftAddr := node.Addr()
+	announced := false
 	for {
-		members := node.FSM().Members()
-		if members[o.id] == httpAdvertise && node.InConfiguration() {
-			return
-		}
-		var targets []string
-		if _, lhttp := node.Leader(); lhttp != "" {
-			targets = append(targets, lhttp)
-		}
-		if o.join != "" {
-			targets = append(targets, strings.Split(o.join, ",")...)
-		}
-		// A node restarted after it was removed knows its old peers: any of
-		// them can take it back.
-		for id, addr := range members {
-			if id != o.id && addr != "" {
-				targets = append(targets, addr)
-			}
-		}
-		if len(targets) > 0 && !node.IsLeader() {
-			c := o.loaded.apiClient(targets)
-			jctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-			err := c.Join(jctx, api.JoinRequest{ID: o.id, RaftAddr: raftAddr, HTTPAddr: httpAdvertise})
-			cancel()
-			if err != nil {
-				log.Debug("join/announce not done yet", "targets", targets, "error", err)
-			} else {
-				log.Info("announced to the cluster", "via", targets)
-			}
+		switch {
+		case node.Self() == cluster.SelfRemoved:
+			announced = false // an operator may add it back; then it records its address once
+		case !announced && announceNeeded(node, o.id, httpAdvertise):
+			announced = announceOnce(ctx, log, node, o, httpAdvertise)
 		}
 		select {
 		case <-ctx.Done():
@@ -286,6 +264,55 @@ func announce(ctx context.Context, log hclog.Logger, node *cluster.Node, o *opti
 		case <-time.After(time.Second):
 		}
 	}
+}
+
+// announceNeeded reports whether this node should ask the cluster to add it
+// or to record its HTTP address. A member asks only while a leader is in
+// contact with it (the leader still counts it as a member): a restarted node
+// that missed its own removal hears from no leader and stays quiet. Once a
+// join succeeded, the leader recorded the address with it, so announce asks
+// at most once per run: a second join racing with a removal could undo it.
+func announceNeeded(node *cluster.Node, id, httpAdvertise string) bool {
+	switch node.Self() {
+	case cluster.SelfRemoved, cluster.SelfJoining:
+		return false
+	case cluster.SelfMember:
+		lid, _ := node.Leader()
+		return lid != "" && node.FSM().Members()[id] != httpAdvertise
+	}
+	return !node.IsLeader()
+}
+
+// announceOnce sends one join to the leader, the --join addresses and the
+// known members. A join the cluster accepted is recorded at once: should the
+// node be removed before it even sees a configuration with itself, it must
+// still know that it was a member.
+func announceOnce(ctx context.Context, log hclog.Logger, node *cluster.Node, o *options, httpAdvertise string) bool {
+	var targets []string
+	if _, lhttp := node.Leader(); lhttp != "" {
+		targets = append(targets, lhttp)
+	}
+	if o.join != "" {
+		targets = append(targets, strings.Split(o.join, ",")...)
+	}
+	for id, addr := range node.FSM().Members() {
+		if id != o.id && addr != "" {
+			targets = append(targets, addr)
+		}
+	}
+	if len(targets) == 0 || node.IsLeader() {
+		return false
+	}
+	c := o.loaded.apiClient(targets)
+	jctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := c.Join(jctx, api.JoinRequest{ID: o.id, RaftAddr: node.Addr(), HTTPAddr: httpAdvertise}); err != nil {
+		log.Debug("join/announce not done yet", "targets", targets, "error", err)
+		return false
+	}
+	node.RecordJoined()
+	log.Info("announced to the cluster", "via", targets)
+	return true
 }
 
 // leave removes this node from the cluster: leadership is handed over first,
