@@ -273,4 +273,3 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 	}
 	return &out, nil
 }
-
