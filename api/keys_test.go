@@ -5,7 +5,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"testing"
+
+	"github.com/fenced/fenced/cluster"
+	"github.com/fenced/fenced/metrics"
 )
 
 // TestKeysPagination: a listing cut at its limit says so and gives the
@@ -61,5 +65,22 @@ func TestKeysPagination(t *testing.T) {
 	kr, err := c.KeysPage(ctx, "page/", "page/3", 0)
 	if err != nil || len(kr.Keys) != 1 || kr.Keys[0].Key != "page/4" || kr.Truncated {
 		t.Fatalf("KeysPage after page/3: %+v %v", kr, err)
+	}
+}
+
+// TestMetricLabelsCoverCodes: every wire error code has its series of
+// fenced_refusals_total from the start, and every verify reason its series
+// of fenced_verifies_total.
+func TestMetricLabelsCoverCodes(t *testing.T) {
+	for _, w := range wireErrors {
+		if !slices.Contains(metrics.RefusalReasons, w.code) {
+			t.Errorf("wire code %q is not in metrics.RefusalReasons", w.code)
+		}
+	}
+	for _, r := range []cluster.Reason{cluster.ReasonSuperseded, cluster.ReasonReleased, cluster.ReasonExpired, cluster.ReasonUnknownKey,
+		cluster.ReasonNotGrantedYet, cluster.ReasonHolderMismatch, cluster.ReasonMalformed, cluster.ReasonUnavailable} {
+		if !slices.Contains(metrics.VerifyRefuseReasons, string(r)) {
+			t.Errorf("verify reason %q is not in metrics.VerifyRefuseReasons", r)
+		}
 	}
 }
