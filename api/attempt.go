@@ -52,7 +52,8 @@ var slowOps = map[string]time.Duration{
 	"/v1/cluster/remove":   10 * time.Second,
 }
 
-// maxRoundShift caps the doubling of the attempt timeout per round.
+// maxRoundShift caps the doubling of the attempt timeout: 8 times the
+// attempt timeout at most.
 const maxRoundShift = 3
 
 // call runs the attempts of one request. Writes go to one node at a time, in
@@ -90,13 +91,33 @@ func (c *Client) call(ctx context.Context, cl call) error {
 	fails := newFailures()
 	inflight := map[string]bool{}
 	launched := 0
+	// shift doubles the attempt deadline after a round in which every
+	// attempt timed out: the cluster is slow rather than electing (an
+	// election answers quickly, not_leader or unavailable) or missing a
+	// node (the others answer).
+	shift, roundTimeouts := 0, 0
 	unknown := false
 	backoff := 20 * time.Millisecond
 	var hedge, pause <-chan time.Time
 
 	launch := func() {
+		if launched > 0 && launched%n == 0 {
+			// A new round: the nodes that timed out or could not be
+			// reached in the last one go last, behind those that answered.
+			order = c.order()
+			if roundTimeouts >= n {
+				shift = min(shift+1, maxRoundShift)
+			}
+			roundTimeouts = 0
+		}
 		ep := order[launched%n]
-		timeout := c.attemptTimeout<<min(launched/n, maxRoundShift) + cl.hold
+		timeout := c.attemptTimeout << shift
+		if c.isSuspect(ep) && c.anyAnswering() {
+			// It did not answer lately: give it less time, so a node
+			// still frozen costs little; one that woke answers at once.
+			timeout /= 2
+		}
+		timeout += cl.hold
 		launched++
 		inflight[ep] = true
 		go func() { results <- c.attempt(ctx, ep, timeout, cl.method, cl.path, body) }()
@@ -130,6 +151,9 @@ func (c *Client) call(ctx context.Context, cl call) error {
 			}
 			fl := classify(r.err, r.timeout, ctx.Err() != nil)
 			fails.record(r.endpoint, fl)
+			if fl.timedOut {
+				roundTimeouts++
+			}
 			var apiErr *Error
 			switch {
 			case errors.As(r.err, &apiErr) && apiErr.Code == "outcome_unknown":
@@ -200,6 +224,28 @@ func (c *Client) order() []string {
 		fresh = append(fresh, ep)
 	}
 	return append(fresh, stale...)
+}
+
+// anyAnswering reports whether some endpoint is not suspect: only then is a
+// suspect one given less time (when none answers, the cluster may be slow
+// rather than frozen, and every node needs the full time).
+func (c *Client) anyAnswering() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	for _, ep := range c.endpoints {
+		if until, ok := c.suspect[ep]; !ok || !now.Before(until) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Client) isSuspect(ep string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	until, ok := c.suspect[ep]
+	return ok && time.Now().Before(until)
 }
 
 func (c *Client) markSuspect(ep string) {

@@ -233,3 +233,27 @@ func TestWriteEverywhereUnansweredIsUnknown(t *testing.T) {
 		}
 	}
 }
+
+// TestSlowClusterIsWaitedFor: when every node answers, but slower than the
+// attempt deadline (a disk stall), the deadline grows round by round and the
+// write succeeds within the caller's deadline instead of timing out forever.
+func TestSlowClusterIsWaitedFor(t *testing.T) {
+	slow := func() string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-time.After(DefaultAttemptTimeout + 500*time.Millisecond):
+			case <-r.Context().Done():
+				return
+			}
+			writeJSON(w, http.StatusOK, Grant{Key: "k", Holder: "h", Token: fence.Token(1<<32 | 1), Epoch: 1, Seq: 1, TTL: "10s"})
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	c := NewClient([]string{slow(), slow()})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.Acquire(ctx, AcquireRequest{Key: "k", Holder: "h"}); err != nil {
+		t.Fatalf("acquire on a slow cluster: %v", err)
+	}
+}
