@@ -87,9 +87,11 @@ func (c *Client) call(ctx context.Context, cl call) error {
 
 	order := c.order()
 	n := len(order)
-	results := make(chan attemptResult, 2) // at most two attempts in flight
+	results := make(chan attemptResult)
+	done := make(chan struct{})
+	defer close(done) // attempts still running after the answer give up sending
 	fails := newFailures()
-	inflight := map[string]bool{}
+	inflight := 0
 	launched := 0
 	// shift doubles the attempt deadline after a round in which every
 	// attempt timed out: the cluster is slow rather than electing (an
@@ -119,8 +121,14 @@ func (c *Client) call(ctx context.Context, cl call) error {
 		}
 		timeout += cl.hold
 		launched++
-		inflight[ep] = true
-		go func() { results <- c.attempt(ctx, ep, timeout, cl.method, cl.path, body) }()
+		inflight++
+		go func() {
+			r := c.attempt(ctx, ep, timeout, cl.method, cl.path, body)
+			select {
+			case results <- r:
+			case <-done:
+			}
+		}()
 		if !cl.write && c.hedgeDelay > 0 && n > 1 {
 			hedge = time.After(c.hedgeDelay)
 		}
@@ -138,7 +146,7 @@ func (c *Client) call(ctx context.Context, cl call) error {
 	for {
 		select {
 		case r := <-results:
-			delete(inflight, r.endpoint)
+			inflight--
 			if r.err == nil {
 				c.markAnswered(r.endpoint)
 				if cl.out == nil || len(r.data) == 0 {
@@ -173,23 +181,29 @@ func (c *Client) call(ctx context.Context, cl call) error {
 			if apiErr == nil {
 				c.markSuspect(r.endpoint)
 			}
-			if len(inflight) == 0 && fails.allPermanent(n) {
+			if inflight == 0 && fails.allPermanent(n) {
 				return fails.err(ErrUnavailable, "no endpoint can be used")
 			}
-			if pause == nil && (len(inflight) == 0 || (!cl.write && launched%n != 0)) {
+			if pause == nil && (inflight == 0 || (!cl.write && launched%n != 0)) {
 				next()
 			}
 		case <-hedge:
 			hedge = nil
-			if len(inflight) == 1 && pause == nil && launched%n != 0 {
+			if inflight == 1 && pause == nil && launched%n != 0 {
 				launch()
 			}
 		case <-pause:
 			pause = nil
 			launch()
 		case <-ctx.Done():
-			for ep := range inflight {
-				fails.record(ep, failure{reason: "no answer before the caller's deadline", late: true})
+			// The attempts still in flight end at once with the context;
+			// a write one of them sent may have been applied.
+			for ; inflight > 0; inflight-- {
+				r := <-results
+				fails.record(r.endpoint, failure{reason: "no answer before the caller's deadline", late: true})
+				if cl.write && r.sent {
+					unknown = true
+				}
 			}
 			if unknown {
 				return fails.err(ErrUnknownOutcome, "the request may have been applied; no node confirmed it before the deadline")

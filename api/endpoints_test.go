@@ -257,3 +257,16 @@ func TestSlowClusterIsWaitedFor(t *testing.T) {
 		t.Fatalf("acquire on a slow cluster: %v", err)
 	}
 }
+
+// TestWriteCutByCallerDeadlineIsUnknown: a write still in flight on a node
+// that did not answer when the caller's deadline ends may have been applied:
+// it is an unknown outcome, not "unavailable" (which says nothing was done).
+func TestWriteCutByCallerDeadlineIsUnknown(t *testing.T) {
+	c := NewClient([]string{hangingEndpoint(t)})
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultAttemptTimeout/4)
+	defer cancel()
+	_, err := c.Acquire(ctx, AcquireRequest{Key: "k", Holder: "h"})
+	if !errors.Is(err, ErrUnknownOutcome) || errors.Is(err, ErrUnavailable) {
+		t.Fatalf("acquire cut by the caller's deadline: %v, want only an unknown outcome", err)
+	}
+}
