@@ -270,3 +270,23 @@ func TestWriteCutByCallerDeadlineIsUnknown(t *testing.T) {
 		t.Fatalf("acquire cut by the caller's deadline: %v, want only an unknown outcome", err)
 	}
 }
+
+// TestWaitReady: WaitReady returns the status of the node that says it is
+// the ready leader, past a frozen one; with none, its error names each
+// endpoint and what it said.
+func TestWaitReady(t *testing.T) {
+	good := newFakeNode(t)
+	frozen := hangingEndpoint(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := NewClient([]string{frozen, good.srv.URL}).WaitReady(ctx)
+	if err != nil || st.ID != "n2" {
+		t.Fatalf("WaitReady: %+v, %v", st, err)
+	}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel2()
+	_, err = NewClient([]string{frozen, notMemberEndpoint(t)}).WaitReady(ctx2)
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), frozen+": timed out") || !strings.Contains(err.Error(), "not a member") {
+		t.Fatalf("WaitReady with no ready leader: %v", err)
+	}
+}
