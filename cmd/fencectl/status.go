@@ -25,17 +25,28 @@ does not answer is shown as unreachable; one that answers but knows no leader
 as not ready.
 
 The exit code is 0 when a member answers that it is the ready leader, 1 when
-no node is reachable or no leader answers.`,
+no node is reachable or no leader answers.
+
+--wait DURATION first waits up to DURATION for a member to answer that it is
+the ready leader (elected and serving), asking every endpoint about every
+100ms: for scripts that start a cluster and go on once it serves. A node
+that is down or frozen is asked again; the wait ends with exit 1, naming what
+each endpoint said, when DURATION passes first.`,
 	examples: `
 fencectl status
+fencectl status --wait 30s
 fencectl status --endpoints 10.0.0.1:7700,10.0.0.2:7700
 fencectl status -o json | jq '.members[] | select(.health != "ready")'`,
 	new: func() runner { return &statusCmd{} },
 }
 
-type statusCmd struct{}
+type statusCmd struct {
+	wait time.Duration
+}
 
-func (*statusCmd) flags(*pflag.FlagSet) {}
+func (s *statusCmd) flags(fs *pflag.FlagSet) {
+	fs.DurationVar(&s.wait, "wait", 0, "wait up to this long for a ready leader before showing the status")
+}
 
 // memberHealth is one member as fencectl status reports it.
 type memberHealth struct {
@@ -83,9 +94,20 @@ func fetchHealth(ctx context.Context, e *env) (clusterHealth, error) {
 	return gatherHealth(pctx, c, schemeOf(c.Endpoints()), first), nil
 }
 
-func (*statusCmd) run(ctx context.Context, e *env, args []string) error {
+func (s *statusCmd) run(ctx context.Context, e *env, args []string) error {
 	if len(args) != 0 {
 		return usageErr("status", "status takes no arguments")
+	}
+	if s.wait < 0 {
+		return usageErr("status", "--wait must not be negative")
+	}
+	if s.wait > 0 {
+		wctx, wcancel := context.WithTimeout(ctx, s.wait)
+		_, err := e.client().WaitReady(wctx)
+		wcancel()
+		if err != nil {
+			return fmt.Errorf("no ready leader within --wait %v: %w", s.wait, err)
+		}
 	}
 	ctx, cancel := e.withTimeout(ctx, 0)
 	defer cancel()
@@ -191,7 +213,9 @@ func endpointIDs(ctx context.Context, c *api.Client, members []api.Member) map[s
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if st, err := c.NodeStatus(ctx, ep); err == nil {
+			pctx, cancel := context.WithTimeout(ctx, c.AttemptTimeout())
+			defer cancel()
+			if st, err := c.NodeStatus(pctx, ep); err == nil {
 				mu.Lock()
 				out[st.ID] = ep
 				mu.Unlock()
@@ -202,8 +226,19 @@ func endpointIDs(ctx context.Context, c *api.Client, members []api.Member) map[s
 	return out
 }
 
+// probe asks one member for its status and readiness, each question bounded
+// by the client's attempt timeout: a frozen member is shown as unreachable
+// without holding up the others.
 func probe(ctx context.Context, c *api.Client, endpoint string, mh *memberHealth) {
-	st, err := c.NodeStatus(ctx, endpoint)
+	ctx, cancel := context.WithTimeout(ctx, 2*c.AttemptTimeout())
+	defer cancel()
+	sctx, scancel := context.WithTimeout(ctx, c.AttemptTimeout())
+	st, err := c.NodeStatus(sctx, endpoint)
+	scancel()
+	if errors.Is(err, context.DeadlineExceeded) {
+		mh.Health, mh.Error = healthUnreachable, fmt.Sprintf("no answer within %v", c.AttemptTimeout())
+		return
+	}
 	if err != nil {
 		mh.Health, mh.Error = healthUnreachable, oneLine(err.Error())
 		return
