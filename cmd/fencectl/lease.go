@@ -57,7 +57,9 @@ func newLockTiming(ttl, grace, margin time.Duration) (lockTiming, error) {
 }
 
 // keeper renews one grant and knows, on the client's clocks, until when the
-// grant is certainly held.
+// grant is certainly held. It counts from the TTL the server answered, not
+// the one --ttl asked for: an acquire by the same holder elsewhere may have
+// shortened it, and the server hands the key on once its own TTL ran out.
 type keeper struct {
 	c     *api.Client
 	grant api.Grant
@@ -68,19 +70,40 @@ type keeper struct {
 	lost chan error
 
 	mu      sync.Mutex
-	sent    time.Time // send time of the last successful acquire or renewal
-	lastErr error     // the last failed renewal, for the report
+	sent    time.Time     // send time of the last successful acquire or renewal
+	ttl     time.Duration // the TTL the server answered to it
+	lastErr error         // the last failed renewal, for the report
 }
 
 func newKeeper(c *api.Client, g api.Grant, t lockTiming, sent time.Time) *keeper {
-	return &keeper{c: c, grant: g, t: t, sent: sent, lost: make(chan error, 1)}
+	return &keeper{c: c, grant: g, t: t, sent: sent, ttl: serverTTL(g.TTL), lost: make(chan error, 1)}
 }
+
+// serverTTL reads a TTL the server answered; one that cannot be read counts
+// as none, which ends the lock at once (fail closed).
+func serverTTL(s string) time.Duration {
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return 0
+	}
+	return d
+}
+
+// window is how long after the send time the child may run: the server's
+// TTL less the kill margin, so the child is dead before the server could
+// grant the key to anyone else. Zero or less means at once. Called with mu
+// held.
+func (k *keeper) window() time.Duration { return k.ttl - k.t.margin }
+
+// interval is the time between renewals: a third of the window, three tries
+// per window. Called with mu held.
+func (k *keeper) interval() time.Duration { return max(k.window()/3, 10*time.Millisecond) }
 
 // deadline is when the child must be sent SIGTERM, on the monotonic clock.
 func (k *keeper) deadline() time.Time {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	return k.sent.Add(k.t.window)
+	return k.sent.Add(k.window())
 }
 
 // expired reports whether the deadline has passed on the monotonic clock or
@@ -90,8 +113,8 @@ func (k *keeper) deadline() time.Time {
 func (k *keeper) expired(now time.Time) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
-	mono := !now.Before(k.sent.Add(k.t.window))
-	wall := !now.Round(0).Before(k.sent.Round(0).Add(k.t.window))
+	mono := !now.Before(k.sent.Add(k.window()))
+	wall := !now.Round(0).Before(k.sent.Round(0).Add(k.window()))
 	return mono || wall
 }
 
@@ -108,7 +131,7 @@ func (k *keeper) renew(ctx context.Context, until time.Time) error {
 	sent := time.Now()
 	rctx, cancel := context.WithDeadline(ctx, until)
 	defer cancel()
-	_, err := k.c.Renew(rctx, k.grant.Key, k.grant.Holder, k.grant.Token)
+	r, err := k.c.Renew(rctx, k.grant.Key, k.grant.Holder, k.grant.Token)
 	k.mu.Lock()
 	defer k.mu.Unlock()
 	if err != nil {
@@ -116,7 +139,7 @@ func (k *keeper) renew(ctx context.Context, until time.Time) error {
 		return err
 	}
 	if sent.After(k.sent) {
-		k.sent = sent
+		k.sent, k.ttl = sent, serverTTL(r.TTL)
 	}
 	return nil
 }
@@ -127,7 +150,7 @@ func (k *keeper) renew(ctx context.Context, until time.Time) error {
 func (k *keeper) run(ctx context.Context) {
 	var next time.Time
 	k.mu.Lock()
-	next = k.sent.Add(k.t.interval)
+	next = k.sent.Add(k.interval())
 	k.mu.Unlock()
 	for {
 		t := time.NewTimer(time.Until(next))
@@ -141,7 +164,7 @@ func (k *keeper) run(ctx context.Context) {
 		switch {
 		case err == nil:
 			k.mu.Lock()
-			next = k.sent.Add(k.t.interval)
+			next = k.sent.Add(k.interval())
 			k.mu.Unlock()
 		case ctx.Err() != nil:
 			return
@@ -151,7 +174,9 @@ func (k *keeper) run(ctx context.Context) {
 		case k.expired(time.Now()):
 			return // the supervisor stops the child; it reports lastErr
 		default:
-			next = time.Now().Add(min(k.t.interval, 250*time.Millisecond))
+			k.mu.Lock()
+			next = time.Now().Add(min(k.interval(), 250*time.Millisecond))
+			k.mu.Unlock()
 		}
 	}
 }

@@ -43,7 +43,8 @@ When the lease is lost (fenced refuses a renewal: the grant was superseded,
 released or expired) or cannot be renewed before its deadline, fencectl sends
 SIGTERM to COMMAND's process group and SIGKILL --grace later, prints why, and
 exits 4. The deadline is the send time of the last successful renewal plus
---ttl minus a safety margin, on fencectl's own clock. The margin is the larger
+the TTL fenced answered to it (--ttl, unless the same holder's acquire
+elsewhere changed it) minus a safety margin, on fencectl's own clock. The margin is the larger
 of ttl/3 and grace+1s (or --margin, which must exceed --grace by 250ms), and
 the TTL must be at least 1.5 times the margin. fenced restarts a lease when it
 answers a renewal, after the renewal was sent, so it cannot grant the key to
@@ -267,7 +268,10 @@ func (s *lockSession) abandon(ctx context.Context, g *api.Grant) {
 // before COMMAND starts: the lease is only known to run from the send time
 // of the acquire, which may leave little or nothing of the window.
 func (s *lockSession) refresh(ctx context.Context, k *keeper) error {
-	if time.Until(k.deadline()) >= s.t.window-s.t.interval {
+	k.mu.Lock()
+	enough := k.window() - k.interval()
+	k.mu.Unlock()
+	if time.Until(k.deadline()) >= enough {
 		return nil
 	}
 	if err := k.renew(ctx, time.Now().Add(s.e.g.timeout)); err != nil {
