@@ -42,7 +42,7 @@ const (
 )
 
 // All lists every nemesis, in the order of the short schedule.
-var All = []string{PartitionLeader, PartitionRandom, PartitionBridge, KillRandom, KillLeader, KillAll, RollingRestart, PauseLeader, ClientPause, Mixed}
+var All = append([]string{PartitionLeader, PartitionRandom, PartitionBridge, KillRandom, KillLeader, KillAll, RollingRestart, PauseLeader, ClientPause, Mixed}, Gray...)
 
 // Pauser is what the client-pause nemesis needs of the workload.
 type Pauser interface {
@@ -87,6 +87,7 @@ func (e *Env) Supported(name string) error {
 			return errors.New("no workload to pause a client of")
 		}
 	case PauseLeader, KillRandom, KillLeader, KillAll, RollingRestart, Mixed:
+	case FreezeFollower, FreezeLeader, SlowNode:
 	default:
 		return fmt.Errorf("unknown nemesis %q (known: %s)", name, strings.Join(All, ", "))
 	}
@@ -118,6 +119,8 @@ func (e *Env) Run(ctx context.Context, name string) error {
 		return e.clientPause(ctx)
 	case Mixed:
 		return e.mixed(ctx)
+	case FreezeFollower, FreezeLeader, SlowNode:
+		return e.gray(ctx, name)
 	}
 	return fmt.Errorf("unknown nemesis %q", name)
 }

@@ -71,6 +71,10 @@ type Config struct {
 	ConvergeLimit       time.Duration `json:"converge_limit"`
 	LinearizableTimeout time.Duration `json:"linearizable_timeout"`
 	OpTimeout           time.Duration `json:"op_timeout"`
+	// AvailabilityMargin is added to ElectionTimeout to bound a client's
+	// time without service while a quorum is healthy (the availability
+	// checker).
+	AvailabilityMargin time.Duration `json:"availability_margin"`
 	// Binary is the fenced binary; built from the module when empty.
 	Binary string `json:"binary,omitempty"`
 }
@@ -136,6 +140,9 @@ func (c *Config) Defaults() {
 	}
 	if c.OpTimeout == 0 {
 		c.OpTimeout = 4 * time.Second
+	}
+	if c.AvailabilityMargin == 0 {
+		c.AvailabilityMargin = DefaultAvailabilityMargin
 	}
 }
 
@@ -309,7 +316,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 	readFinal(rec, b, final)
 
 	ops, faults := rec.Ops(), rec.Faults()
-	results := checker.All(ops, final, checker.Options{TTL: cfg.TTL, LinearizableTimeout: cfg.LinearizableTimeout, Faults: faults})
+	results := checker.All(ops, final, checker.Options{TTL: cfg.TTL, LinearizableTimeout: cfg.LinearizableTimeout, Faults: faults, Availability: availability(cfg)})
 	r := &Result{Dir: cfg.Results, Results: results, Ops: len(ops), Faults: len(faults), Skipped: skipped}
 	for _, c := range results {
 		if c.Pass {
@@ -358,7 +365,7 @@ func Recheck(dir string, out io.Writer) (*Result, error) {
 			return nil, fmt.Errorf("final.json: %w", err)
 		}
 	}
-	results := checker.All(ops, final, checker.Options{TTL: cfg.TTL, LinearizableTimeout: cfg.LinearizableTimeout, Faults: faults})
+	results := checker.All(ops, final, checker.Options{TTL: cfg.TTL, LinearizableTimeout: cfg.LinearizableTimeout, Faults: faults, Availability: availability(cfg)})
 	r := &Result{Dir: dir, Results: results, Ops: len(ops), Faults: len(faults)}
 	for _, c := range results {
 		if c.Pass {
@@ -599,6 +606,7 @@ func printReport(out io.Writer, r *Result) {
 		for _, v := range c.Violations {
 			fmt.Fprintf(out, "    %s\n", strings.ReplaceAll(v, "\n", "\n    "))
 		}
+		printUnavailability(out, c.Unavailability)
 	}
 	fmt.Fprintf(out, "%d passed, %d failed\n", r.Passed, r.Failed)
 }
