@@ -1,21 +1,16 @@
 package api
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
-	"net/http/httptrace"
 	"net/url"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/fenced/fenced/fence"
@@ -26,14 +21,41 @@ import (
 // writes whose outcome is unknown, which are idempotent by construction (an
 // acquire keeps its request id and holder; a release of a released grant
 // succeeds).
+//
+// Each attempt on one node has its own deadline, well inside the caller's: a
+// node that does not answer (frozen, partitioned away) is left for the next
+// one, a refused connection or a failed TLS handshake at once. The node that
+// last answered as (or for) the leader is tried first; reads and verifies
+// start a second, hedged attempt on another node when the first is slow.
 type Client struct {
 	endpoints []string
+	invalid   map[string]error
 	hc        *http.Client
 	token     string
 
+	attemptTimeout time.Duration
+	hedgeDelay     time.Duration
+
 	mu        sync.Mutex
 	preferred int
+	// suspect holds, per endpoint, until when it is tried only after the
+	// others: it timed out or could not be reached.
+	suspect map[string]time.Time
 }
+
+// Defaults of the attempt machinery.
+const (
+	// DefaultAttemptTimeout bounds one attempt on one node: an election
+	// timeout (1s by default) plus a margin. It doubles on each full round
+	// of the endpoints that failed, up to 8 times, for a cluster that is
+	// slow rather than gone.
+	DefaultAttemptTimeout = 2 * time.Second
+	// DefaultHedgeDelay is how long a read or verify waits for its first
+	// node before asking another one as well.
+	DefaultHedgeDelay = 300 * time.Millisecond
+	// suspectFor is how long a node that did not answer is tried last.
+	suspectFor = 10 * time.Second
+)
 
 // ClientOption configures a Client.
 type ClientOption func(*Client)
@@ -44,22 +66,53 @@ func WithHTTPClient(hc *http.Client) ClientOption { return func(c *Client) { c.h
 // WithBearerToken sends an Authorization: Bearer header with every request.
 func WithBearerToken(tok string) ClientOption { return func(c *Client) { c.token = tok } }
 
-// NewClient returns a client of the nodes at endpoints ("host:port" or URLs).
+// WithAttemptTimeout bounds each attempt on one node (DefaultAttemptTimeout
+// when zero or negative). The caller's context bounds the whole request.
+func WithAttemptTimeout(d time.Duration) ClientOption {
+	return func(c *Client) {
+		if d > 0 {
+			c.attemptTimeout = d
+		}
+	}
+}
+
+// WithHedgeDelay sets how long a read waits for one node before asking a
+// second one too (DefaultHedgeDelay when zero; negative turns hedging off).
+func WithHedgeDelay(d time.Duration) ClientOption {
+	return func(c *Client) {
+		if d != 0 {
+			c.hedgeDelay = d
+		}
+	}
+}
+
+// NewClient returns a client of the nodes at endpoints ("host:port" or
+// http(s) URLs with a port). An endpoint that ParseEndpoint refuses is kept
+// but never contacted: every request reports it as bad. Check endpoints with
+// ParseEndpoints first to refuse them up front.
 func NewClient(endpoints []string, opts ...ClientOption) *Client {
 	c := &Client{hc: &http.Client{Transport: &http.Transport{
 		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 15 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: 256,
 		IdleConnTimeout:     90 * time.Second,
-	}}}
+	}}, attemptTimeout: DefaultAttemptTimeout, hedgeDelay: DefaultHedgeDelay, suspect: map[string]time.Time{}}
 	for _, e := range endpoints {
 		e = strings.TrimSpace(e)
 		if e == "" {
 			continue
 		}
-		if !strings.Contains(e, "://") {
-			e = "http://" + e
+		ep, err := ParseEndpoint(e)
+		if err != nil {
+			if !strings.Contains(e, "://") {
+				e = "http://" + e
+			}
+			ep = strings.TrimRight(e, "/")
+			if c.invalid == nil {
+				c.invalid = map[string]error{}
+			}
+			c.invalid[ep] = err
 		}
-		c.endpoints = append(c.endpoints, strings.TrimRight(e, "/"))
+		c.endpoints = append(c.endpoints, ep)
 	}
 	for _, o := range opts {
 		o(c)
@@ -218,138 +271,3 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 	return &out, nil
 }
 
-// do sends a request to the endpoints in turn until one serves it or ctx ends.
-// write marks requests that change state: after such a request was sent, a
-// failure means the outcome is unknown; it is retried (all writes are
-// idempotent) and reported as ErrUnknownOutcome, never as a plain failure.
-func (c *Client) do(ctx context.Context, method, path string, in, out any, write bool) error {
-	if len(c.endpoints) == 0 {
-		return fmt.Errorf("%w: no endpoints", ErrUnavailable)
-	}
-	var body []byte
-	if in != nil {
-		var err error
-		if body, err = json.Marshal(in); err != nil {
-			return err
-		}
-	}
-	if _, ok := ctx.Deadline(); !ok {
-		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
-		defer cancel()
-	}
-	unknown := false
-	backoff := 20 * time.Millisecond
-	start := c.start()
-	for attempt := 0; ; attempt++ {
-		i := (start + attempt) % len(c.endpoints)
-		sent, err := c.once(ctx, c.endpoints[i], method, path, body, out)
-		if err == nil {
-			return nil // once prefers the leader, or else this endpoint
-		}
-		var apiErr *Error
-		switch {
-		case errors.As(err, &apiErr) && apiErr.Code == "outcome_unknown":
-			unknown = true
-		case errors.As(err, &apiErr) && !safeToRetry(apiErr.Code):
-			if unknown && write {
-				// An earlier attempt may have been committed, and its effect
-				// may be why this attempt was refused (a grant that then
-				// expired and went to someone else): the refusal is not a
-				// definite no. errors.Is works for both.
-				return fmt.Errorf("%w (an earlier attempt may have been committed): %w", ErrUnknownOutcome, err)
-			}
-			return err
-		case apiErr == nil && sent && write:
-			unknown = true
-		}
-		if ctx.Err() != nil {
-			if unknown {
-				return fmt.Errorf("%w: %v", ErrUnknownOutcome, err)
-			}
-			return fmt.Errorf("%w: %v", ErrUnavailable, err)
-		}
-		if (attempt+1)%len(c.endpoints) == 0 {
-			select {
-			case <-time.After(backoff):
-			case <-ctx.Done():
-			}
-			backoff = min(2*backoff, 500*time.Millisecond)
-		}
-	}
-}
-
-// learnLeader makes the leader's endpoint the preferred one when it is among
-// the client's endpoints, so requests stop taking a forwarding hop; else the
-// endpoint that answered.
-func (c *Client) learnLeader(addr, answered string) {
-	for i, ep := range c.endpoints {
-		if addr != "" && strings.HasSuffix(ep, "://"+addr) {
-			c.prefer(i)
-			return
-		}
-	}
-	for i, ep := range c.endpoints {
-		if ep == answered {
-			c.prefer(i)
-			return
-		}
-	}
-}
-
-func (c *Client) start() int {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.preferred
-}
-
-func (c *Client) prefer(i int) {
-	c.mu.Lock()
-	c.preferred = i
-	c.mu.Unlock()
-}
-
-// once sends one request. sent reports whether the request may have reached
-// the server (false only when the connection could not be made).
-func (c *Client) once(ctx context.Context, endpoint, method, path string, body []byte, out any) (sent bool, err error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
-	}
-	// A request that never got a connection, or whose headers were never
-	// written, cannot have been served: only then is a failure "not sent".
-	var wrote atomic.Bool
-	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteHeaders: func() { wrote.Store(true) }})
-	req, err := http.NewRequestWithContext(ctx, method, endpoint+path, rd)
-	if err != nil {
-		return false, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.hc.Do(req)
-	if err != nil {
-		var op *net.OpError
-		notSent := (errors.As(err, &op) && op.Op == "dial") || handshakeFailed(err) || !wrote.Load()
-		return !notSent, err
-	}
-	defer resp.Body.Close()
-	c.learnLeader(resp.Header.Get(LeaderHeader), endpoint)
-	data, err := io.ReadAll(io.LimitReader(resp.Body, 64<<20))
-	if err != nil {
-		return true, err
-	}
-	if resp.StatusCode/100 != 2 {
-		return true, errorOf(resp.StatusCode, data)
-	}
-	if out == nil {
-		return true, nil
-	}
-	if err := json.Unmarshal(data, out); err != nil {
-		return true, fmt.Errorf("decode answer of %s: %w", endpoint, err)
-	}
-	return true, nil
-}

@@ -115,7 +115,7 @@ func (e *Error) Unwrap() error { return errOfCode(e.Code) }
 // safeToRetry reports whether an answer says nothing was done.
 func safeToRetry(code string) bool {
 	switch code {
-	case "not_leader", "not_ready", "busy", "shutting_down", "unavailable":
+	case "not_leader", "not_ready", "busy", "shutting_down", "unavailable", "not_member":
 		return true
 	}
 	return false

@@ -1,0 +1,290 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// call is one request of the client, to be served by any node.
+type call struct {
+	method, path string
+	in, out      any
+	// write marks a request that changes state: once it may have been
+	// sent, a failure is an unknown outcome, never a plain failure.
+	write bool
+	// hold is how long a node may legitimately keep the request before
+	// answering (the wait of a queued acquire); added to each attempt's
+	// deadline.
+	hold time.Duration
+}
+
+// attemptResult is the end of one attempt on one endpoint.
+type attemptResult struct {
+	endpoint string
+	sent     bool
+	data     []byte
+	err      error
+	timeout  time.Duration
+}
+
+// do sends a request to the endpoints until one serves it or ctx ends.
+func (c *Client) do(ctx context.Context, method, path string, in, out any, write bool) error {
+	return c.call(ctx, call{method: method, path: path, in: in, out: out, write: write})
+}
+
+// maxRoundShift caps the doubling of the attempt timeout per round.
+const maxRoundShift = 3
+
+// call runs the attempts of one request. Writes go to one node at a time, in
+// the order of c.order, each attempt with its own deadline; reads also start a
+// hedged attempt on the next node when the first has not answered within the
+// hedge delay. Answers that say nothing was done (not_leader, not_ready, busy,
+// unavailable, shutting_down, not_member) and failures to connect move on to
+// the next node at once; after a full round with no success the client backs
+// off briefly. A write retried on another node is the same request (same
+// holder and request id), so a node that wakes up and applies an abandoned
+// attempt repeats the same grant; and once any attempt of a write may have
+// been sent, a failure is reported as ErrUnknownOutcome.
+func (c *Client) call(ctx context.Context, cl call) error {
+	if len(c.endpoints) == 0 {
+		return fmt.Errorf("%w: no endpoints", ErrUnavailable)
+	}
+	var body []byte
+	if cl.in != nil {
+		var err error
+		if body, err = json.Marshal(cl.in); err != nil {
+			return err
+		}
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+	}
+	ctx, cancelAll := context.WithCancel(ctx)
+	defer cancelAll()
+
+	order := c.order()
+	n := len(order)
+	results := make(chan attemptResult, 2) // at most two attempts in flight
+	fails := newFailures()
+	inflight := map[string]bool{}
+	launched := 0
+	unknown := false
+	backoff := 20 * time.Millisecond
+	var hedge, pause <-chan time.Time
+
+	launch := func() {
+		ep := order[launched%n]
+		timeout := c.attemptTimeout<<min(launched/n, maxRoundShift) + cl.hold
+		launched++
+		inflight[ep] = true
+		go func() { results <- c.attempt(ctx, ep, timeout, cl.method, cl.path, body) }()
+		if !cl.write && c.hedgeDelay > 0 && n > 1 {
+			hedge = time.After(c.hedgeDelay)
+		}
+	}
+	// next launches the next attempt, or pauses first at the end of a round.
+	next := func() {
+		if launched%n == 0 {
+			pause = time.After(backoff)
+			backoff = min(2*backoff, 500*time.Millisecond)
+			return
+		}
+		launch()
+	}
+	launch()
+	for {
+		select {
+		case r := <-results:
+			delete(inflight, r.endpoint)
+			if r.err == nil {
+				c.markAnswered(r.endpoint)
+				if cl.out == nil || len(r.data) == 0 {
+					return nil
+				}
+				if err := json.Unmarshal(r.data, cl.out); err != nil {
+					return fmt.Errorf("decode answer of %s: %w", r.endpoint, err)
+				}
+				return nil
+			}
+			fl := classify(r.err, r.timeout, ctx.Err() != nil)
+			fails.record(r.endpoint, fl)
+			var apiErr *Error
+			switch {
+			case errors.As(r.err, &apiErr) && apiErr.Code == "outcome_unknown":
+				unknown = true
+			case errors.As(r.err, &apiErr) && !safeToRetry(apiErr.Code):
+				if unknown && cl.write {
+					// An earlier attempt may have been committed, and its
+					// effect may be why this one was refused (a grant that
+					// then expired and went to someone else): the refusal
+					// is not a definite no. errors.Is works for both.
+					return fmt.Errorf("%w (an earlier attempt may have been committed): %w", ErrUnknownOutcome, r.err)
+				}
+				return r.err
+			case apiErr == nil && r.sent && cl.write:
+				unknown = true
+			}
+			if apiErr == nil {
+				c.markSuspect(r.endpoint)
+			}
+			if len(inflight) == 0 && fails.allPermanent(n) {
+				return fails.err(ErrUnavailable, "no endpoint can be used")
+			}
+			if pause == nil && (len(inflight) == 0 || (!cl.write && launched%n != 0)) {
+				next()
+			}
+		case <-hedge:
+			hedge = nil
+			if len(inflight) == 1 && pause == nil && launched%n != 0 {
+				launch()
+			}
+		case <-pause:
+			pause = nil
+			launch()
+		case <-ctx.Done():
+			for ep := range inflight {
+				fails.record(ep, failure{reason: "no answer before the caller's deadline", late: true})
+			}
+			if unknown {
+				return fails.err(ErrUnknownOutcome, "the request may have been applied; no node confirmed it before the deadline")
+			}
+			return fails.err(ErrUnavailable, "no node served the request before the deadline")
+		}
+	}
+}
+
+// attempt sends the request to one endpoint with its own deadline.
+func (c *Client) attempt(ctx context.Context, endpoint string, timeout time.Duration, method, path string, body []byte) attemptResult {
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	sent, data, err := c.send(actx, endpoint, method, path, body)
+	return attemptResult{endpoint: endpoint, sent: sent, data: data, err: err, timeout: timeout}
+}
+
+// order returns the endpoints in the order to try them: from the preferred
+// one (the last leader that answered) round the list, with the endpoints
+// that recently failed to answer moved to the end.
+func (c *Client) order() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	var fresh, stale []string
+	for i := range c.endpoints {
+		ep := c.endpoints[(c.preferred+i)%len(c.endpoints)]
+		if until, ok := c.suspect[ep]; ok && now.Before(until) {
+			stale = append(stale, ep)
+			continue
+		}
+		fresh = append(fresh, ep)
+	}
+	return append(fresh, stale...)
+}
+
+func (c *Client) markSuspect(ep string) {
+	c.mu.Lock()
+	c.suspect[ep] = time.Now().Add(suspectFor)
+	c.mu.Unlock()
+}
+
+func (c *Client) markAnswered(ep string) {
+	c.mu.Lock()
+	delete(c.suspect, ep)
+	c.mu.Unlock()
+}
+
+// learnLeader makes the leader's endpoint the preferred one when it is among
+// the client's endpoints, so requests stop taking a forwarding hop; else the
+// endpoint that answered.
+func (c *Client) learnLeader(addr, answered string) {
+	for i, ep := range c.endpoints {
+		if addr != "" && strings.HasSuffix(ep, "://"+addr) {
+			c.prefer(i)
+			return
+		}
+	}
+	for i, ep := range c.endpoints {
+		if ep == answered {
+			c.prefer(i)
+			return
+		}
+	}
+}
+
+func (c *Client) start() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.preferred
+}
+
+func (c *Client) prefer(i int) {
+	c.mu.Lock()
+	c.preferred = i
+	c.mu.Unlock()
+}
+
+// once sends one request to one endpoint, with no retry, and decodes a 2xx
+// answer into out. sent reports whether the request may have reached the
+// server.
+func (c *Client) once(ctx context.Context, endpoint, method, path string, body []byte, out any) (sent bool, err error) {
+	sent, data, err := c.send(ctx, endpoint, method, path, body)
+	if err != nil || out == nil {
+		return sent, err
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return true, fmt.Errorf("decode answer of %s: %w", endpoint, err)
+	}
+	return true, nil
+}
+
+// send makes one HTTP request and returns the body of a 2xx answer. sent is
+// false only when the request cannot have been served: the endpoint is bad,
+// the connection could not be made, or its headers were never written.
+func (c *Client) send(ctx context.Context, endpoint, method, path string, body []byte) (sent bool, data []byte, err error) {
+	if err := c.invalid[endpoint]; err != nil {
+		return false, nil, err
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	var wrote atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteHeaders: func() { wrote.Store(true) }})
+	req, err := http.NewRequestWithContext(ctx, method, endpoint+path, rd)
+	if err != nil {
+		return false, nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		var op *net.OpError
+		notSent := (errors.As(err, &op) && op.Op == "dial") || handshakeFailed(err) || !wrote.Load()
+		return !notSent, nil, err
+	}
+	defer resp.Body.Close()
+	c.learnLeader(resp.Header.Get(LeaderHeader), endpoint)
+	data, err = io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return true, nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		return true, nil, errorOf(resp.StatusCode, data)
+	}
+	return true, data, nil
+}

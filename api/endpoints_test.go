@@ -1,0 +1,235 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/fenced/fenced/fence"
+)
+
+// hangingEndpoint is a listener that never accepts: the kernel completes the
+// handshake and queues the request, as it does for a process frozen by
+// SIGSTOP, and no answer ever comes.
+func hangingEndpoint(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	return "http://" + ln.Addr().String()
+}
+
+// refusedEndpoint is an address nothing listens on.
+func refusedEndpoint(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	return "http://" + addr
+}
+
+// fakeNode answers like a ready leader and records the acquires it served.
+type fakeNode struct {
+	srv *httptest.Server
+	mu  sync.Mutex
+	ids []string
+}
+
+func newFakeNode(t *testing.T) *fakeNode {
+	t.Helper()
+	f := &fakeNode{}
+	mux := http.NewServeMux()
+	mux.HandleFunc("GET /v1/cluster", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, Status{ID: "n2", State: "Leader", Ready: true, LeaderID: "n2"})
+	})
+	mux.HandleFunc("POST /v1/acquire", func(w http.ResponseWriter, r *http.Request) {
+		var req AcquireRequest
+		_ = json.NewDecoder(r.Body).Decode(&req)
+		f.mu.Lock()
+		f.ids = append(f.ids, req.RequestID)
+		f.mu.Unlock()
+		writeJSON(w, http.StatusOK, Grant{Key: req.Key, Holder: req.Holder, Token: fence.Token(1<<32 | 1), Epoch: 1, Seq: 1, TTL: "10s"})
+	})
+	mux.HandleFunc("GET /v1/keys/{key}", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, KeyInfo{Key: r.PathValue("key"), Holder: "h", Token: fence.Token(1<<32 | 1), State: "held"})
+	})
+	mux.HandleFunc("POST /v1/verify", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, VerifyResponse{Allow: true, Reason: "current"})
+	})
+	mux.HandleFunc("POST /v1/renew", func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, RenewResponse{Key: "k", Holder: "h", Token: fence.Token(1<<32 | 1), TTL: "10s"})
+	})
+	f.srv = httptest.NewServer(mux)
+	t.Cleanup(f.srv.Close)
+	return f
+}
+
+func (f *fakeNode) requestIDs() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return append([]string(nil), f.ids...)
+}
+
+// notMemberEndpoint answers every request as a node that is not a member.
+func notMemberEndpoint(t *testing.T) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusServiceUnavailable, "not_member", "this node is not a member of the cluster")
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestFrozenFirstEndpointIsLeftForTheNext: a node that never answers, listed
+// first, does not keep reads, verifies or writes from the healthy node next
+// to it, well within the caller's deadline.
+func TestFrozenFirstEndpointIsLeftForTheNext(t *testing.T) {
+	good := newFakeNode(t)
+	for _, op := range []string{"status", "key", "verify", "acquire", "renew"} {
+		t.Run(op, func(t *testing.T) {
+			c := NewClient([]string{hangingEndpoint(t), good.srv.URL})
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			var err error
+			switch op {
+			case "status":
+				_, err = c.Status(ctx)
+			case "key":
+				_, err = c.Key(ctx, "k")
+			case "verify":
+				var v VerifyResponse
+				v, err = c.Verify(ctx, "k", "4294967297", "")
+				if err == nil && !v.Allow {
+					err = errors.New("refused: " + v.Reason)
+				}
+			case "acquire":
+				_, err = c.Acquire(ctx, AcquireRequest{Key: "k", Holder: "h", RequestID: "rid-1"})
+			case "renew":
+				_, err = c.Renew(ctx, "k", "h", fence.Token(1<<32|1))
+			}
+			if err != nil {
+				t.Fatalf("%s with a frozen first endpoint: %v", op, err)
+			}
+		})
+	}
+	// Every acquire the healthy node served carried the caller's request id.
+	for _, id := range good.requestIDs() {
+		if id != "rid-1" {
+			t.Fatalf("acquire reached the healthy node with request id %q, want rid-1", id)
+		}
+	}
+}
+
+// TestFailedEndpointsAreEachNamed: connection refused, a TLS handshake
+// against plain HTTP and a node that is not a member are failures the client
+// moves past at once; when every endpoint failed, the error names each
+// endpoint and why, not just "context deadline exceeded".
+func TestFailedEndpointsAreEachNamed(t *testing.T) {
+	plain := newFakeNode(t)
+	refused := refusedEndpoint(t)
+	tlsMismatch := strings.Replace(plain.srv.URL, "http://", "https://", 1)
+	notMember := notMemberEndpoint(t)
+	c := NewClient([]string{refused, tlsMismatch, notMember})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	_, err := c.Status(ctx)
+	if err == nil {
+		t.Fatal("status succeeded with no usable endpoint")
+	}
+	if !errors.Is(err, ErrUnavailable) {
+		t.Fatalf("error %v is not ErrUnavailable", err)
+	}
+	msg := err.Error()
+	for _, want := range []string{refused + ": connection refused", tlsMismatch + ": TLS", notMember + ": not a member"} {
+		if !strings.Contains(msg, want) {
+			t.Fatalf("error %q does not contain %q", msg, want)
+		}
+	}
+}
+
+// TestUnusableEndpointsFailAtOnce: when no endpoint can ever be used as
+// configured (https against plain HTTP, a bad address), the client says so
+// without waiting out the caller's deadline. (A refused connection is
+// retried: a node that is starting refuses connections for a moment.)
+func TestUnusableEndpointsFailAtOnce(t *testing.T) {
+	plain := newFakeNode(t)
+	tlsMismatch := strings.Replace(plain.srv.URL, "http://", "https://", 1)
+	c := NewClient([]string{tlsMismatch, "ftp://127.0.0.1:1", "127.0.0.1:99999", "127.0.0.1"})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := c.Key(ctx, "k")
+	if err == nil || ctx.Err() != nil {
+		t.Fatalf("key with unusable endpoints: %v (caller's context: %v)", err, ctx.Err())
+	}
+	for _, want := range []string{"TLS", "scheme", "99999", "no port"} {
+		if !strings.Contains(err.Error(), want) {
+			t.Fatalf("error %q does not contain %q", err, want)
+		}
+	}
+}
+
+// TestParseEndpoints: endpoints are checked before any network call.
+func TestParseEndpoints(t *testing.T) {
+	for in, want := range map[string]string{
+		"127.0.0.1:7700":      "http://127.0.0.1:7700",
+		"https://node1:7700/": "https://node1:7700",
+		"http://[::1]:7700":   "http://[::1]:7700",
+		" localhost:1 ":       "http://localhost:1",
+	} {
+		got, err := ParseEndpoint(in)
+		if err != nil || got != want {
+			t.Errorf("ParseEndpoint(%q) = %q, %v; want %q", in, got, err, want)
+		}
+	}
+	for _, bad := range []string{"ftp://a:1", "a:99999", "a:0", "a", "http://a", "http://a:1/v1", "http://u:p@a:1", "a:port", "https://:7700"} {
+		if _, err := ParseEndpoint(bad); !errors.Is(err, ErrBadEndpoint) {
+			t.Errorf("ParseEndpoint(%q): %v, want ErrBadEndpoint", bad, err)
+		}
+	}
+}
+
+// TestNotMemberIsTriedElsewhere: a node that says it is not a member is
+// skipped like a follower with no leader, for reads and writes.
+func TestNotMemberIsTriedElsewhere(t *testing.T) {
+	good := newFakeNode(t)
+	c := NewClient([]string{notMemberEndpoint(t), good.srv.URL})
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if _, err := c.Acquire(ctx, AcquireRequest{Key: "k", Holder: "h"}); err != nil {
+		t.Fatalf("acquire: %v", err)
+	}
+	if _, err := c.Key(ctx, "k"); err != nil {
+		t.Fatalf("key: %v", err)
+	}
+}
+
+// TestWriteEverywhereUnansweredIsUnknown: a write that reached nodes which
+// never answered may have been applied: it is reported as an unknown outcome,
+// never as a plain failure, and the error names the endpoints that timed out.
+func TestWriteEverywhereUnansweredIsUnknown(t *testing.T) {
+	a, b := hangingEndpoint(t), hangingEndpoint(t)
+	c := NewClient([]string{a, b})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	_, err := c.Acquire(ctx, AcquireRequest{Key: "k", Holder: "h"})
+	if !errors.Is(err, ErrUnknownOutcome) {
+		t.Fatalf("acquire on frozen nodes: %v, want an unknown outcome", err)
+	}
+	for _, ep := range []string{a, b} {
+		if !strings.Contains(err.Error(), ep+": timed out") {
+			t.Fatalf("error %q does not say %s timed out", err, ep)
+		}
+	}
+}
