@@ -3,7 +3,9 @@
 // node, of the leader and of every node, a rolling restart (SIGTERM, restart
 // and catch-up, one node at a time), SIGSTOP of the leader past the election
 // timeout and the TTL, a client that freezes past its lease (Kleppmann's
-// scenario), and a mixed random schedule. Each nemesis is a
+// scenario), a mixed random schedule, and gray failures (gray.go: a frozen
+// follower or leader, a slow node, each listed first in every client's
+// endpoints). Each nemesis is a
 // fault/heal cycle recorded on the fault timeline; HealAll is the final heal.
 package nemesis
 

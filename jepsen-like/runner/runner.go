@@ -272,7 +272,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 	res := resource.New(cfg.Broken != workload.BrokenResourceNoCheck)
 	wl := workload.New(workload.Config{
 		Endpoints: b.Endpoints(), Clients: cfg.Clients, Keys: cfg.Keys, TTL: cfg.TTL,
-		OpTimeout: cfg.OpTimeout, AttemptTimeout: min(1500*time.Millisecond, cfg.OpTimeout/2), Broken: cfg.Broken, Seed: cfg.Seed, Log: log.Named("workload"),
+		OpTimeout: cfg.OpTimeout, AttemptTimeout: attemptTimeout(cfg), Broken: cfg.Broken, Seed: cfg.Seed, Log: log.Named("workload"),
 	}, rec, res)
 	env := &nemesis.Env{B: b, Rec: rec, W: wl, Rng: rand.New(rand.NewSource(cfg.Seed)), Log: log.Named("nemesis"),
 		Hold: cfg.Hold, ElectionTimeout: cfg.ElectionTimeout, TTL: cfg.TTL, OnRestart: wl.NodeRestarted}

@@ -55,7 +55,11 @@ func (c *client) cl() *api.Client {
 	if c.api != nil {
 		c.api.CloseIdleConnections()
 	}
-	c.api = api.NewClient(eps, api.WithHTTPClient(c.w.httpClient()))
+	opts := []api.ClientOption{api.WithHTTPClient(c.w.httpClient())}
+	if c.w.cfg.AttemptTimeout > 0 {
+		opts = append(opts, api.WithAttemptTimeout(c.w.cfg.AttemptTimeout))
+	}
+	c.api = api.NewClient(eps, opts...)
 	return c.api
 }
 

@@ -51,9 +51,10 @@ type Config struct {
 	Keys    int
 	// TTL is the lease of every grant.
 	TTL time.Duration
-	// OpTimeout bounds one operation, retries included; AttemptTimeout
-	// bounds one HTTP attempt, so a paused node does not hold a client for
-	// the whole operation.
+	// OpTimeout bounds one operation, retries included; AttemptTimeout is
+	// the API client's deadline of one attempt on one node (its default
+	// when zero), so a paused node does not hold a client for the whole
+	// operation.
 	OpTimeout      time.Duration
 	AttemptTimeout time.Duration
 	// Broken is a positive-control mode, or "".
