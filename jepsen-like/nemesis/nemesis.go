@@ -5,8 +5,8 @@
 // timeout and the TTL, a client that freezes past its lease (Kleppmann's
 // scenario), a mixed random schedule, and gray failures (gray.go: a frozen
 // follower or leader, a slow node, each listed first in every client's
-// endpoints). Each nemesis is a
-// fault/heal cycle recorded on the fault timeline; HealAll is the final heal.
+// endpoints). Each nemesis is a fault/heal cycle recorded on the fault
+// timeline; HealAll is the final heal.
 package nemesis
 
 import (
