@@ -39,7 +39,17 @@ type attemptResult struct {
 
 // do sends a request to the endpoints until one serves it or ctx ends.
 func (c *Client) do(ctx context.Context, method, path string, in, out any, write bool) error {
-	return c.call(ctx, call{method: method, path: path, in: in, out: out, write: write})
+	return c.call(ctx, call{method: method, path: path, in: in, out: out, write: write, hold: slowOps[path]})
+}
+
+// slowOps are requests a healthy leader may take seconds to answer: a
+// leadership transfer waits for the new leader, a membership change for a
+// configuration entry. Their attempts get this much more time, so a slow
+// answer is not taken for a frozen node and the request repeated.
+var slowOps = map[string]time.Duration{
+	"/v1/cluster/transfer": 10 * time.Second,
+	"/v1/cluster/join":     10 * time.Second,
+	"/v1/cluster/remove":   10 * time.Second,
 }
 
 // maxRoundShift caps the doubling of the attempt timeout per round.

@@ -142,8 +142,11 @@ func (c *Client) Acquire(ctx context.Context, req AcquireRequest) (*Grant, error
 	if req.RequestID == "" {
 		req.RequestID = NewRequestID()
 	}
+	// A queued acquire is held by the leader up to its wait: each attempt
+	// may take that long on top of its own deadline.
+	hold, _ := time.ParseDuration(req.Wait)
 	var g Grant
-	if err := c.do(ctx, http.MethodPost, "/v1/acquire", req, &g, true); err != nil {
+	if err := c.call(ctx, call{method: http.MethodPost, path: "/v1/acquire", in: req, out: &g, write: true, hold: max(hold, 0)}); err != nil {
 		return nil, err
 	}
 	return &g, nil
@@ -270,4 +273,3 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 	}
 	return &out, nil
 }
-

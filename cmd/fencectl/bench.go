@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"os"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -70,6 +71,11 @@ func (b *benchCmd) run(ctx context.Context, e *env, args []string) error {
 	if len(workloads) == 0 {
 		workloads = bench.Workloads
 	}
+	for _, w := range workloads {
+		if !slices.Contains(bench.Workloads, w) {
+			return usageErr("bench", fmt.Sprintf("unknown workload %q (one of %s)", w, strings.Join(bench.Workloads, ", ")))
+		}
+	}
 	counts, err := parseCounts(b.clients)
 	if err != nil {
 		return usageErr("bench", err.Error())
@@ -91,10 +97,13 @@ func (b *benchCmd) run(ctx context.Context, e *env, args []string) error {
 	for _, w := range workloads {
 		for _, n := range counts {
 			c := b.client(e)
+			progress := progressFor(e, w, n, b.duration)
 			r, err := bench.Run(ctx, c, bench.Config{Workload: w, Clients: n, Duration: b.duration, TTL: b.ttl,
-				Progress: progressBar(e.stderr, w, n, b.duration), CPU: processCPU})
+				Progress: progress, CPU: processCPU})
 			c.CloseIdleConnections()
-			fmt.Fprint(e.stderr, "\r\033[K")
+			if progress != nil {
+				fmt.Fprint(e.stderr, "\r\033[K")
+			}
 			if err != nil {
 				return fmt.Errorf("%s with %d clients: %w", w, n, err)
 			}
@@ -158,6 +167,17 @@ func us(d time.Duration) string {
 		return "-"
 	}
 	return fmt.Sprintf("%.0fµs", float64(d)/1e3)
+}
+
+// progressFor returns the progress bar of a run when stderr is a terminal,
+// and nil (no progress) when it is a file or a pipe, which would keep the
+// bar's carriage returns and escape sequences.
+func progressFor(e *env, workload string, clients int, total time.Duration) func(int64, time.Duration) {
+	f, ok := e.stderr.(*os.File)
+	if !ok || !isTerminal(f) {
+		return nil
+	}
+	return progressBar(e.stderr, workload, clients, total)
 }
 
 // progressBar draws a one-line bar on w while a run goes.

@@ -52,6 +52,7 @@ var commands = []command{
 	debugCommand,
 	benchCommand,
 	tlsCommand,
+	versionCommand,
 }
 
 func lookup(name string) (command, bool) {

@@ -75,6 +75,10 @@ func (g *globals) check() error {
 	if len(eps) == 0 {
 		return fmt.Errorf("--endpoints: no endpoint given")
 	}
+	// A typo in an endpoint is a usage error, found before any request.
+	if _, err := api.ParseEndpoints(eps); err != nil {
+		return fmt.Errorf("--endpoints: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
+	}
 	g.endpoints = eps
 	if g.output != outputTable && g.output != outputJSON {
 		return fmt.Errorf("--output must be %s or %s, not %q", outputTable, outputJSON, g.output)

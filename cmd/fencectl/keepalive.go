@@ -58,8 +58,12 @@ func (k *keepaliveCmd) run(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		if err := k.print(e, out, false); err != nil {
-			return err
+		// Nothing renewed is an error, said once, on stderr (a JSON
+		// document still goes to stdout for -o json).
+		if len(out.Renewed) > 0 || e.jsonOutput() {
+			if err := k.print(e, out, false); err != nil {
+				return err
+			}
 		}
 		if len(out.Renewed) == 0 {
 			return fmt.Errorf("holder %s has no live grant to renew", k.holder)

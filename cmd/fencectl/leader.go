@@ -109,12 +109,15 @@ func (*leaderTransferCmd) run(ctx context.Context, e *env, args []string) error 
 }
 
 // awaitNewLeader polls until a leader other than old (target, when given)
-// answers that it is the ready leader: the transfer answer comes from the
-// old leader, which may learn of its successor a heartbeat later.
+// answers, itself, that it is the ready leader (its first barrier applied, so
+// it serves requests): the transfer answer comes from the old leader, which
+// may learn of its successor a heartbeat later, and a new leader is elected
+// before it is ready.
 func awaitNewLeader(ctx context.Context, c *api.Client, old, target string) (*api.Status, error) {
 	for {
 		st, err := leaderStatus(ctx, c)
-		if err == nil && st.LeaderID != "" && st.LeaderID != old && (target == "" || st.LeaderID == target) {
+		if err == nil && st.LeaderID != "" && st.LeaderID != old && (target == "" || st.LeaderID == target) &&
+			st.ID == st.LeaderID && st.Ready {
 			return st, nil
 		}
 		select {

@@ -7,6 +7,7 @@ import (
 	"net/url"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -24,17 +25,28 @@ does not answer is shown as unreachable; one that answers but knows no leader
 as not ready.
 
 The exit code is 0 when a member answers that it is the ready leader, 1 when
-no node is reachable or no leader answers.`,
+no node is reachable or no leader answers.
+
+--wait DURATION first waits up to DURATION for a member to answer that it is
+the ready leader (elected and serving), asking every endpoint about every
+100ms: for scripts that start a cluster and go on once it serves. A node
+that is down or frozen is asked again; the wait ends with exit 1, naming what
+each endpoint said, when DURATION passes first.`,
 	examples: `
 fencectl status
+fencectl status --wait 30s
 fencectl status --endpoints 10.0.0.1:7700,10.0.0.2:7700
 fencectl status -o json | jq '.members[] | select(.health != "ready")'`,
 	new: func() runner { return &statusCmd{} },
 }
 
-type statusCmd struct{}
+type statusCmd struct {
+	wait time.Duration
+}
 
-func (*statusCmd) flags(*pflag.FlagSet) {}
+func (s *statusCmd) flags(fs *pflag.FlagSet) {
+	fs.DurationVar(&s.wait, "wait", 0, "wait up to this long for a ready leader before showing the status")
+}
 
 // memberHealth is one member as fencectl status reports it.
 type memberHealth struct {
@@ -77,9 +89,20 @@ func fetchHealth(ctx context.Context, e *env) (clusterHealth, error) {
 	return gatherHealth(pctx, c, schemeOf(c.Endpoints()), first), nil
 }
 
-func (*statusCmd) run(ctx context.Context, e *env, args []string) error {
+func (s *statusCmd) run(ctx context.Context, e *env, args []string) error {
 	if len(args) != 0 {
 		return usageErr("status", "status takes no arguments")
+	}
+	if s.wait < 0 {
+		return usageErr("status", "--wait must not be negative")
+	}
+	if s.wait > 0 {
+		wctx, wcancel := context.WithTimeout(ctx, s.wait)
+		_, err := e.client().WaitReady(wctx)
+		wcancel()
+		if err != nil {
+			return fmt.Errorf("no ready leader within --wait %v: %w", s.wait, err)
+		}
 	}
 	ctx, cancel := e.withTimeout(ctx, 0)
 	defer cancel()

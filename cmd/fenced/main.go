@@ -20,6 +20,7 @@ import (
 
 	"github.com/fenced/fenced/api"
 	"github.com/fenced/fenced/cluster"
+	"github.com/fenced/fenced/internal/buildinfo"
 	"github.com/fenced/fenced/metrics"
 )
 
@@ -59,6 +60,7 @@ type options struct {
 	readHeaderTimeout, idleTimeo time.Duration
 	sec                          securityOptions
 	loaded                       *security // the material sec names, once run loads it
+	version                      bool
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -68,7 +70,9 @@ func parseFlags(args []string) (*options, error) {
 		fmt.Fprint(os.Stderr, usage)
 		fs.PrintDefaults()
 		fmt.Fprint(os.Stderr, securityUsage)
+		printEnvUsage(fs)
 	}
+	fs.BoolVar(&o.version, "version", false, "print the module version and VCS revision, and exit")
 	fs.StringVar(&o.id, "id", "", "unique, stable node id (default \"dev\" in dev mode; required otherwise)")
 	fs.StringVar(&o.dataDir, "data-dir", "fenced-data", "directory for the Raft log, stable store and snapshots")
 	fs.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:7700", "address of the HTTP API")
@@ -97,6 +101,9 @@ func parseFlags(args []string) (*options, error) {
 	_ = fs.MarkHidden("max-seq")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
+	}
+	if o.version {
+		return o, nil
 	}
 	if fs.NArg() > 0 {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
@@ -131,6 +138,23 @@ func parseFlags(args []string) (*options, error) {
 	return o, nil
 }
 
+// envName is the environment variable of a flag: FENCED_ and the flag's
+// name in capitals with dashes as underscores.
+func envName(flag string) string {
+	return "FENCED_" + strings.ToUpper(strings.ReplaceAll(flag, "-", "_"))
+}
+
+// printEnvUsage lists the environment variable of every flag, for --help.
+func printEnvUsage(fs *pflag.FlagSet) {
+	fmt.Fprint(os.Stderr, "\nEnvironment: every flag not given on the command line is read from its\nvariable (the command line wins):\n\n")
+	fs.VisitAll(func(f *pflag.Flag) {
+		if f.Hidden || f.Name == "version" {
+			return
+		}
+		fmt.Fprintf(os.Stderr, "  %-36s --%s\n", envName(f.Name), f.Name)
+	})
+}
+
 // envFallback sets every flag not given on the command line from FENCED_<NAME>.
 func envFallback(fs *pflag.FlagSet) error {
 	var err error
@@ -138,7 +162,7 @@ func envFallback(fs *pflag.FlagSet) error {
 		if f.Changed || err != nil {
 			return
 		}
-		name := "FENCED_" + strings.ToUpper(strings.ReplaceAll(f.Name, "-", "_"))
+		name := envName(f.Name)
 		if v, ok := os.LookupEnv(name); ok {
 			if serr := fs.Set(f.Name, v); serr != nil {
 				err = fmt.Errorf("%s: %w", name, serr)
@@ -157,6 +181,10 @@ func main() {
 		fmt.Fprintln(os.Stderr, "fenced:", err)
 		fmt.Fprintln(os.Stderr, "Run 'fenced --help' for usage.")
 		os.Exit(2)
+	}
+	if o.version {
+		fmt.Println("fenced", buildinfo.Read())
+		return
 	}
 	if err := run(o); err != nil {
 		fmt.Fprintln(os.Stderr, "fenced:", err)
