@@ -20,7 +20,8 @@ WORKDIR /data
 VOLUME /data
 EXPOSE 7700 7701
 
-# Healthy when this node answers and knows a leader (fencectl status exits 0).
+# Healthy when this node is ready to serve: it leads, or knows a leader to
+# forward to (fencectl health asks only this node, GET /readyz, and exits 0).
 HEALTHCHECK --interval=5s --timeout=5s --start-period=30s --retries=3 \
     CMD ["/fencectl", "health", "--endpoints", "127.0.0.1:7700", "--timeout", "3s"]
 

@@ -225,11 +225,27 @@ func (c *Client) Key(ctx context.Context, key string) (*KeyInfo, error) {
 	return &out, nil
 }
 
-// Keys lists keys with a prefix, read linearizably.
+// Keys lists keys with a prefix, read linearizably, at most limit of them
+// (every one when limit is 0). KeysPage says whether the list was cut.
 func (c *Client) Keys(ctx context.Context, prefix string, limit int) ([]KeyInfo, error) {
+	kr, err := c.KeysPage(ctx, prefix, "", limit)
+	if err != nil {
+		return nil, err
+	}
+	return kr.Keys, nil
+}
+
+// KeysPage lists, read linearizably and in name order, at most limit keys
+// (every one when limit is 0) with a prefix whose names come after after.
+// When the list was cut at limit, Truncated is set and Next is the after of
+// the next page.
+func (c *Client) KeysPage(ctx context.Context, prefix, after string, limit int) (*KeysResponse, error) {
 	q := url.Values{}
 	if prefix != "" {
 		q.Set("prefix", prefix)
+	}
+	if after != "" {
+		q.Set("after", after)
 	}
 	if limit > 0 {
 		q.Set("limit", fmt.Sprint(limit))
@@ -242,7 +258,7 @@ func (c *Client) Keys(ctx context.Context, prefix string, limit int) ([]KeyInfo,
 	if err := c.do(ctx, http.MethodGet, path, nil, &out, false); err != nil {
 		return nil, err
 	}
-	return out.Keys, nil
+	return &out, nil
 }
 
 // Join adds a node to the cluster.

@@ -596,25 +596,46 @@ func keyInfoOf(k cluster.KeyInfo) KeyInfo {
 	return ki
 }
 
+// keys lists keys in name order: with prefix=, those starting with it; with
+// after=, those after that name (the cursor of the previous page); with
+// limit=, at most that many, and a listing cut there says so (truncated) and
+// names the last key listed as the cursor to continue from (next).
 func (s *Server) keys(ctx context.Context, _ []byte, r *http.Request) (any, error) {
-	prefix := r.URL.Query().Get("prefix")
+	q := r.URL.Query()
+	prefix, after := q.Get("prefix"), q.Get("after")
 	if err := checkName("prefix", prefix, MaxPrefixLen, false); err != nil {
 		return nil, err
 	}
+	if err := checkName("after", after, MaxKeyLen, false); err != nil {
+		return nil, err
+	}
 	limit := 0
-	if l := r.URL.Query().Get("limit"); l != "" {
+	if l := q.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
 		if err != nil || n < 0 {
 			return nil, fmt.Errorf("%w: limit must be a non-negative integer", cluster.ErrBadRequest)
 		}
 		limit = n
 	}
-	ks, err := s.node.Keys(ctx, prefix, limit)
+	// One more than the page, to know whether the listing goes on; every
+	// key of the prefix when the page starts after a cursor.
+	want := 0
+	if limit > 0 && after == "" {
+		want = limit + 1
+	}
+	ks, err := s.node.Keys(ctx, prefix, want)
 	if err != nil {
 		return nil, err
 	}
-	out := KeysResponse{Keys: make([]KeyInfo, 0, len(ks))}
+	out := KeysResponse{Keys: make([]KeyInfo, 0, min(len(ks), max(limit, 16)))}
 	for _, k := range ks {
+		if after != "" && k.Key <= after {
+			continue
+		}
+		if limit > 0 && len(out.Keys) == limit {
+			out.Truncated, out.Next = true, out.Keys[len(out.Keys)-1].Key
+			break
+		}
 		out.Keys = append(out.Keys, keyInfoOf(k))
 	}
 	return out, nil

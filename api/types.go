@@ -115,9 +115,13 @@ type KeyInfo struct {
 	Index          uint64 `json:"index"`
 }
 
-// KeysResponse is the answer of GET /v1/keys.
+// KeysResponse is the answer of GET /v1/keys. Truncated says the listing was
+// cut at its limit; Next is then the last key listed: pass it as after= to
+// get the next page.
 type KeysResponse struct {
-	Keys []KeyInfo `json:"keys"`
+	Keys      []KeyInfo `json:"keys"`
+	Truncated bool      `json:"truncated,omitempty"`
+	Next      string    `json:"next,omitempty"`
 }
 
 // JoinRequest is the body of POST /v1/cluster/join.

@@ -153,3 +153,25 @@ func TestKeepaliveNothingToRenewOneStream(t *testing.T) {
 		t.Fatalf("keepalive with nothing to renew: stdout %q, stderr %q; want stderr only", stdout, stderr)
 	}
 }
+
+// TestKeysSaysWhenCut: a listing cut at --limit says so on stderr with the
+// --after that continues it, and --after is passed to the API.
+func TestKeysSaysWhenCut(t *testing.T) {
+	var afters []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		afters = append(afters, r.URL.Query().Get("after"))
+		w.Header().Set("Content-Type", "application/json")
+		_ = json.NewEncoder(w).Encode(api.KeysResponse{Keys: []api.KeyInfo{{Key: "a/2", State: "released", Token: 4294967297}}, Truncated: true, Next: "a/2"})
+	}))
+	defer srv.Close()
+	e, stdout, stderr := testEnv(map[string]string{"FENCE_ENDPOINTS": srv.URL})
+	if code := run(context.Background(), e, []string{"keys", "a/", "--limit", "1", "--after", "a/1"}); code != 0 {
+		t.Fatalf("keys: exit %d: %s", code, stderr)
+	}
+	if !strings.Contains(stdout.String(), "a/2") || !strings.Contains(stderr.String(), "--after a/2") {
+		t.Fatalf("cut listing: stdout %q, stderr %q", stdout, stderr)
+	}
+	if len(afters) != 1 || afters[0] != "a/1" {
+		t.Fatalf("after sent: %q", afters)
+	}
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 
 	"github.com/spf13/pflag"
@@ -18,20 +19,28 @@ Lists the keys whose names start with PREFIX (every key without one), in name
 order, read linearizably from the leader. A key stays listed after its grant
 ends: fenced never forgets a key, so that its tokens keep growing.
 
-REMAINING is the lease time left on the leader's clock, for held keys.`,
+REMAINING is the lease time left on the leader's clock, for held keys.
+
+With --limit N, at most N keys are listed; when there were more, fencectl
+says so on stderr with the --after KEY that lists the next page (in JSON,
+"truncated": true and "next": KEY). --after KEY lists the keys whose names
+come after KEY.`,
 	examples: `
 fencectl keys
 fencectl keys deploy/
+fencectl keys deploy/ --limit 100 --after deploy/web-17
 fencectl keys --limit 20 -o json | jq -r '.keys[] | select(.state == "held") | .key'`,
 	new: func() runner { return &keysCmd{} },
 }
 
 type keysCmd struct {
 	limit int
+	after string
 }
 
 func (k *keysCmd) flags(fs *pflag.FlagSet) {
 	fs.IntVar(&k.limit, "limit", 0, "list at most this many keys (0: all)")
+	fs.StringVar(&k.after, "after", "", "list the keys whose names come after this one (the cursor of the previous page)")
 }
 
 func (k *keysCmd) run(ctx context.Context, e *env, args []string) error {
@@ -47,22 +56,28 @@ func (k *keysCmd) run(ctx context.Context, e *env, args []string) error {
 	}
 	ctx, cancel := e.withTimeout(ctx, 0)
 	defer cancel()
-	ks, err := e.client().Keys(ctx, prefix, k.limit)
+	kr, err := e.client().KeysPage(ctx, prefix, k.after, k.limit)
 	if err != nil {
 		return explain(err, subject{key: prefix}, e)
 	}
-	if ks == nil {
-		ks = []api.KeyInfo{}
+	if kr.Keys == nil {
+		kr.Keys = []api.KeyInfo{}
 	}
 	if e.jsonOutput() {
-		return printJSON(e.stdout, api.KeysResponse{Keys: ks})
+		return printJSON(e.stdout, kr)
 	}
 	t := newTable(e.stdout, "KEY", "HOLDER", "TOKEN", "EPOCH", "SEQ", "STATE", "TTL", "REMAINING")
-	for _, ki := range ks {
+	for _, ki := range kr.Keys {
 		t.row(ki.Key, ki.Holder, ki.Token.String(), strconv.FormatUint(ki.Epoch, 10), strconv.FormatUint(ki.Seq, 10),
 			ki.State, ki.TTL, ki.LeaseRemaining)
 	}
-	return t.flush()
+	if err := t.flush(); err != nil {
+		return err
+	}
+	if kr.Truncated {
+		fmt.Fprintf(e.stderr, "fencectl: listing cut at --limit %d; the next page: --after %s\n", k.limit, kr.Next)
+	}
+	return nil
 }
 
 var keyCommand = command{

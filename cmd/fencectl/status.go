@@ -174,7 +174,9 @@ func endpointIDs(ctx context.Context, c *api.Client, members []api.Member) map[s
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if st, err := c.NodeStatus(ctx, ep); err == nil {
+			pctx, cancel := context.WithTimeout(ctx, api.DefaultAttemptTimeout)
+			defer cancel()
+			if st, err := c.NodeStatus(pctx, ep); err == nil {
 				mu.Lock()
 				out[st.ID] = ep
 				mu.Unlock()
@@ -185,8 +187,19 @@ func endpointIDs(ctx context.Context, c *api.Client, members []api.Member) map[s
 	return out
 }
 
+// probe asks one member for its status and readiness, each question bounded
+// by the client's attempt timeout: a frozen member is shown as unreachable
+// without holding up the others.
 func probe(ctx context.Context, c *api.Client, endpoint string, mh *memberHealth) {
-	st, err := c.NodeStatus(ctx, endpoint)
+	ctx, cancel := context.WithTimeout(ctx, 2*api.DefaultAttemptTimeout)
+	defer cancel()
+	sctx, scancel := context.WithTimeout(ctx, api.DefaultAttemptTimeout)
+	st, err := c.NodeStatus(sctx, endpoint)
+	scancel()
+	if errors.Is(err, context.DeadlineExceeded) {
+		mh.Health, mh.Error = healthUnreachable, fmt.Sprintf("no answer within %v", api.DefaultAttemptTimeout)
+		return
+	}
 	if err != nil {
 		mh.Health, mh.Error = healthUnreachable, oneLine(err.Error())
 		return

@@ -1,0 +1,86 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"slices"
+	"testing"
+
+	"github.com/fenced/fenced/cluster"
+	"github.com/fenced/fenced/metrics"
+)
+
+// TestKeysPagination: a listing cut at its limit says so and gives the
+// cursor to continue with (after=), and the pages together are the whole
+// listing, in order, each key once.
+func TestKeysPagination(t *testing.T) {
+	nodes := startCluster(t, 1)
+	c := NewClient([]string{nodes[0].url})
+	ctx := context.Background()
+	for i := 0; i < 5; i++ {
+		if _, err := c.Acquire(ctx, AcquireRequest{Key: fmt.Sprintf("page/%d", i), Holder: "h"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var all []string
+	after := ""
+	for page := 0; ; page++ {
+		if page > 5 {
+			t.Fatalf("no end of the listing after %d pages: %v", page, all)
+		}
+		resp, err := http.Get(nodes[0].url + "/v1/keys?prefix=page/&limit=2&after=" + after)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var kr struct {
+			Keys      []KeyInfo `json:"keys"`
+			Truncated bool      `json:"truncated"`
+			Next      string    `json:"next"`
+		}
+		err = json.NewDecoder(resp.Body).Decode(&kr)
+		resp.Body.Close()
+		if err != nil || resp.StatusCode != http.StatusOK {
+			t.Fatalf("page %d: status %d, %v", page, resp.StatusCode, err)
+		}
+		for _, k := range kr.Keys {
+			all = append(all, k.Key)
+		}
+		if !kr.Truncated {
+			if kr.Next != "" {
+				t.Fatalf("last page with a cursor %q", kr.Next)
+			}
+			break
+		}
+		if len(kr.Keys) != 2 || kr.Next != kr.Keys[len(kr.Keys)-1].Key {
+			t.Fatalf("page %d cut with keys %v and cursor %q", page, kr.Keys, kr.Next)
+		}
+		after = kr.Next
+	}
+	if fmt.Sprint(all) != "[page/0 page/1 page/2 page/3 page/4]" {
+		t.Fatalf("pages together: %v", all)
+	}
+	// The Go client pages the same way.
+	kr, err := c.KeysPage(ctx, "page/", "page/3", 0)
+	if err != nil || len(kr.Keys) != 1 || kr.Keys[0].Key != "page/4" || kr.Truncated {
+		t.Fatalf("KeysPage after page/3: %+v %v", kr, err)
+	}
+}
+
+// TestMetricLabelsCoverCodes: every wire error code has its series of
+// fenced_refusals_total from the start, and every verify reason its series
+// of fenced_verifies_total.
+func TestMetricLabelsCoverCodes(t *testing.T) {
+	for _, w := range wireErrors {
+		if !slices.Contains(metrics.RefusalReasons, w.code) {
+			t.Errorf("wire code %q is not in metrics.RefusalReasons", w.code)
+		}
+	}
+	for _, r := range []cluster.Reason{cluster.ReasonSuperseded, cluster.ReasonReleased, cluster.ReasonExpired, cluster.ReasonUnknownKey,
+		cluster.ReasonNotGrantedYet, cluster.ReasonHolderMismatch, cluster.ReasonMalformed, cluster.ReasonUnavailable} {
+		if !slices.Contains(metrics.VerifyRefuseReasons, string(r)) {
+			t.Errorf("verify reason %q is not in metrics.VerifyRefuseReasons", r)
+		}
+	}
+}

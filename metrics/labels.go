@@ -1,0 +1,44 @@
+package metrics
+
+// The label values of the labelled metrics. Every combination is created
+// with a zero value when the process starts, so a node exports each series
+// from its first scrape (a counter that appears only at its first increment
+// hides that first event from rate() and from alerts on absent series).
+// api's tests check that these lists cover every wire error code and verify
+// reason.
+var (
+	// RenewalKinds label fenced_renewals_total.
+	RenewalKinds = []string{"acquire", "renew", "keepalive"}
+	// RefusalReasons label fenced_refusals_total: the API error codes.
+	RefusalReasons = []string{
+		"held", "not_holder", "stale_token", "expired", "grant_ended", "no_lease", "lock_delay", "unknown_key",
+		"seq_exhausted", "epoch_exhausted", "epoch_regressed", "malformed_token", "bad_request", "not_leader",
+		"not_ready", "busy", "shutting_down", "unavailable", "not_member", "outcome_unknown", "unauthenticated",
+		"forbidden", "rate_limited", "request_timeout", "too_many_keys", "too_many_waiters", "internal",
+	}
+	// VerifyAllowReasons and VerifyRefuseReasons label fenced_verifies_total
+	// (result allow and refuse).
+	VerifyAllowReasons  = []string{"ok"}
+	VerifyRefuseReasons = []string{"superseded", "released", "expired", "unknown_key", "not_granted_yet",
+		"holder_mismatch", "malformed", "unavailable"}
+	// ApplyCommands label fenced_apply_seconds.
+	ApplyCommands = []string{"acquire", "release", "expire", "other"}
+)
+
+func init() {
+	for _, v := range RenewalKinds {
+		Renewals.WithLabelValues(v)
+	}
+	for _, v := range RefusalReasons {
+		Refusals.WithLabelValues(v)
+	}
+	for _, v := range VerifyAllowReasons {
+		Verifies.WithLabelValues("allow", v)
+	}
+	for _, v := range VerifyRefuseReasons {
+		Verifies.WithLabelValues("refuse", v)
+	}
+	for _, v := range ApplyCommands {
+		ApplyLatency.WithLabelValues(v)
+	}
+}
