@@ -327,7 +327,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 	}
 	r.Duration = time.Since(began)
 	if cfg.Broken != "" {
-		fmt.Fprintf(out, "positive control %s: %d answers forged by the harness\n", cfg.Broken, wl.BrokenAnswers())
+		fmt.Fprintf(out, "positive control %s: %d answers forged (or attempts held) by the harness\n", cfg.Broken, wl.BrokenAnswers())
 	}
 	if err := writeArtefacts(cfg, b, ops, faults, final, results, r); err != nil {
 		log.Warn("artefacts", "error", err)
