@@ -52,7 +52,8 @@ var slowOps = map[string]time.Duration{
 	"/v1/cluster/remove":   10 * time.Second,
 }
 
-// maxRoundShift caps the doubling of the attempt timeout per round.
+// maxRoundShift caps the doubling of the attempt timeout: 8 times the
+// attempt timeout at most.
 const maxRoundShift = 3
 
 // call runs the attempts of one request. Writes go to one node at a time, in
@@ -86,20 +87,48 @@ func (c *Client) call(ctx context.Context, cl call) error {
 
 	order := c.order()
 	n := len(order)
-	results := make(chan attemptResult, 2) // at most two attempts in flight
+	results := make(chan attemptResult)
+	done := make(chan struct{})
+	defer close(done) // attempts still running after the answer give up sending
 	fails := newFailures()
-	inflight := map[string]bool{}
+	inflight := 0
 	launched := 0
+	// shift doubles the attempt deadline after a round in which every
+	// attempt timed out: the cluster is slow rather than electing (an
+	// election answers quickly, not_leader or unavailable) or missing a
+	// node (the others answer).
+	shift, roundTimeouts := 0, 0
 	unknown := false
 	backoff := 20 * time.Millisecond
 	var hedge, pause <-chan time.Time
 
 	launch := func() {
+		if launched > 0 && launched%n == 0 {
+			// A new round: the nodes that timed out or could not be
+			// reached in the last one go last, behind those that answered.
+			order = c.order()
+			if roundTimeouts >= n {
+				shift = min(shift+1, maxRoundShift)
+			}
+			roundTimeouts = 0
+		}
 		ep := order[launched%n]
-		timeout := c.attemptTimeout<<min(launched/n, maxRoundShift) + cl.hold
+		timeout := c.attemptTimeout << shift
+		if c.isSuspect(ep) && c.anyAnswering() {
+			// It did not answer lately: give it less time, so a node
+			// still frozen costs little; one that woke answers at once.
+			timeout /= 2
+		}
+		timeout += cl.hold
 		launched++
-		inflight[ep] = true
-		go func() { results <- c.attempt(ctx, ep, timeout, cl.method, cl.path, body) }()
+		inflight++
+		go func() {
+			r := c.attempt(ctx, ep, timeout, cl.method, cl.path, body)
+			select {
+			case results <- r:
+			case <-done:
+			}
+		}()
 		if !cl.write && c.hedgeDelay > 0 && n > 1 {
 			hedge = time.After(c.hedgeDelay)
 		}
@@ -117,7 +146,7 @@ func (c *Client) call(ctx context.Context, cl call) error {
 	for {
 		select {
 		case r := <-results:
-			delete(inflight, r.endpoint)
+			inflight--
 			if r.err == nil {
 				c.markAnswered(r.endpoint)
 				if cl.out == nil || len(r.data) == 0 {
@@ -130,6 +159,9 @@ func (c *Client) call(ctx context.Context, cl call) error {
 			}
 			fl := classify(r.err, r.timeout, ctx.Err() != nil)
 			fails.record(r.endpoint, fl)
+			if fl.timedOut {
+				roundTimeouts++
+			}
 			var apiErr *Error
 			switch {
 			case errors.As(r.err, &apiErr) && apiErr.Code == "outcome_unknown":
@@ -149,23 +181,29 @@ func (c *Client) call(ctx context.Context, cl call) error {
 			if apiErr == nil {
 				c.markSuspect(r.endpoint)
 			}
-			if len(inflight) == 0 && fails.allPermanent(n) {
+			if inflight == 0 && fails.allPermanent(n) {
 				return fails.err(ErrUnavailable, "no endpoint can be used")
 			}
-			if pause == nil && (len(inflight) == 0 || (!cl.write && launched%n != 0)) {
+			if pause == nil && (inflight == 0 || (!cl.write && launched%n != 0)) {
 				next()
 			}
 		case <-hedge:
 			hedge = nil
-			if len(inflight) == 1 && pause == nil && launched%n != 0 {
+			if inflight == 1 && pause == nil && launched%n != 0 {
 				launch()
 			}
 		case <-pause:
 			pause = nil
 			launch()
 		case <-ctx.Done():
-			for ep := range inflight {
-				fails.record(ep, failure{reason: "no answer before the caller's deadline", late: true})
+			// The attempts still in flight end at once with the context;
+			// a write one of them sent may have been applied.
+			for ; inflight > 0; inflight-- {
+				r := <-results
+				fails.record(r.endpoint, failure{reason: "no answer before the caller's deadline", late: true})
+				if cl.write && r.sent {
+					unknown = true
+				}
 			}
 			if unknown {
 				return fails.err(ErrUnknownOutcome, "the request may have been applied; no node confirmed it before the deadline")
@@ -200,6 +238,28 @@ func (c *Client) order() []string {
 		fresh = append(fresh, ep)
 	}
 	return append(fresh, stale...)
+}
+
+// anyAnswering reports whether some endpoint is not suspect: only then is a
+// suspect one given less time (when none answers, the cluster may be slow
+// rather than frozen, and every node needs the full time).
+func (c *Client) anyAnswering() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	for _, ep := range c.endpoints {
+		if until, ok := c.suspect[ep]; !ok || !now.Before(until) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Client) isSuspect(ep string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	until, ok := c.suspect[ep]
+	return ok && time.Now().Before(until)
 }
 
 func (c *Client) markSuspect(ep string) {

@@ -46,9 +46,10 @@ type Client struct {
 // Defaults of the attempt machinery.
 const (
 	// DefaultAttemptTimeout bounds one attempt on one node: an election
-	// timeout (1s by default) plus a margin. It doubles on each full round
-	// of the endpoints that failed, up to 8 times, for a cluster that is
-	// slow rather than gone.
+	// timeout (1s by default) plus a margin. It doubles after each full
+	// round of the endpoints in which every attempt timed out, up to 8
+	// times, for a cluster that is slow rather than electing or missing a
+	// node; a node that did not answer lately gets half of it.
 	DefaultAttemptTimeout = 2 * time.Second
 	// DefaultHedgeDelay is how long a read or verify waits for its first
 	// node before asking another one as well.

@@ -89,6 +89,8 @@ type failure struct {
 	// late: the attempt was cut by the caller's deadline; it says less
 	// than an earlier failure of the same endpoint.
 	late bool
+	// timedOut: the attempt's own deadline passed with no answer.
+	timedOut bool
 }
 
 // classify names an attempt's failure. timeout is the attempt's own deadline;
@@ -115,7 +117,7 @@ func classify(err error, timeout time.Duration, callerDone bool) failure {
 	case callerDone:
 		return failure{reason: "no answer before the caller's deadline", late: true}
 	case errors.Is(err, context.DeadlineExceeded) || isTimeout(err):
-		return failure{reason: "timed out after " + timeout.String()}
+		return failure{reason: "timed out after " + timeout.String(), timedOut: true}
 	}
 	return failure{reason: err.Error()}
 }

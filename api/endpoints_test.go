@@ -233,3 +233,60 @@ func TestWriteEverywhereUnansweredIsUnknown(t *testing.T) {
 		}
 	}
 }
+
+// TestSlowClusterIsWaitedFor: when every node answers, but slower than the
+// attempt deadline (a disk stall), the deadline grows round by round and the
+// write succeeds within the caller's deadline instead of timing out forever.
+func TestSlowClusterIsWaitedFor(t *testing.T) {
+	slow := func() string {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-time.After(DefaultAttemptTimeout + 500*time.Millisecond):
+			case <-r.Context().Done():
+				return
+			}
+			writeJSON(w, http.StatusOK, Grant{Key: "k", Holder: "h", Token: fence.Token(1<<32 | 1), Epoch: 1, Seq: 1, TTL: "10s"})
+		}))
+		t.Cleanup(srv.Close)
+		return srv.URL
+	}
+	c := NewClient([]string{slow(), slow()})
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.Acquire(ctx, AcquireRequest{Key: "k", Holder: "h"}); err != nil {
+		t.Fatalf("acquire on a slow cluster: %v", err)
+	}
+}
+
+// TestWriteCutByCallerDeadlineIsUnknown: a write still in flight on a node
+// that did not answer when the caller's deadline ends may have been applied:
+// it is an unknown outcome, not "unavailable" (which says nothing was done).
+func TestWriteCutByCallerDeadlineIsUnknown(t *testing.T) {
+	c := NewClient([]string{hangingEndpoint(t)})
+	ctx, cancel := context.WithTimeout(context.Background(), DefaultAttemptTimeout/4)
+	defer cancel()
+	_, err := c.Acquire(ctx, AcquireRequest{Key: "k", Holder: "h"})
+	if !errors.Is(err, ErrUnknownOutcome) || errors.Is(err, ErrUnavailable) {
+		t.Fatalf("acquire cut by the caller's deadline: %v, want only an unknown outcome", err)
+	}
+}
+
+// TestWaitReady: WaitReady returns the status of the node that says it is
+// the ready leader, past a frozen one; with none, its error names each
+// endpoint and what it said.
+func TestWaitReady(t *testing.T) {
+	good := newFakeNode(t)
+	frozen := hangingEndpoint(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	st, err := NewClient([]string{frozen, good.srv.URL}).WaitReady(ctx)
+	if err != nil || st.ID != "n2" {
+		t.Fatalf("WaitReady: %+v, %v", st, err)
+	}
+	ctx2, cancel2 := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel2()
+	_, err = NewClient([]string{frozen, notMemberEndpoint(t)}).WaitReady(ctx2)
+	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), frozen+": timed out") || !strings.Contains(err.Error(), "not a member") {
+		t.Fatalf("WaitReady with no ready leader: %v", err)
+	}
+}

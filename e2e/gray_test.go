@@ -51,16 +51,18 @@ func TestGrayFrozenFollowerListedFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	frozen := aFollower(c, lead)
+	eps := endpointsFirst(c, frozen)
+	probe := startProbe(ctx, eps)
 	if err := c.Pause(frozen); err != nil {
 		t.Fatal(err)
 	}
+	frozenAt := probe.freeze()
 	resumed := false
 	defer func() {
 		if !resumed {
 			_ = c.Resume(frozen)
 		}
 	}()
-	eps := endpointsFirst(c, frozen)
 
 	run := func(args ...string) string {
 		t.Helper()
@@ -77,6 +79,9 @@ func TestGrayFrozenFollowerListedFirst(t *testing.T) {
 	}
 	run("verify", "pz", g.Token.String(), "--holder", "q")
 	run("key", "pz")
+	gap, firstOK := probe.stop()
+	t.Logf("follower %s frozen and listed first: longest time without a served acquire+release %v; first served %v after the freeze",
+		frozen.ID, gap.Round(time.Millisecond), firstOK.Sub(frozenAt).Round(time.Millisecond))
 
 	// q releases; when the frozen node wakes, the acquire that may have
 	// queued in its socket is the same request (same request id): it
@@ -107,8 +112,15 @@ func TestGrayFrozenFollowerListedFirst(t *testing.T) {
 // lease is renewed through the new leader. The test also measures how long
 // a client of all three nodes went without service while the leader was
 // frozen.
+//
+// FENCED_E2E_RAFT_TIMEOUT sets the nodes' heartbeat and election timeouts
+// (500ms by default here, 1s in fenced), to measure with other values.
 func TestGrayFrozenLeaderKeepsLock(t *testing.T) {
-	c := startCluster(t)
+	var extra []string
+	if d := os.Getenv("FENCED_E2E_RAFT_TIMEOUT"); d != "" {
+		extra = []string{"--heartbeat-timeout", d, "--election-timeout", d}
+	}
+	c := proccluster.StartTest(t, proccluster.Options{Nodes: 3, ExtraArgs: extra})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	lead, err := c.Leader(ctx, 20*time.Second)
@@ -161,8 +173,8 @@ func TestGrayFrozenLeaderKeepsLock(t *testing.T) {
 		t.Fatal(err)
 	}
 	gap, firstOK := probe.stop()
-	t.Logf("leader %s frozen 28s: longest time without a served request %v; first success after the freeze %v after it",
-		lead.ID, gap.Round(time.Millisecond), firstOK.Sub(frozenAt).Round(time.Millisecond))
+	t.Logf("leader %s frozen 28s (raft timeouts %q): longest time without a served acquire+release %v; first served %v after the freeze",
+		lead.ID, os.Getenv("FENCED_E2E_RAFT_TIMEOUT"), gap.Round(time.Millisecond), firstOK.Sub(frozenAt).Round(time.Millisecond))
 
 	if err := <-done; err != nil {
 		t.Fatalf("fencectl lock with the leader frozen 28s: %v\nstdout: %s\nstderr: %s", err, out.String(), errb.String())

@@ -6,6 +6,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/http"
 	"net/http/pprof"
@@ -70,7 +71,7 @@ func parseFlags(args []string) (*options, error) {
 		fmt.Fprint(os.Stderr, usage)
 		fs.PrintDefaults()
 		fmt.Fprint(os.Stderr, securityUsage)
-		printEnvUsage(fs)
+		printEnvUsage(os.Stderr, fs)
 	}
 	fs.BoolVar(&o.version, "version", false, "print the module version and VCS revision, and exit")
 	fs.StringVar(&o.id, "id", "", "unique, stable node id (default \"dev\" in dev mode; required otherwise)")
@@ -145,13 +146,13 @@ func envName(flag string) string {
 }
 
 // printEnvUsage lists the environment variable of every flag, for --help.
-func printEnvUsage(fs *pflag.FlagSet) {
-	fmt.Fprint(os.Stderr, "\nEnvironment: every flag not given on the command line is read from its\nvariable (the command line wins):\n\n")
+func printEnvUsage(w io.Writer, fs *pflag.FlagSet) {
+	fmt.Fprint(w, "\nEnvironment: every flag not given on the command line is read from its\nvariable (the command line wins):\n\n")
 	fs.VisitAll(func(f *pflag.Flag) {
 		if f.Hidden || f.Name == "version" {
 			return
 		}
-		fmt.Fprintf(os.Stderr, "  %-36s --%s\n", envName(f.Name), f.Name)
+		fmt.Fprintf(w, "  %-36s --%s\n", envName(f.Name), f.Name)
 	})
 }
 
