@@ -125,6 +125,9 @@ func NewClient(endpoints []string, opts ...ClientOption) *Client {
 // request is using; it does not stop the client from opening new ones.
 func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }
 
+// AttemptTimeout returns the base deadline of one attempt on one node.
+func (c *Client) AttemptTimeout() time.Duration { return c.attemptTimeout }
+
 // Endpoints returns the endpoints as URLs.
 func (c *Client) Endpoints() []string { return append([]string(nil), c.endpoints...) }
 

@@ -165,7 +165,13 @@ type attemptsError struct {
 
 func (e *attemptsError) Error() string {
 	var b strings.Builder
-	b.WriteString(e.sentinel.Error())
+	// ErrUnknownOutcome's own text speaks of a lost leadership, which is
+	// not what happened here: no node confirmed the write in time.
+	if e.sentinel == ErrUnknownOutcome {
+		b.WriteString("outcome unknown")
+	} else {
+		b.WriteString(e.sentinel.Error())
+	}
 	b.WriteString(": ")
 	b.WriteString(e.why)
 	for i, ep := range e.order {

@@ -232,6 +232,9 @@ func TestWriteEverywhereUnansweredIsUnknown(t *testing.T) {
 			t.Fatalf("error %q does not say %s timed out", err, ep)
 		}
 	}
+	if strings.Contains(err.Error(), "leadership lost") {
+		t.Fatalf("error %q blames a lost leadership for nodes that did not answer", err)
+	}
 }
 
 // TestSlowClusterIsWaitedFor: when every node answers, but slower than the

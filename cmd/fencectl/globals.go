@@ -29,7 +29,9 @@ type globals struct {
 	endpoints []string
 	output    string
 	timeout   time.Duration
-	tls       tlsGlobals
+	// attemptTimeout bounds each attempt on one node (api.WithAttemptTimeout).
+	attemptTimeout time.Duration
+	tls            tlsGlobals
 }
 
 // flagSet returns the global flags, bound to g.
@@ -39,6 +41,8 @@ func (g *globals) flagSet() *pflag.FlagSet {
 		"comma-separated HTTP addresses of fenced nodes (env FENCE_ENDPOINTS)")
 	fs.StringVarP(&g.output, "output", "o", outputTable, "output format: table or json (env FENCE_OUTPUT)")
 	fs.DurationVar(&g.timeout, "timeout", 10*time.Second, "how long a request may take, retries included (env FENCE_TIMEOUT)")
+	fs.DurationVar(&g.attemptTimeout, "attempt-timeout", api.DefaultAttemptTimeout,
+		"how long one attempt on one node may take before the next node is tried; raise it with long election timeouts (env FENCE_ATTEMPT_TIMEOUT)")
 	g.tls.register(fs)
 	return fs
 }
@@ -86,12 +90,16 @@ func (g *globals) check() error {
 	if g.timeout <= 0 {
 		return fmt.Errorf("--timeout must be positive, not %v", g.timeout)
 	}
+	if g.attemptTimeout <= 0 {
+		return fmt.Errorf("--attempt-timeout must be positive, not %v", g.attemptTimeout)
+	}
 	return g.tls.check()
 }
 
 // client returns a client of the endpoints.
 func (e *env) client(opts ...api.ClientOption) *api.Client {
-	return api.NewClient(e.g.endpoints, append(e.g.tls.clientOptions(), opts...)...)
+	base := append(e.g.tls.clientOptions(), api.WithAttemptTimeout(e.g.attemptTimeout))
+	return api.NewClient(e.g.endpoints, append(base, opts...)...)
 }
 
 // withTimeout bounds one request, retries included, by --timeout plus extra

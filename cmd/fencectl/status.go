@@ -174,7 +174,7 @@ func endpointIDs(ctx context.Context, c *api.Client, members []api.Member) map[s
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			pctx, cancel := context.WithTimeout(ctx, api.DefaultAttemptTimeout)
+			pctx, cancel := context.WithTimeout(ctx, c.AttemptTimeout())
 			defer cancel()
 			if st, err := c.NodeStatus(pctx, ep); err == nil {
 				mu.Lock()
@@ -191,13 +191,13 @@ func endpointIDs(ctx context.Context, c *api.Client, members []api.Member) map[s
 // by the client's attempt timeout: a frozen member is shown as unreachable
 // without holding up the others.
 func probe(ctx context.Context, c *api.Client, endpoint string, mh *memberHealth) {
-	ctx, cancel := context.WithTimeout(ctx, 2*api.DefaultAttemptTimeout)
+	ctx, cancel := context.WithTimeout(ctx, 2*c.AttemptTimeout())
 	defer cancel()
-	sctx, scancel := context.WithTimeout(ctx, api.DefaultAttemptTimeout)
+	sctx, scancel := context.WithTimeout(ctx, c.AttemptTimeout())
 	st, err := c.NodeStatus(sctx, endpoint)
 	scancel()
 	if errors.Is(err, context.DeadlineExceeded) {
-		mh.Health, mh.Error = healthUnreachable, fmt.Sprintf("no answer within %v", api.DefaultAttemptTimeout)
+		mh.Health, mh.Error = healthUnreachable, fmt.Sprintf("no answer within %v", c.AttemptTimeout())
 		return
 	}
 	if err != nil {

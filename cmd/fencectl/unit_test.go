@@ -52,6 +52,11 @@ func TestGlobalFlags(t *testing.T) {
 		{"bad env output", []string{"status"}, map[string]string{"FENCE_OUTPUT": "xml"}, globals{}, "--output must be"},
 		{"no endpoints", []string{"status", "--endpoints", " , "}, nil, globals{}, "no endpoint"},
 		{"zero timeout", []string{"status", "--timeout", "0s"}, nil, globals{}, "--timeout must be positive"},
+		{"attempt timeout", []string{"status", "--attempt-timeout", "5s"}, nil,
+			globals{endpoints: []string{defaultEndpoint}, output: outputTable, timeout: 10 * time.Second, attemptTimeout: 5 * time.Second}, ""},
+		{"attempt timeout from the environment", []string{"status"}, map[string]string{"FENCE_ATTEMPT_TIMEOUT": "3s"},
+			globals{endpoints: []string{defaultEndpoint}, output: outputTable, timeout: 10 * time.Second, attemptTimeout: 3 * time.Second}, ""},
+		{"zero attempt timeout", []string{"status", "--attempt-timeout", "0s"}, nil, globals{}, "--attempt-timeout must be positive"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e, _, _ := testEnv(tc.vars)
@@ -64,6 +69,9 @@ func TestGlobalFlags(t *testing.T) {
 			}
 			if err != nil || inv.cmd.name != "status" {
 				t.Fatalf("parse: %+v, %v", inv, err)
+			}
+			if tc.want.attemptTimeout == 0 {
+				tc.want.attemptTimeout = api.DefaultAttemptTimeout
 			}
 			if !reflect.DeepEqual(e.g, tc.want) {
 				t.Fatalf("globals %+v, want %+v", e.g, tc.want)
