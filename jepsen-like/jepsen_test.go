@@ -12,6 +12,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fenced/fenced/internal/proccluster"
+	"github.com/fenced/fenced/jepsen-like/checker"
 	"github.com/fenced/fenced/jepsen-like/nemesis"
 	"github.com/fenced/fenced/jepsen-like/runner"
 	"github.com/fenced/fenced/jepsen-like/workload"
@@ -93,7 +94,7 @@ func TestShortSchedule(t *testing.T) {
 // nothing.
 func TestPositiveControls(t *testing.T) {
 	if testing.Short() {
-		t.Skip("runs four short clusters; skipped with -short")
+		t.Skip("runs five short clusters; skipped with -short")
 	}
 	bin := fencedBinary(t)
 	cases := []struct {
@@ -109,6 +110,9 @@ func TestPositiveControls(t *testing.T) {
 		// Renewals acknowledged after the grant ended (as by a deposed
 		// leader that never checked) promise leases a newer grant overtook.
 		{workload.BrokenStaleRenew, nemesis.ClientPause, "lease-no-early-expiry"},
+		// Attempts that wait for the whole operation's deadline: a frozen
+		// follower listed first holds every client past the bound.
+		{workload.BrokenNoAttemptDeadline, nemesis.FreezeFollower, checker.AvailabilityName},
 	}
 	for _, c := range cases {
 		t.Run(c.broken, func(t *testing.T) {

@@ -53,6 +53,7 @@ func parse(args []string) (runner.Config, string, error) {
 	fs.IntVar(&cfg.Keys, "keys", 3, "keys the clients contend for")
 	fs.DurationVar(&cfg.Hold, "hold", 5*time.Second, "how long each fault stays before its heal")
 	fs.DurationVar(&cfg.OpTimeout, "op-timeout", 4*time.Second, "bound on one client operation, retries included (shorter: more unknown outcomes)")
+	fs.DurationVar(&cfg.AvailabilityMargin, "availability-margin", runner.DefaultAvailabilityMargin, "while a quorum is healthy, no client may go longer than the election timeout plus this without service")
 	fs.DurationVar(&cfg.RecoveryLimit, "recovery-limit", 10*time.Second, "the cluster must serve again within this time after the final heal")
 	fs.DurationVar(&cfg.LinearizableTimeout, "check-timeout", 2*time.Minute, "bound on the linearizability check (porcupine)")
 	fs.Uint64Var(&cfg.SnapshotThreshold, "snapshot-threshold", 32, "fenced --snapshot-threshold (low, so restarts go through snapshots)")

@@ -34,6 +34,8 @@ type Result struct {
 	Checked int `json:"checked"`
 	// Info is porcupine's linearization, for the visualisation.
 	Info *porcupine.LinearizationInfo `json:"-"`
+	// Unavailability is the availability checker's figures, per nemesis.
+	Unavailability []Unavailability `json:"unavailability,omitempty"`
 }
 
 func (r *Result) violate(format string, args ...any) {
@@ -85,6 +87,8 @@ type Options struct {
 	LinearizableTimeout time.Duration
 	// Faults annotate the visualisation.
 	Faults []history.Fault
+	// Availability configures the availability checker.
+	Availability AvailabilityOptions
 }
 
 // All runs every checker. final may be nil when the run could not observe
@@ -99,6 +103,7 @@ func All(ops []history.Op, final *Final, opt Options) []Result {
 		LeaseNoEarlyExpiry(ops, opt.TTL),
 		Convergence(final),
 		Recovery(ops, opt.Faults, final),
+		Availability(ops, opt.Faults, opt.Availability),
 	}
 }
 

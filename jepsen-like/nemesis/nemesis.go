@@ -3,8 +3,10 @@
 // node, of the leader and of every node, a rolling restart (SIGTERM, restart
 // and catch-up, one node at a time), SIGSTOP of the leader past the election
 // timeout and the TTL, a client that freezes past its lease (Kleppmann's
-// scenario), and a mixed random schedule. Each nemesis is a
-// fault/heal cycle recorded on the fault timeline; HealAll is the final heal.
+// scenario), a mixed random schedule, and gray failures (gray.go: a frozen
+// follower or leader, a slow node, each listed first in every client's
+// endpoints). Each nemesis is a fault/heal cycle recorded on the fault
+// timeline; HealAll is the final heal.
 package nemesis
 
 import (
@@ -42,7 +44,7 @@ const (
 )
 
 // All lists every nemesis, in the order of the short schedule.
-var All = []string{PartitionLeader, PartitionRandom, PartitionBridge, KillRandom, KillLeader, KillAll, RollingRestart, PauseLeader, ClientPause, Mixed}
+var All = append([]string{PartitionLeader, PartitionRandom, PartitionBridge, KillRandom, KillLeader, KillAll, RollingRestart, PauseLeader, ClientPause, Mixed}, Gray...)
 
 // Pauser is what the client-pause nemesis needs of the workload.
 type Pauser interface {
@@ -87,6 +89,7 @@ func (e *Env) Supported(name string) error {
 			return errors.New("no workload to pause a client of")
 		}
 	case PauseLeader, KillRandom, KillLeader, KillAll, RollingRestart, Mixed:
+	case FreezeFollower, FreezeLeader, SlowNode:
 	default:
 		return fmt.Errorf("unknown nemesis %q (known: %s)", name, strings.Join(All, ", "))
 	}
@@ -118,6 +121,8 @@ func (e *Env) Run(ctx context.Context, name string) error {
 		return e.clientPause(ctx)
 	case Mixed:
 		return e.mixed(ctx)
+	case FreezeFollower, FreezeLeader, SlowNode:
+		return e.gray(ctx, name)
 	}
 	return fmt.Errorf("unknown nemesis %q", name)
 }

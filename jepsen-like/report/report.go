@@ -11,6 +11,7 @@ import (
 	"path/filepath"
 	"sort"
 	"strings"
+	"time"
 
 	"github.com/anishathalye/porcupine"
 
@@ -264,6 +265,7 @@ func niceStep(total float64) float64 {
 var page = template.Must(template.New("summary").Funcs(template.FuncMap{
 	"join": strings.Join,
 	"secs": func(ns int64) string { return fmt.Sprintf("%.3f", float64(ns)/1e9) },
+	"dur":  func(d time.Duration) string { return d.Round(time.Millisecond).String() },
 }).Parse(`<!doctype html>
 <html><head><meta charset="utf-8"><title>{{.S.Title}}</title>
 <style>
@@ -279,6 +281,11 @@ svg text{font-size:11px;font-family:monospace}
 <table><tr><th>checker</th><th>verdict</th><th>summary</th></tr>
 {{range .S.Results}}<tr><td>{{.Name}}</td><td class="{{if .Pass}}pass{{else}}fail{{end}}">{{if .Pass}}pass{{else}}FAIL{{end}}</td><td>{{.Summary}}{{range .Violations}}<pre>{{.}}</pre>{{end}}</td></tr>
 {{end}}</table>
+{{range .S.Results}}{{if .Unavailability}}<h2>Time without service while a quorum was healthy</h2>
+<p>Per client and fault, the longest gap between two operations the cluster served (an acknowledgement, a verdict or a refusal about the key), from the fault's start until the next fault; max, p99 and median over those gaps. Bound: election timeout + margin; target: election timeout + 1 s.</p>
+<table><tr><th>fault</th><th>faults</th><th>client gaps</th><th>max</th><th>p99</th><th>median</th><th>bound</th><th>target</th><th>worst</th></tr>
+{{range .Unavailability}}<tr><td>{{.Nemesis}}</td><td>{{.Faults}}</td><td>{{.Samples}}</td><td>{{dur .Max}}</td><td>{{dur .P99}}</td><td>{{dur .P50}}</td><td>{{dur .Bound}}</td><td>{{dur .Target}}</td><td>{{.Worst}}</td></tr>
+{{end}}</table>{{end}}{{end}}
 <h2>Timeline</h2>
 <p>Each row is a key; each bar a grant, coloured by holder and labelled epoch.seq, from its acknowledgement to its release or the next grant (expiry is not drawn: it is decided on the leader's clock). Red ticks: acquires with an unknown outcome. Shaded bands: faults. Below: the epoch (Raft term) of every grant.</p>
 <svg xmlns="http://www.w3.org/2000/svg" width="{{.T.Width}}" height="{{.T.Height}}">

@@ -71,6 +71,10 @@ type Config struct {
 	ConvergeLimit       time.Duration `json:"converge_limit"`
 	LinearizableTimeout time.Duration `json:"linearizable_timeout"`
 	OpTimeout           time.Duration `json:"op_timeout"`
+	// AvailabilityMargin is added to ElectionTimeout to bound a client's
+	// time without service while a quorum is healthy (the availability
+	// checker).
+	AvailabilityMargin time.Duration `json:"availability_margin"`
 	// Binary is the fenced binary; built from the module when empty.
 	Binary string `json:"binary,omitempty"`
 }
@@ -136,6 +140,9 @@ func (c *Config) Defaults() {
 	}
 	if c.OpTimeout == 0 {
 		c.OpTimeout = 4 * time.Second
+	}
+	if c.AvailabilityMargin == 0 {
+		c.AvailabilityMargin = DefaultAvailabilityMargin
 	}
 }
 
@@ -265,7 +272,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 	res := resource.New(cfg.Broken != workload.BrokenResourceNoCheck)
 	wl := workload.New(workload.Config{
 		Endpoints: b.Endpoints(), Clients: cfg.Clients, Keys: cfg.Keys, TTL: cfg.TTL,
-		OpTimeout: cfg.OpTimeout, AttemptTimeout: min(1500*time.Millisecond, cfg.OpTimeout/2), Broken: cfg.Broken, Seed: cfg.Seed, Log: log.Named("workload"),
+		OpTimeout: cfg.OpTimeout, AttemptTimeout: attemptTimeout(cfg), Broken: cfg.Broken, Seed: cfg.Seed, Log: log.Named("workload"),
 	}, rec, res)
 	env := &nemesis.Env{B: b, Rec: rec, W: wl, Rng: rand.New(rand.NewSource(cfg.Seed)), Log: log.Named("nemesis"),
 		Hold: cfg.Hold, ElectionTimeout: cfg.ElectionTimeout, TTL: cfg.TTL, OnRestart: wl.NodeRestarted}
@@ -309,7 +316,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 	readFinal(rec, b, final)
 
 	ops, faults := rec.Ops(), rec.Faults()
-	results := checker.All(ops, final, checker.Options{TTL: cfg.TTL, LinearizableTimeout: cfg.LinearizableTimeout, Faults: faults})
+	results := checker.All(ops, final, checker.Options{TTL: cfg.TTL, LinearizableTimeout: cfg.LinearizableTimeout, Faults: faults, Availability: availability(cfg)})
 	r := &Result{Dir: cfg.Results, Results: results, Ops: len(ops), Faults: len(faults), Skipped: skipped}
 	for _, c := range results {
 		if c.Pass {
@@ -320,7 +327,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 	}
 	r.Duration = time.Since(began)
 	if cfg.Broken != "" {
-		fmt.Fprintf(out, "positive control %s: %d answers forged by the harness\n", cfg.Broken, wl.BrokenAnswers())
+		fmt.Fprintf(out, "positive control %s: %d answers forged (or attempts held) by the harness\n", cfg.Broken, wl.BrokenAnswers())
 	}
 	if err := writeArtefacts(cfg, b, ops, faults, final, results, r); err != nil {
 		log.Warn("artefacts", "error", err)
@@ -358,7 +365,7 @@ func Recheck(dir string, out io.Writer) (*Result, error) {
 			return nil, fmt.Errorf("final.json: %w", err)
 		}
 	}
-	results := checker.All(ops, final, checker.Options{TTL: cfg.TTL, LinearizableTimeout: cfg.LinearizableTimeout, Faults: faults})
+	results := checker.All(ops, final, checker.Options{TTL: cfg.TTL, LinearizableTimeout: cfg.LinearizableTimeout, Faults: faults, Availability: availability(cfg)})
 	r := &Result{Dir: dir, Results: results, Ops: len(ops), Faults: len(faults)}
 	for _, c := range results {
 		if c.Pass {
@@ -599,6 +606,7 @@ func printReport(out io.Writer, r *Result) {
 		for _, v := range c.Violations {
 			fmt.Fprintf(out, "    %s\n", strings.ReplaceAll(v, "\n", "\n    "))
 		}
+		printUnavailability(out, c.Unavailability)
 	}
 	fmt.Fprintf(out, "%d passed, %d failed\n", r.Passed, r.Failed)
 }

@@ -9,8 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
-	"net"
-	"net/http"
 	"sync"
 	"time"
 
@@ -41,7 +39,7 @@ const (
 )
 
 // BrokenModes lists the positive controls.
-var BrokenModes = []string{BrokenResourceNoCheck, BrokenTokenReset, BrokenStaleVerify, BrokenStaleRenew}
+var BrokenModes = []string{BrokenResourceNoCheck, BrokenTokenReset, BrokenStaleVerify, BrokenStaleRenew, BrokenNoAttemptDeadline}
 
 // Config configures the workload.
 type Config struct {
@@ -53,9 +51,10 @@ type Config struct {
 	Keys    int
 	// TTL is the lease of every grant.
 	TTL time.Duration
-	// OpTimeout bounds one operation, retries included; AttemptTimeout
-	// bounds one HTTP attempt, so a paused node does not hold a client for
-	// the whole operation.
+	// OpTimeout bounds one operation, retries included; AttemptTimeout is
+	// the API client's deadline of one attempt on one node (its default
+	// when zero), so a paused node does not hold a client for the whole
+	// operation.
 	OpTimeout      time.Duration
 	AttemptTimeout time.Duration
 	// Broken is a positive-control mode, or "".
@@ -88,6 +87,10 @@ type Workload struct {
 	// cache is the stale-verify control's store of earlier allow verdicts.
 	cache  map[cacheKey]api.VerifyResponse
 	broken int
+	// first is the endpoint every client lists first ("" for their own
+	// orders); orderGen counts its changes (see ListFirst).
+	first    string
+	orderGen uint64
 }
 
 type cacheKey struct {
@@ -186,22 +189,19 @@ type client struct {
 	rng    *rand.Rand
 	api    *api.Client
 	value  int
+	// eps is the client's own endpoint order; gen the order generation
+	// its api was built for.
+	eps []string
+	gen uint64
 }
 
 func (w *Workload) newClient(i int) *client {
 	rng := rand.New(rand.NewSource(w.cfg.Seed*1000 + int64(i)))
 	eps := append([]string(nil), w.cfg.Endpoints...)
 	rng.Shuffle(len(eps), func(a, b int) { eps[a], eps[b] = eps[b], eps[a] })
-	hc := &http.Client{
-		Timeout: w.cfg.AttemptTimeout,
-		Transport: trackingTransport{base: &http.Transport{
-			DialContext:         (&net.Dialer{Timeout: time.Second}).DialContext,
-			MaxIdleConnsPerHost: 4,
-			IdleConnTimeout:     30 * time.Second,
-		}},
-	}
-	return &client{w: w, id: i, key: KeyName(i % w.cfg.Keys), holder: fmt.Sprintf("c%d", i), rng: rng,
-		api: api.NewClient(eps, api.WithHTTPClient(hc))}
+	c := &client{w: w, id: i, key: KeyName(i % w.cfg.Keys), holder: fmt.Sprintf("c%d", i), rng: rng, eps: eps}
+	c.cl()
+	return c
 }
 
 func (c *client) think() {
@@ -287,7 +287,8 @@ func (c *client) pause(ctx context.Context, tok fence.Token, req *PauseRequest) 
 func (c *client) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	// Operations in flight when the run stops still finish (bounded), so
 	// their outcome is known rather than cut short.
-	return context.WithTimeout(context.WithoutCancel(ctx), c.w.cfg.OpTimeout)
+	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.w.cfg.OpTimeout)
+	return withOp(octx), cancel
 }
 
 // classify turns a client error into an outcome and a wire code. A definite
@@ -318,7 +319,7 @@ func (c *client) acquire(ctx context.Context) (fence.Token, bool) {
 	op := c.w.rec.Invoke(history.Op{Client: c.id, Kind: history.Acquire, Key: c.key, Holder: c.holder})
 	octx, cancel := c.opCtx(ctx)
 	octx, att := withAttempts(octx)
-	g, err := c.api.Acquire(octx, api.AcquireRequest{Key: c.key, Holder: c.holder, TTL: c.w.cfg.TTL.String()})
+	g, err := c.cl().Acquire(octx, api.AcquireRequest{Key: c.key, Holder: c.holder, TTL: c.w.cfg.TTL.String()})
 	cancel()
 	var recorded fence.Token
 	if err == nil {
@@ -377,7 +378,7 @@ func (w *Workload) tokenForHistory(key string, tok fence.Token) fence.Token {
 func (c *client) renew(ctx context.Context, tok fence.Token) bool {
 	op := c.w.rec.Invoke(history.Op{Client: c.id, Kind: history.Renew, Key: c.key, Holder: c.holder, Token: tok})
 	octx, cancel := c.opCtx(ctx)
-	_, err := c.api.Renew(octx, c.key, c.holder, tok)
+	_, err := c.cl().Renew(octx, c.key, c.holder, tok)
 	cancel()
 	var out history.Outcome
 	var code string
@@ -410,7 +411,7 @@ func (c *client) release(ctx context.Context, tok fence.Token) {
 	op := c.w.rec.Invoke(history.Op{Client: c.id, Kind: history.Release, Key: c.key, Holder: c.holder, Token: tok})
 	octx, cancel := c.opCtx(ctx)
 	octx, att := withAttempts(octx)
-	_, err := c.api.Release(octx, api.ReleaseRequest{Key: c.key, Holder: c.holder, Token: tok})
+	_, err := c.cl().Release(octx, api.ReleaseRequest{Key: c.key, Holder: c.holder, Token: tok})
 	cancel()
 	c.w.rec.Complete(op, func(o *history.Op) {
 		if err != nil {
@@ -451,7 +452,7 @@ func (c *client) verifyOther(ctx context.Context) {
 func (c *client) keepalive(ctx context.Context) {
 	op := c.w.rec.Invoke(history.Op{Client: c.id, Kind: history.Keepalive, Key: c.key, Holder: c.holder})
 	octx, cancel := c.opCtx(ctx)
-	out, err := c.api.Keepalive(octx, c.holder)
+	out, err := c.cl().Keepalive(octx, c.holder)
 	cancel()
 	c.w.rec.Complete(op, func(o *history.Op) {
 		if err != nil {
@@ -478,7 +479,7 @@ func (c *client) verify(ctx context.Context, tok fence.Token, holder string, own
 		return
 	}
 	octx, cancel := c.opCtx(ctx)
-	v, err := c.api.Verify(octx, c.key, tok.String(), holder)
+	v, err := c.cl().Verify(octx, c.key, tok.String(), holder)
 	cancel()
 	c.w.remember(c.key, tok, v)
 	c.w.rec.Complete(op, func(o *history.Op) {
