@@ -97,6 +97,7 @@ func All(ops []history.Op, final *Final, opt Options) []Result {
 		StaleVerify(ops),
 		Resource(ops),
 		LeaseNoEarlyExpiry(ops, opt.TTL),
+		ReleaseIntent(ops),
 		Convergence(final),
 		Recovery(ops, opt.Faults, final),
 	}

@@ -42,7 +42,7 @@ const (
 )
 
 // All lists every nemesis, in the order of the short schedule.
-var All = []string{PartitionLeader, PartitionRandom, PartitionBridge, KillRandom, KillLeader, KillAll, RollingRestart, PauseLeader, ClientPause, Mixed}
+var All = []string{PartitionLeader, PartitionRandom, PartitionBridge, KillRandom, KillLeader, KillAll, RollingRestart, PauseLeader, ClientPause, Mixed, LostAnswers}
 
 // Pauser is what the client-pause nemesis needs of the workload.
 type Pauser interface {
@@ -69,6 +69,9 @@ type Env struct {
 	// CatchUp bounds the wait for a restarted node to catch up in a rolling
 	// restart (30 s when zero).
 	CatchUp time.Duration
+	// Answers are the proxies the clients go through (lost-answers); nil
+	// when they talk to the nodes directly.
+	Answers AnswerLoser
 
 	mu     sync.Mutex
 	paused map[string]bool
@@ -86,6 +89,8 @@ func (e *Env) Supported(name string) error {
 		if e.W == nil {
 			return errors.New("no workload to pause a client of")
 		}
+	case LostAnswers:
+		return e.supportsLostAnswers()
 	case PauseLeader, KillRandom, KillLeader, KillAll, RollingRestart, Mixed:
 	default:
 		return fmt.Errorf("unknown nemesis %q (known: %s)", name, strings.Join(All, ", "))
@@ -118,6 +123,8 @@ func (e *Env) Run(ctx context.Context, name string) error {
 		return e.clientPause(ctx)
 	case Mixed:
 		return e.mixed(ctx)
+	case LostAnswers:
+		return e.lostAnswers(ctx)
 	}
 	return fmt.Errorf("unknown nemesis %q", name)
 }
@@ -510,6 +517,7 @@ func contains(xs []string, x string) bool {
 // HealAll is the final heal: remove partitions, resume paused nodes, restart
 // dead ones.
 func (e *Env) HealAll(ctx context.Context) error {
+	e.healAnswers()
 	errs := []error{e.B.Heal(ctx)}
 	e.mu.Lock()
 	var paused []string

@@ -41,7 +41,7 @@ const (
 )
 
 // BrokenModes lists the positive controls.
-var BrokenModes = []string{BrokenResourceNoCheck, BrokenTokenReset, BrokenStaleVerify, BrokenStaleRenew}
+var BrokenModes = []string{BrokenResourceNoCheck, BrokenTokenReset, BrokenStaleVerify, BrokenStaleRenew, BrokenForceReleaseLookup}
 
 // Config configures the workload.
 type Config struct {
@@ -88,6 +88,8 @@ type Workload struct {
 	// cache is the stale-verify control's store of earlier allow verdicts.
 	cache  map[cacheKey]api.VerifyResponse
 	broken int
+	// op is the operator who force-releases grants while asked to.
+	op *operator
 }
 
 type cacheKey struct {
@@ -108,6 +110,7 @@ func New(cfg Config, rec *history.Recorder, res *resource.Resource) *Workload {
 // Start launches the clients; they run until Stop.
 func (w *Workload) Start(ctx context.Context) {
 	ctx, w.cancel = context.WithCancel(ctx)
+	w.startOperator(ctx)
 	for i := 0; i < w.cfg.Clients; i++ {
 		c := w.newClient(i)
 		w.wg.Add(1)
@@ -315,10 +318,20 @@ func classify(err error, write bool, a *attempts) (history.Outcome, string) {
 }
 
 func (c *client) acquire(ctx context.Context) (fence.Token, bool) {
-	op := c.w.rec.Invoke(history.Op{Client: c.id, Kind: history.Acquire, Key: c.key, Holder: c.holder})
+	// Half of the acquires wait for the key (well within one attempt), so
+	// releases and expiries hand it over to a waiter in their own commit.
+	var wait time.Duration
+	if c.rng.Intn(2) == 0 {
+		wait = min(time.Duration(200+c.rng.Intn(600))*time.Millisecond, c.w.cfg.AttemptTimeout/2)
+	}
+	req := api.AcquireRequest{Key: c.key, Holder: c.holder, TTL: c.w.cfg.TTL.String()}
+	if wait > 0 {
+		req.Wait = wait.String()
+	}
+	op := c.w.rec.Invoke(history.Op{Client: c.id, Kind: history.Acquire, Key: c.key, Holder: c.holder, Wait: wait})
 	octx, cancel := c.opCtx(ctx)
 	octx, att := withAttempts(octx)
-	g, err := c.api.Acquire(octx, api.AcquireRequest{Key: c.key, Holder: c.holder, TTL: c.w.cfg.TTL.String()})
+	g, err := c.api.Acquire(octx, req)
 	cancel()
 	var recorded fence.Token
 	if err == nil {
@@ -410,7 +423,7 @@ func (c *client) release(ctx context.Context, tok fence.Token) {
 	op := c.w.rec.Invoke(history.Op{Client: c.id, Kind: history.Release, Key: c.key, Holder: c.holder, Token: tok})
 	octx, cancel := c.opCtx(ctx)
 	octx, att := withAttempts(octx)
-	_, err := c.api.Release(octx, api.ReleaseRequest{Key: c.key, Holder: c.holder, Token: tok})
+	out, err := c.api.Release(octx, api.ReleaseRequest{Key: c.key, Holder: c.holder, Token: tok})
 	cancel()
 	c.w.rec.Complete(op, func(o *history.Op) {
 		if err != nil {
@@ -418,7 +431,7 @@ func (c *client) release(ctx context.Context, tok fence.Token) {
 			o.Error = err.Error()
 			return
 		}
-		o.Outcome = history.OK
+		o.Outcome, o.Ended = history.OK, out.Token
 	})
 }
 
