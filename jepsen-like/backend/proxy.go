@@ -252,6 +252,9 @@ func writeUnavailable(w http.ResponseWriter, ep string, err error) {
 // "+wait" for a waiting acquire and "+force" for a forced release.
 func route(path string, body []byte) string {
 	name := path[strings.LastIndex(path, "/")+1:]
+	if strings.HasPrefix(path, "/v1/keys/") {
+		name = "key" // a key's name is not a route
+	}
 	var b struct {
 		Wait  string `json:"wait"`
 		Force bool   `json:"force"`
