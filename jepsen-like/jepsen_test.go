@@ -113,6 +113,10 @@ func TestPositiveControls(t *testing.T) {
 		// Attempts that wait for the whole operation's deadline: a frozen
 		// follower listed first holds every client past the bound.
 		{workload.BrokenNoAttemptDeadline, nemesis.FreezeFollower, checker.AvailabilityName},
+		// A forced release retried after a lost answer looks the current
+		// token up again and ends the grant its first attempt handed to a
+		// waiter.
+		{workload.BrokenForceReleaseLookup, nemesis.LostAnswers, "release-intent"},
 	}
 	for _, c := range cases {
 		t.Run(c.broken, func(t *testing.T) {

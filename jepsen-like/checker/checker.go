@@ -101,6 +101,7 @@ func All(ops []history.Op, final *Final, opt Options) []Result {
 		StaleVerify(ops),
 		Resource(ops),
 		LeaseNoEarlyExpiry(ops, opt.TTL),
+		ReleaseIntent(ops),
 		Convergence(final),
 		Recovery(ops, opt.Faults, final),
 		Availability(ops, opt.Faults, opt.Availability),

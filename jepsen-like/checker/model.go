@@ -170,6 +170,9 @@ func stepAcquire(s lockState, op *history.Op) []lockState {
 	return out
 }
 
+// stepRelease: a release ends the grant of its token, if that is the
+// current grant and (unless forced) the op's holder's; releasing a released
+// grant again succeeds, as a retry must.
 func stepRelease(s lockState, op *history.Op) []lockState {
 	released := func() []lockState {
 		var out []lockState
@@ -177,7 +180,7 @@ func stepRelease(s lockState, op *history.Op) []lockState {
 			return nil
 		}
 		for _, v := range views(s, op.Token) {
-			if v.rel == 0 && v.st.Holder == op.Holder && (v.st.St == stHeld || v.st.St == stReleased) {
+			if v.rel == 0 && (op.Force || v.st.Holder == op.Holder) && (v.st.St == stHeld || v.st.St == stReleased) {
 				r := v.st
 				r.St = stReleased
 				out = append(out, r)
@@ -215,14 +218,14 @@ func refusal(s lockState, op *history.Op, renew bool) []lockState {
 			case "stale_token":
 				ok = v.rel != 0
 			case "not_holder":
-				ok = v.rel == 0 && v.st.Holder != op.Holder
+				ok = !op.Force && v.rel == 0 && v.st.Holder != op.Holder
 			case "no_lease":
 				ok = renew && v.rel == 0 && v.st.Holder == op.Holder && v.st.St == stReleased
 			case "expired":
 				// A renewal is refused as expired when the lease is dead
 				// though the grant is still held; a release only once the
 				// expiry is applied.
-				ok = v.rel == 0 && v.st.Holder == op.Holder &&
+				ok = v.rel == 0 && (op.Force || v.st.Holder == op.Holder) &&
 					(v.st.St == stExpired || (renew && v.st.St == stHeld))
 			}
 			if ok {

@@ -59,6 +59,11 @@ type Op struct {
 	Own bool `json:"own,omitempty"`
 	// Value is a write's value.
 	Value int `json:"value,omitempty"`
+	// Force marks an operator's forced release: it ends the grant of Token
+	// whoever holds it (Holder is empty).
+	Force bool `json:"force,omitempty"`
+	// Wait is how long an acquire asked to wait for the key.
+	Wait time.Duration `json:"wait,omitempty"`
 	// Invoke and Complete are nanoseconds since the run started, on the
 	// monotonic clock.
 	Invoke   int64   `json:"invoke"`
@@ -68,6 +73,9 @@ type Op struct {
 	// Granted is the token an acquire returned.
 	Granted fence.Token `json:"granted,omitempty"`
 	Renewed bool        `json:"renewed,omitempty"`
+	// Ended is the token of the grant an acknowledged release says it
+	// ended (the answer's token).
+	Ended fence.Token `json:"ended,omitempty"`
 	// Code is the wire error code of a refusal or unknown outcome, or the
 	// reason of a verify verdict.
 	Code   string `json:"code,omitempty"`
@@ -278,6 +286,14 @@ func (o *Op) Describe() string {
 	switch o.Kind {
 	case Acquire:
 		in = fmt.Sprintf("acquire(%s, %s)", o.Key, o.Holder)
+		if o.Wait > 0 {
+			in = fmt.Sprintf("acquire(%s, %s, wait=%v)", o.Key, o.Holder, o.Wait)
+		}
+	case Release:
+		in = fmt.Sprintf("release(%s, %s, %s)", o.Key, o.Holder, Tok(o.Token))
+		if o.Force {
+			in = fmt.Sprintf("release(%s, force, %s)", o.Key, Tok(o.Token))
+		}
 	case Keepalive:
 		in = fmt.Sprintf("keepalive(%s, %s)", o.Key, o.Holder)
 	case Verify:
@@ -312,6 +328,8 @@ func (o *Op) Describe() string {
 		out = fmt.Sprintf("allow=%v %s current=%s/%s", o.Allow, o.Code, Tok(o.Current), o.CurrentHolder)
 	case o.Kind == Read:
 		out = fmt.Sprintf("ok %d values, ending %v", o.Count, o.Values)
+	case o.Kind == Release && o.Ended != 0 && o.Ended != o.Token:
+		out = "ok, ended " + Tok(o.Ended)
 	default:
 		out = "ok"
 	}

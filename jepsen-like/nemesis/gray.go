@@ -46,6 +46,9 @@ type Orderer interface {
 	ListFirst(endpoint string)
 }
 
+// fronter maps a node's endpoint to the address the clients reach it by.
+type fronter interface{ Front(ep string) string }
+
 func (e *Env) orderer() Orderer {
 	o, _ := e.W.(Orderer)
 	return o
@@ -56,6 +59,9 @@ func (e *Env) listFirst(id string) {
 		ep := ""
 		if id != "" {
 			ep = e.B.Endpoint(id)
+			if f, ok := e.Answers.(fronter); ok {
+				ep = f.Front(ep) // the clients reach the node through its proxy
+			}
 		}
 		o.ListFirst(ep)
 	}

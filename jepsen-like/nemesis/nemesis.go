@@ -44,7 +44,7 @@ const (
 )
 
 // All lists every nemesis, in the order of the short schedule.
-var All = append([]string{PartitionLeader, PartitionRandom, PartitionBridge, KillRandom, KillLeader, KillAll, RollingRestart, PauseLeader, ClientPause, Mixed}, Gray...)
+var All = append([]string{PartitionLeader, PartitionRandom, PartitionBridge, KillRandom, KillLeader, KillAll, RollingRestart, PauseLeader, ClientPause, Mixed, LostAnswers}, Gray...)
 
 // Pauser is what the client-pause nemesis needs of the workload.
 type Pauser interface {
@@ -71,6 +71,9 @@ type Env struct {
 	// CatchUp bounds the wait for a restarted node to catch up in a rolling
 	// restart (30 s when zero).
 	CatchUp time.Duration
+	// Answers are the proxies the clients go through (lost-answers); nil
+	// when they talk to the nodes directly.
+	Answers AnswerLoser
 
 	mu     sync.Mutex
 	paused map[string]bool
@@ -88,6 +91,8 @@ func (e *Env) Supported(name string) error {
 		if e.W == nil {
 			return errors.New("no workload to pause a client of")
 		}
+	case LostAnswers:
+		return e.supportsLostAnswers()
 	case PauseLeader, KillRandom, KillLeader, KillAll, RollingRestart, Mixed:
 	case FreezeFollower, FreezeLeader, SlowNode:
 	default:
@@ -123,6 +128,8 @@ func (e *Env) Run(ctx context.Context, name string) error {
 		return e.mixed(ctx)
 	case FreezeFollower, FreezeLeader, SlowNode:
 		return e.gray(ctx, name)
+	case LostAnswers:
+		return e.lostAnswers(ctx)
 	}
 	return fmt.Errorf("unknown nemesis %q", name)
 }
@@ -515,6 +522,7 @@ func contains(xs []string, x string) bool {
 // HealAll is the final heal: remove partitions, resume paused nodes, restart
 // dead ones.
 func (e *Env) HealAll(ctx context.Context) error {
+	e.healAnswers()
 	errs := []error{e.B.Heal(ctx)}
 	e.mu.Lock()
 	var paused []string

@@ -268,14 +268,21 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 	}
 	log.Info("cluster up", "backend", b.Name(), "nodes", cfg.Nodes, "endpoints", b.Endpoints())
 
+	// The clients reach the nodes through proxies that can lose answers
+	// (lost-answers); everything else of the harness talks to the nodes.
+	px, err := backend.NewProxies(b.Endpoints(), cfg.Seed, log.Named("proxy"))
+	if err != nil {
+		return nil, err
+	}
+	defer px.Close()
 	rec := history.NewRecorder()
 	res := resource.New(cfg.Broken != workload.BrokenResourceNoCheck)
 	wl := workload.New(workload.Config{
-		Endpoints: b.Endpoints(), Clients: cfg.Clients, Keys: cfg.Keys, TTL: cfg.TTL,
+		Endpoints: px.Endpoints(), Clients: cfg.Clients, Keys: cfg.Keys, TTL: cfg.TTL,
 		OpTimeout: cfg.OpTimeout, AttemptTimeout: attemptTimeout(cfg), Broken: cfg.Broken, Seed: cfg.Seed, Log: log.Named("workload"),
 	}, rec, res)
 	env := &nemesis.Env{B: b, Rec: rec, W: wl, Rng: rand.New(rand.NewSource(cfg.Seed)), Log: log.Named("nemesis"),
-		Hold: cfg.Hold, ElectionTimeout: cfg.ElectionTimeout, TTL: cfg.TTL, OnRestart: wl.NodeRestarted}
+		Hold: cfg.Hold, ElectionTimeout: cfg.ElectionTimeout, TTL: cfg.TTL, OnRestart: wl.NodeRestarted, Answers: px}
 
 	var names, skipped []string
 	for _, f := range cfg.Faults {

@@ -39,7 +39,7 @@ const (
 )
 
 // BrokenModes lists the positive controls.
-var BrokenModes = []string{BrokenResourceNoCheck, BrokenTokenReset, BrokenStaleVerify, BrokenStaleRenew, BrokenNoAttemptDeadline}
+var BrokenModes = []string{BrokenResourceNoCheck, BrokenTokenReset, BrokenStaleVerify, BrokenStaleRenew, BrokenNoAttemptDeadline, BrokenForceReleaseLookup}
 
 // Config configures the workload.
 type Config struct {
@@ -91,6 +91,8 @@ type Workload struct {
 	// orders); orderGen counts its changes (see ListFirst).
 	first    string
 	orderGen uint64
+	// op is the operator who force-releases grants while asked to.
+	op *operator
 }
 
 type cacheKey struct {
@@ -111,6 +113,7 @@ func New(cfg Config, rec *history.Recorder, res *resource.Resource) *Workload {
 // Start launches the clients; they run until Stop.
 func (w *Workload) Start(ctx context.Context) {
 	ctx, w.cancel = context.WithCancel(ctx)
+	w.startOperator(ctx)
 	for i := 0; i < w.cfg.Clients; i++ {
 		c := w.newClient(i)
 		w.wg.Add(1)
@@ -193,13 +196,19 @@ type client struct {
 	// its api was built for.
 	eps []string
 	gen uint64
+	// waits: this client's acquires wait for the key. A key's clients all
+	// wait or none do: fenced refuses an acquire that does not wait, while
+	// others queue for a key that is free for a moment, as "held" by the
+	// key's previous holder, which no linearization explains.
+	waits bool
 }
 
 func (w *Workload) newClient(i int) *client {
 	rng := rand.New(rand.NewSource(w.cfg.Seed*1000 + int64(i)))
 	eps := append([]string(nil), w.cfg.Endpoints...)
 	rng.Shuffle(len(eps), func(a, b int) { eps[a], eps[b] = eps[b], eps[a] })
-	c := &client{w: w, id: i, key: KeyName(i % w.cfg.Keys), holder: fmt.Sprintf("c%d", i), rng: rng, eps: eps}
+	c := &client{w: w, id: i, key: KeyName(i % w.cfg.Keys), holder: fmt.Sprintf("c%d", i), rng: rng, eps: eps,
+		waits: (i%w.cfg.Keys)%2 == 0}
 	c.cl()
 	return c
 }
@@ -316,10 +325,20 @@ func classify(err error, write bool, a *attempts) (history.Outcome, string) {
 }
 
 func (c *client) acquire(ctx context.Context) (fence.Token, bool) {
-	op := c.w.rec.Invoke(history.Op{Client: c.id, Kind: history.Acquire, Key: c.key, Holder: c.holder})
+	// The clients of every other key wait for it (well within one attempt),
+	// so releases and expiries hand it over to a waiter in their own commit.
+	var wait time.Duration
+	if c.waits {
+		wait = min(time.Duration(200+c.rng.Intn(600))*time.Millisecond, c.w.cfg.AttemptTimeout/2)
+	}
+	req := api.AcquireRequest{Key: c.key, Holder: c.holder, TTL: c.w.cfg.TTL.String()}
+	if wait > 0 {
+		req.Wait = wait.String()
+	}
+	op := c.w.rec.Invoke(history.Op{Client: c.id, Kind: history.Acquire, Key: c.key, Holder: c.holder, Wait: wait})
 	octx, cancel := c.opCtx(ctx)
 	octx, att := withAttempts(octx)
-	g, err := c.cl().Acquire(octx, api.AcquireRequest{Key: c.key, Holder: c.holder, TTL: c.w.cfg.TTL.String()})
+	g, err := c.cl().Acquire(octx, req)
 	cancel()
 	var recorded fence.Token
 	if err == nil {
@@ -411,7 +430,7 @@ func (c *client) release(ctx context.Context, tok fence.Token) {
 	op := c.w.rec.Invoke(history.Op{Client: c.id, Kind: history.Release, Key: c.key, Holder: c.holder, Token: tok})
 	octx, cancel := c.opCtx(ctx)
 	octx, att := withAttempts(octx)
-	_, err := c.cl().Release(octx, api.ReleaseRequest{Key: c.key, Holder: c.holder, Token: tok})
+	out, err := c.cl().Release(octx, api.ReleaseRequest{Key: c.key, Holder: c.holder, Token: tok})
 	cancel()
 	c.w.rec.Complete(op, func(o *history.Op) {
 		if err != nil {
@@ -419,7 +438,7 @@ func (c *client) release(ctx context.Context, tok fence.Token) {
 			o.Error = err.Error()
 			return
 		}
-		o.Outcome = history.OK
+		o.Outcome, o.Ended = history.OK, out.Token
 	})
 }
 
