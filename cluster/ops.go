@@ -105,9 +105,13 @@ func (n *Node) Acquire(ctx context.Context, a AcquireArgs) (Grant, error) {
 			default:
 			}
 		}
-		// Waiters are served first come, first served: a newcomer does not
-		// overtake them, except the current holder renewing its own grant.
-		mustQueue := w == nil && n.waiters.waiting(a.Key) && !n.holds(a.Key, a.Holder)
+		// Waiters are served first come, first served: a newcomer that waits
+		// does not overtake them, except the current holder renewing its own
+		// grant. One that does not wait answers from the state as it is,
+		// like any read: while the key is free for a moment (a lock-delay
+		// running, a handoff refused), a refusal naming a holder would be
+		// one that no order of the operations explains.
+		mustQueue := !deadline.IsZero() && w == nil && n.waiters.waiting(a.Key) && !n.holds(a.Key, a.Holder)
 		if !mustQueue && (w == nil || n.waiters.isHead(a.Key, w)) {
 			g, err := n.tryAcquireUnlessHeld(ctx, a, !deadline.IsZero())
 			var lde *LockDelayError
@@ -130,8 +134,6 @@ func (n *Node) Acquire(ctx context.Context, a AcquireArgs) (Grant, error) {
 				}
 				return g, err
 			}
-		} else if deadline.IsZero() {
-			return Grant{}, n.heldError(a.Key)
 		}
 		if w == nil {
 			w = n.waiters.join(a)
@@ -144,7 +146,9 @@ func (n *Node) Acquire(ctx context.Context, a AcquireArgs) (Grant, error) {
 				return h.grant, h.err
 			}
 			if errors.Is(err, errWaitTimeout) {
-				return Grant{}, n.heldError(a.Key)
+				// The last word is the state as it is now, from a
+				// linearizable read: the key may be free for a moment.
+				return n.tryAcquireUnlessHeld(ctx, a, false)
 			}
 			return Grant{}, err
 		}
