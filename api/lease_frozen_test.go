@@ -42,7 +42,7 @@ func newFreezable(t *testing.T) *freezable {
 			_ = json.NewEncoder(w).Encode(Grant{Key: req.Key, Holder: req.Holder, Token: fence.Token(1<<32 | 1), Epoch: 1, Seq: 1, TTL: req.TTL})
 		case "/v1/renew":
 			f.renews.Add(1)
-			_ = json.NewEncoder(w).Encode(RenewResponse{Key: "k", Holder: "h", Token: fence.Token(1<<32 | 1), TTL: "3s"})
+			_ = json.NewEncoder(w).Encode(RenewResponse{Key: "k", Holder: "h", Token: fence.Token(1<<32 | 1), TTL: "6s"})
 		case "/v1/release":
 			_ = json.NewEncoder(w).Encode(ReleaseResponse{Key: "k", State: "released"})
 		default:

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"runtime"
 	"testing"
 	"time"
 
@@ -71,7 +72,9 @@ func (tc *testCluster) stop(i int) {
 	select {
 	case <-done:
 	case <-time.After(closeTimeout):
-		tc.t.Errorf("node %s did not close within %v", n.cfg.ID, closeTimeout)
+		buf := make([]byte, 4<<20)
+		buf = buf[:runtime.Stack(buf, true)]
+		tc.t.Errorf("node %s did not close within %v; goroutines:\n%s", n.cfg.ID, closeTimeout, buf)
 	}
 }
 
