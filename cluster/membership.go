@@ -83,16 +83,23 @@ func (n *Node) Status() Status {
 
 // isMember reports whether id is in the Raft configuration.
 func (n *Node) isMember(id string) bool {
+	in, _ := n.inConfiguration(id)
+	return in
+}
+
+// inConfiguration reports whether id is in the Raft configuration, and
+// whether the configuration could be read at all (not while raft restarts).
+func (n *Node) inConfiguration(id string) (in, known bool) {
 	f := n.r().GetConfiguration()
 	if n.wait(f) != nil {
-		return false
+		return false, false
 	}
 	for _, s := range f.Configuration().Servers {
 		if string(s.ID) == id {
-			return true
+			return true, true
 		}
 	}
-	return false
+	return false, true
 }
 
 // InConfiguration reports whether this node is a member of the Raft
@@ -265,12 +272,19 @@ func (n *Node) RecordJoined() { n.raiseMemberRecord(recordJoined) }
 // Self returns this node's place in the cluster. A node that is in its latest
 // configuration records that it has been a member.
 func (n *Node) Self() Self {
-	if n.InConfiguration() {
+	in, known := n.inConfiguration(n.cfg.ID)
+	if in {
 		n.raiseMemberRecord(recordMember)
 		return SelfMember
 	}
 	switch n.memberRecord.Load() {
 	case recordMember:
+		if !known {
+			// Only a configuration read without this node removes it; one
+			// that cannot be read for a moment (raft restarting for a new
+			// term) says nothing.
+			return SelfMember
+		}
 		return SelfRemoved
 	case recordJoined:
 		return SelfJoining
