@@ -256,13 +256,21 @@ type peerReport struct {
 type action int
 
 const (
+	// actWait: not enough is known to bootstrap, and there is nothing to
+	// join yet.
 	actWait action = iota
+	// actWaitRemoval: a peer's configuration still holds this node's id; the
+	// operator must remove the old member before this node, without data,
+	// may take part.
+	actWaitRemoval
 	actBootstrap
 	actJoin
 )
 
 func (a action) String() string {
 	switch a {
+	case actWaitRemoval:
+		return "wait-for-removal"
 	case actBootstrap:
 		return "bootstrap"
 	case actJoin:
@@ -291,7 +299,7 @@ func decide(selfID string, first, selfResolved bool, reports []peerReport) plan 
 	var stateful []int
 	for _, r := range reports {
 		if r.hasSelf {
-			return plan{act: actWait, reason: fmt.Sprintf("the cluster that %s knows still has a member %q: remove it first (fencectl members remove %s); this node has no data and joins as a new member", r.id, selfID, selfID)}
+			return plan{act: actWaitRemoval, reason: fmt.Sprintf("the cluster that %s knows still has a member %q: remove it first (fencectl members remove %s); this node has no data and joins as a new member", r.id, selfID, selfID)}
 		}
 		if r.hasState {
 			stateful = append(stateful, r.ordinal)
@@ -403,11 +411,15 @@ func newProber(d *discoveryOptions, o *options) *prober {
 	return p
 }
 
-// await runs rounds until the decision is one of want, or ctx ends. The
-// reason is logged each time it changes, so a waiting node says why.
-func (p *prober) await(ctx context.Context, log hclog.Logger, interval time.Duration, want ...action) (plan, error) {
+// await runs rounds until the decision is one of want, settled reports
+// true, or ctx ends. The reason is logged each time it changes, so a waiting
+// node says why.
+func (p *prober) await(ctx context.Context, log hclog.Logger, interval time.Duration, settled func() bool, want ...action) (plan, error) {
 	last := ""
 	for {
+		if settled != nil && settled() {
+			return plan{act: actWait, reason: "settled"}, nil
+		}
 		selfResolved, reports := p.round(ctx)
 		pl := decide(p.selfID, p.d.isFirst(), selfResolved, reports)
 		if pl.act == actBootstrap && !slices.Contains(want, actBootstrap) {
@@ -461,41 +473,56 @@ func dataDirUsed(dir string) bool {
 	return err == nil && len(entries) > 0
 }
 
-// initialPeers runs before the node starts. The first name, on a new data
-// dir, waits here until it can decide: it bootstraps a cluster of itself
-// (the peers it returns) or joins. Every other node, and a used data dir,
-// returns peers as it is at once.
+// initialPeers runs before the node starts, on a new data dir only (a node
+// that restarts skips it). Every such node first waits while a peer's
+// configuration still holds its id: Raft is not started, so the leader
+// cannot take a node without data for the old member (whose votes and log
+// it no longer has). The first name then waits until it can decide: it
+// bootstraps a cluster of itself (the peers it returns) or joins. The others
+// go on at once, to serve their API (the first name asks it) and join.
 func (d *discoveryOptions) initialPeers(log hclog.Logger, o *options, peers []cluster.Peer) ([]cluster.Peer, error) {
-	if !d.enabled() || !d.isFirst() || dataDirUsed(o.dataDir) {
+	if !d.enabled() || dataDirUsed(o.dataDir) {
 		return peers, nil
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
-	log = log.Named("discovery")
-	pl, err := newProber(d, o).await(ctx, log, discoveryInterval, actBootstrap, actJoin)
+	want := []action{actWait, actJoin}
+	if d.isFirst() {
+		want = []action{actBootstrap, actJoin}
+	}
+	pl, err := newProber(d, o).await(ctx, log.Named("discovery"), discoveryInterval, nil, want...)
 	if err != nil {
 		return nil, fmt.Errorf("discovery: %w", err)
 	}
-	if pl.act == actBootstrap {
+	switch pl.act {
+	case actBootstrap:
 		return []cluster.Peer{{ID: o.id, Addr: o.raftAdvertise}}, nil
+	case actJoin:
+		o.join = strings.Join(d.httpAddrs(pl.join), ",")
 	}
-	o.join = strings.Join(d.httpAddrs(pl.join), ",")
 	return peers, nil
 }
 
 // awaitJoin runs after the node started and serves its API (so that the
 // first name can see it has no state), before it announces itself. A node
-// without state waits here until some peer has a cluster that does not
-// already hold its id; it then joins through the peers that have one.
+// without state waits here until some peer has a cluster; it then joins
+// through the peers that have one. A node whose data dir was used before
+// but holds no state may have been accepted already: when a peer's
+// configuration holds it, or it receives state, it goes on (the leader
+// catches it up).
 func (d *discoveryOptions) awaitJoin(ctx context.Context, log hclog.Logger, node *cluster.Node, o *options) {
 	if !d.enabled() {
 		return
 	}
-	if st := node.Status(); st.Term > 0 || st.LastIndex > 0 || len(st.Members) > 0 {
+	hasState := func() bool {
+		st := node.Status()
+		return st.Term > 0 || st.LastIndex > 0 || len(st.Members) > 0
+	}
+	if hasState() {
 		return
 	}
-	pl, err := newProber(d, o).await(ctx, log.Named("discovery"), discoveryInterval, actJoin)
-	if err == nil {
+	pl, err := newProber(d, o).await(ctx, log.Named("discovery"), discoveryInterval, hasState, actJoin, actWaitRemoval)
+	if err == nil && pl.act == actJoin {
 		o.join = strings.Join(d.httpAddrs(pl.join), ",")
 	}
 }

@@ -193,12 +193,12 @@ func TestDecide(t *testing.T) {
 		{"first, itself unresolved: wait", true, false, []peerReport{fresh(1), fresh(2)}, actWait, nil, "this node"},
 		{"first, one peer has state: join it", true, true, []peerReport{fresh(1), stateful(2)}, actJoin, []int{2}, "has a cluster"},
 		{"first, a silent peer and one with state: join", true, true, []peerReport{silent(1), stateful(2)}, actJoin, []int{2}, "has a cluster"},
-		{"first, replaced while its old member remains: wait", true, true, []peerReport{holdsSelf, stateful(2)}, actWait, nil, "remove it first"},
+		{"first, replaced while its old member remains: wait", true, true, []peerReport{holdsSelf, stateful(2)}, actWaitRemoval, nil, "remove it first"},
 		{"not first, all fresh: wait for the first", false, true, []peerReport{fresh(0), fresh(2)}, actWait, nil, "only the first name"},
 		{"not first, nothing resolves: wait", false, false, []peerReport{unresolved(0), unresolved(2)}, actWait, nil, "only the first name"},
 		{"not first, the first has state: join", false, true, []peerReport{stateful(0), fresh(2)}, actJoin, []int{0}, "has a cluster"},
 		{"not first, two have state: join both", false, true, []peerReport{stateful(0), stateful(2)}, actJoin, []int{0, 2}, "has a cluster"},
-		{"not first, old member remains: wait", false, true, []peerReport{stateful(0), holdsSelf}, actWait, nil, "remove it first"},
+		{"not first, old member remains: wait", false, true, []peerReport{stateful(0), holdsSelf}, actWaitRemoval, nil, "remove it first"},
 		{"first of a one-name pattern: bootstrap", true, true, nil, actBootstrap, nil, "no peer has state"},
 	}
 	for _, tt := range tests {
@@ -281,7 +281,7 @@ func TestProberRound(t *testing.T) {
 		{"first name lost its volume", "fenced-0", all, map[string]*api.Status{
 			"http://fenced-1.fenced:7700": member("fenced-1", "fenced-2"), "http://fenced-2.fenced:7700": member("fenced-1", "fenced-2")}, actJoin},
 		{"first name lost its volume, still a member", "fenced-0", all, map[string]*api.Status{
-			"http://fenced-1.fenced:7700": member("fenced-0", "fenced-1", "fenced-2")}, actWait},
+			"http://fenced-1.fenced:7700": member("fenced-0", "fenced-1", "fenced-2")}, actWaitRemoval},
 		{"a term alone is state", "fenced-0", all, map[string]*api.Status{
 			"http://fenced-1.fenced:7700": {ID: "fenced-1", Term: 1}, "http://fenced-2.fenced:7700": {ID: "fenced-2"}}, actJoin},
 		{"second name, first bootstrapped", "fenced-1", all, map[string]*api.Status{
@@ -360,7 +360,7 @@ func TestAwaitWaitsUntilTheFirstBootstraps(t *testing.T) {
 	p.resolver, p.status = s, s
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	pl, err := p.await(ctx, hclog.NewNullLogger(), time.Millisecond, actJoin)
+	pl, err := p.await(ctx, hclog.NewNullLogger(), time.Millisecond, nil, actJoin)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -390,13 +390,27 @@ func TestAwaitNeverBootstrapsAUsedDataDir(t *testing.T) {
 	}
 	p := testProber(t, "fenced-0", nil, nil)
 	p.resolver, p.status = s, s
-	if pl, err := p.await(ctx, hclog.NewNullLogger(), time.Millisecond, actJoin); !errors.Is(err, context.Canceled) {
+	if pl, err := p.await(ctx, hclog.NewNullLogger(), time.Millisecond, nil, actJoin); !errors.Is(err, context.Canceled) {
 		t.Fatalf("await returned %+v, %v; want it to wait until cancelled", pl, err)
 	}
 	// The same rounds, for a first name that may bootstrap, do.
 	s.rounds = 0
-	pl, err := p.await(context.Background(), hclog.NewNullLogger(), time.Millisecond, actBootstrap, actJoin)
+	pl, err := p.await(context.Background(), hclog.NewNullLogger(), time.Millisecond, nil, actBootstrap, actJoin)
 	if err != nil || pl.act != actBootstrap {
 		t.Fatalf("await returned %+v, %v; want bootstrap", pl, err)
+	}
+}
+
+// TestAwaitStopsWhenSettled: a node that receives state while it waits (the
+// leader took it in) stops waiting at once.
+func TestAwaitStopsWhenSettled(t *testing.T) {
+	res := fakeResolver{"fenced-0.fenced": true, "fenced-1.fenced": true, "fenced-2.fenced": true}
+	p := testProber(t, "fenced-1", res, &fakeStatus{})
+	rounds := 0
+	settled := func() bool { rounds++; return rounds > 3 }
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := p.await(ctx, hclog.NewNullLogger(), time.Millisecond, settled, actJoin); err != nil {
+		t.Fatalf("await: %v; want it to return once settled", err)
 	}
 }
