@@ -113,8 +113,9 @@ func (p *project) logsOf(svc string) string {
 // fenced-0 bootstraps it once every name resolves, the others join; it grows
 // to five nodes and back to three; then a node replaced by a container on an
 // empty volume waits while its old member is still in the configuration, and
-// joins as a new member once the operator removed the old one. Tokens keep
-// growing through all of it.
+// joins as a new member once the operator removed the old one, fenced-0
+// (the one name that may bootstrap) included: it joins the cluster, never
+// starts another. Tokens keep growing through all of it.
 func TestComposeDNSDiscovery(t *testing.T) {
 	p := newDNSProject(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
@@ -189,6 +190,58 @@ func TestComposeDNSDiscovery(t *testing.T) {
 	if v, err := p.client(victim).Verify(ctx, "dns", fmt.Sprint(last), ""); err != nil || v.Allow || v.Reason == "" {
 		t.Fatalf("verify of a released grant through the replacement: %+v %v", v, err)
 	}
+
+	// Replace fenced-0, the one name that may bootstrap, with an empty
+	// volume: it finds the others' cluster and joins it as a new member; it
+	// never starts a second cluster.
+	cluster := lead.ClusterID
+	p.compose("rm", "-s", "-f", "fenced-0")
+	p.docker("volume", "rm", p.name+"_fenced-0")
+	rest := dnsNames[1:3]
+	p.waitMembersOf(ctx, rest, three, 2*time.Minute)
+	p.compose("up", "-d", "fenced-0")
+	testutil.Eventually(t, 2*time.Minute, func() error {
+		if !strings.Contains(p.logsOf("fenced-0"), "remove it first") {
+			return fmt.Errorf("fenced-0 does not say yet that it waits for its old member's removal")
+		}
+		return nil
+	})
+	if err := p.client(rest...).Remove(ctx, "fenced-0"); err != nil {
+		t.Fatalf("remove the old fenced-0: %v", err)
+	}
+	lead = p.waitMembers(ctx, three, 2*time.Minute)
+	if lead.ClusterID != cluster {
+		t.Fatalf("the cluster is %s after fenced-0 was replaced; it was %s", lead.ClusterID, cluster)
+	}
+	if logs := p.logsOf("fenced-0"); strings.Contains(logs, "bootstrapping a new cluster") {
+		t.Fatalf("the replaced fenced-0 bootstrapped:\n%s", logs)
+	}
+	t.Logf("fenced-0 rejoined on an empty volume as a new member of cluster %s; leader %s", cluster, lead.ID)
+	acquireRelease(ctx, t, p.client("fenced-0"), last)
+}
+
+// waitMembersOf waits until the services in svcs agree on a ready leader
+// among them whose configuration is exactly members (some of which may be
+// down).
+func (p *project) waitMembersOf(ctx context.Context, svcs, members []string, timeout time.Duration) {
+	p.t.Helper()
+	testutil.Eventually(p.t, timeout, func() error {
+		st, err := p.status(ctx, svcs[0])
+		if err != nil {
+			return err
+		}
+		if !slices.Contains(svcs, st.LeaderID) {
+			return fmt.Errorf("%s names leader %q, not one of %v", svcs[0], st.LeaderID, svcs)
+		}
+		ls, err := p.status(ctx, st.LeaderID)
+		if err != nil {
+			return err
+		}
+		if !ls.Ready || ls.LeaderID != ls.ID || len(ls.Members) != len(members) {
+			return fmt.Errorf("%s: ready %v, leader %q, members %v", ls.ID, ls.Ready, ls.LeaderID, ls.Members)
+		}
+		return nil
+	})
 }
 
 // acquireRelease takes and gives back the key "dns", checks that its token
