@@ -137,6 +137,29 @@ func TestComposeDNSDiscovery(t *testing.T) {
 	cl := p.client(three...)
 	last := acquireRelease(ctx, t, cl, 0)
 
+	// The preStop hook of the Kubernetes manifests, run in the image: a
+	// follower has nothing to hand over; the leader hands leadership over.
+	for _, s := range three {
+		if s != lead.ID {
+			if out := p.docker("exec", p.container(s), "/fenced", "step-down"); !strings.Contains(out, "does not lead") {
+				t.Fatalf("step-down on follower %s: %s", s, out)
+			}
+		}
+	}
+	if out := p.docker("exec", p.container(lead.ID), "/fenced", "step-down"); !strings.Contains(out, "handed leadership to") {
+		t.Fatalf("step-down on leader %s: %s", lead.ID, out)
+	}
+	old := lead.ID
+	testutil.Eventually(t, time.Minute, func() error {
+		st, err := p.status(ctx, old)
+		if err != nil || st.LeaderID == "" || st.LeaderID == old {
+			return fmt.Errorf("%s still sees leader %+v (%v)", old, st, err)
+		}
+		return nil
+	})
+	lead = p.waitMembers(ctx, three, time.Minute)
+	t.Logf("step-down on %s handed leadership to %s", old, lead.ID)
+
 	// Scale up: the new names lie beyond the pattern; they join.
 	p.compose("--profile", "scale", "up", "-d", "fenced-3", "fenced-4")
 	five := dnsNames
