@@ -170,9 +170,7 @@ func check(o *objects) []string {
 		checkNonRoot("CronJob "+cj.Name, p.SecurityContext, p.Containers, fail)
 	}
 	for _, sm := range o.serviceMonitors {
-		if !selects(&sm.Spec.Selector, podLabels) || len(sm.Spec.Endpoints) == 0 || sm.Spec.Endpoints[0].Port != "http" || sm.Spec.Endpoints[0].Path != "/metrics" {
-			fail("the ServiceMonitor must scrape /metrics on port http of the pods")
-		}
+		checkServiceMonitor(o, sm, fail)
 	}
 	return errs
 }
@@ -202,6 +200,23 @@ func checkServices(o *objects, sts *appsv1.StatefulSet, fail func(string, ...any
 	}
 	if client == nil || servicePort(client, "http") == nil {
 		fail("no client Service with the http port selects the pods")
+	}
+}
+
+// checkServiceMonitor: it scrapes /metrics on the http port through exactly
+// one Service that selects the pods, so each pod is scraped once.
+func checkServiceMonitor(o *objects, sm *serviceMonitor, fail func(string, ...any)) {
+	if len(sm.Spec.Endpoints) == 0 || sm.Spec.Endpoints[0].Port != "http" || sm.Spec.Endpoints[0].Path != "/metrics" {
+		fail("the ServiceMonitor must scrape /metrics on port http")
+	}
+	var through []string
+	for _, s := range o.services {
+		if selects(&sm.Spec.Selector, s.Labels) && selectsMap(s.Spec.Selector, o.statefulSets[0].Spec.Template.Labels) {
+			through = append(through, s.Name)
+		}
+	}
+	if len(through) != 1 {
+		fail("the ServiceMonitor must select exactly one Service of the pods (each pod scraped once), not %v", through)
 	}
 }
 
@@ -592,10 +607,13 @@ func TestChecksCatchBrokenManifests(t *testing.T) {
 		"pattern other name":   {func(o *objects) { setEnv(o, "FENCED_PEERS_FROM_DNS", "etcd-{0..2}.fenced-headless:7701") }, "not fenced under"},
 		"data dir on root":     {func(o *objects) { setEnv(o, "FENCED_DATA_DIR", "/var/lib/fenced") }, "not a mounted volume claim"},
 		"no memory limit":      {func(o *objects) { fenced(o).Resources.Limits = nil }, "memory limit"},
+		"monitor scrapes twice": {func(o *objects) {
+			delete(o.serviceMonitors[0].Spec.Selector.MatchLabels, "app.kubernetes.io/component")
+		}, "exactly one Service"},
 	}
 	for name, m := range mutations {
 		t.Run(name, func(t *testing.T) {
-			files, err := render(t, nil)
+			files, err := render(t, map[string]any{"serviceMonitor": map[string]any{"enabled": true}})
 			if err != nil {
 				t.Fatal(err)
 			}
