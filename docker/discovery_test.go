@@ -19,7 +19,7 @@ import (
 // the cluster, the last two come with the scale profile.
 var dnsNames = []string{"fenced-0", "fenced-1", "fenced-2", "fenced-3", "fenced-4"}
 
-// newDNSProject brings up docker-compose.dns.yml (three nodes that find each
+// newDNSProject prepares docker-compose.dns.yml (three nodes that find each
 // other by DNS) under a fresh project name and host ports, and takes it down
 // with every volume, the scale profile's included, when the test ends.
 func newDNSProject(t *testing.T) *project {
@@ -49,8 +49,6 @@ func newDNSProject(t *testing.T) *project {
 			t.Errorf("docker-compose down -v: %v\n%s", err, out)
 		}
 	})
-	p.started = time.Now()
-	p.compose("up", "-d")
 	return p
 }
 
@@ -110,7 +108,8 @@ func (p *project) logsOf(svc string) string {
 }
 
 // TestComposeDNSDiscovery runs a cluster that no one gave a peer list:
-// fenced-0 bootstraps it once every name resolves, the others join; it grows
+// fenced-0 started alone waits; it bootstraps the cluster once every name
+// resolves and answers without state, and the others join; it grows
 // to five nodes and back to three; then a node replaced by a container on an
 // empty volume waits while its old member is still in the configuration, and
 // joins as a new member once the operator removed the old one, fenced-0
@@ -120,6 +119,24 @@ func TestComposeDNSDiscovery(t *testing.T) {
 	p := newDNSProject(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 8*time.Minute)
 	defer cancel()
+
+	// fenced-0 alone cannot prove that no other node has state: it waits,
+	// serving nothing, and says which names it misses.
+	p.compose("up", "-d", "fenced-0")
+	testutil.Eventually(t, 2*time.Minute, func() error {
+		if logs := p.logsOf("fenced-0"); !strings.Contains(logs, "fenced-1 does not resolve") {
+			return fmt.Errorf("fenced-0 does not say yet that fenced-1 does not resolve")
+		}
+		return nil
+	})
+	if st, err := p.status(ctx, "fenced-0"); err == nil {
+		t.Fatalf("fenced-0 serves before it heard from its peers: %+v", st)
+	}
+	if logs := p.logsOf("fenced-0"); strings.Contains(logs, "bootstrapping a new cluster") {
+		t.Fatalf("fenced-0 bootstrapped alone:\n%s", logs)
+	}
+	p.started = time.Now()
+	p.compose("up", "-d")
 
 	three := dnsNames[:3]
 	lead := p.waitMembers(ctx, three, 2*time.Minute)
