@@ -492,7 +492,7 @@ func (d *discoveryOptions) initialPeers(log hclog.Logger, o *options, peers []cl
 	}
 	pl, err := newProber(d, o).await(ctx, log.Named("discovery"), discoveryInterval, nil, want...)
 	if err != nil {
-		return nil, fmt.Errorf("discovery: %w", err)
+		return nil, fmt.Errorf("stopped while discovering the cluster: %w", err)
 	}
 	switch pl.act {
 	case actBootstrap:
