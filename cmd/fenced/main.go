@@ -46,6 +46,7 @@ type options struct {
 	httpAddr, httpAdvertise      string
 	raftAddr, raftAdvertise      string
 	peers, join                  string
+	dns                          discoveryOptions
 	dev                          bool
 	logFormat, logLevel          string
 	heartbeat, election          time.Duration
@@ -83,6 +84,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.raftAdvertise, "raft-advertise", "", "Raft address peers dial (default --raft-addr)")
 	fs.StringVar(&o.peers, "peers", "", "initial cluster, id=raft-host:port,...; identical on every node, ignored once state exists")
 	fs.StringVar(&o.join, "join", "", "HTTP address of any member of a running cluster to join (comma-separated list allowed)")
+	o.dns.register(fs)
 	fs.BoolVar(&o.dev, "dev", false, "run a single-node cluster (the default when neither --peers nor --join is given)")
 	fs.StringVar(&o.logFormat, "log-format", "text", "log format: text or json")
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
@@ -112,6 +114,9 @@ func parseFlags(args []string) (*options, error) {
 		return nil, fmt.Errorf("unexpected arguments: %v", fs.Args())
 	}
 	if err := envFallback(fs); err != nil {
+		return nil, err
+	}
+	if err := o.dns.check(o, os.Hostname); err != nil {
 		return nil, err
 	}
 	if err := o.sec.check(); err != nil {
@@ -179,6 +184,9 @@ func envFallback(fs *pflag.FlagSet) error {
 }
 
 func main() {
+	if code, ran := runSubcommand(os.Args[1:]); ran {
+		os.Exit(code)
+	}
 	o, err := parseFlags(os.Args[1:])
 	if errors.Is(err, pflag.ErrHelp) {
 		os.Exit(0)
@@ -223,6 +231,9 @@ func run(o *options) error {
 		return err
 	}
 	raftServerTLS, raftClientTLS := sec.raftTLS()
+	if peers, err = o.dns.initialPeers(log, o, peers); err != nil {
+		return err
+	}
 	ln, err := net.Listen("tcp", o.httpAddr)
 	if err != nil {
 		return fmt.Errorf("http listen: %w", err)
@@ -263,6 +274,7 @@ func run(o *options) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	o.dns.awaitJoin(ctx, log, node, o)
 	go announce(ctx, log, node, o, httpAdvertise)
 	<-ctx.Done()
 	if o.leaveOnTerminate {

@@ -1,0 +1,33 @@
+{{/* The name of every object of the release. */}}
+{{- define "fenced.fullname" -}}
+{{- if contains .Chart.Name .Release.Name -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- else -}}
+{{- printf "%s-%s" .Release.Name .Chart.Name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+{{- end -}}
+
+{{- define "fenced.headless" -}}
+{{- printf "%s-headless" (include "fenced.fullname" .) -}}
+{{- end -}}
+
+{{- define "fenced.selectorLabels" -}}
+app.kubernetes.io/name: {{ .Chart.Name }}
+app.kubernetes.io/instance: {{ .Release.Name }}
+{{- end -}}
+
+{{- define "fenced.labels" -}}
+{{ include "fenced.selectorLabels" . }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version }}
+{{- end -}}
+
+{{/* The DNS pattern of the bootstrap members: NAME-{0..N-1}.HEADLESS:RAFT. */}}
+{{- define "fenced.peersFromDNS" -}}
+{{- printf "%s-{0..%d}.%s:%d" (include "fenced.fullname" .) (sub (int .Values.bootstrapReplicas) 1) (include "fenced.headless" .) (int .Values.ports.raft) -}}
+{{- end -}}
+
+{{- define "fenced.scheme" -}}
+{{- if .Values.tls.enabled }}HTTPS{{ else }}HTTP{{ end -}}
+{{- end -}}
