@@ -92,8 +92,10 @@ func Availability(ops []history.Op, faults []history.Fault, opt AvailabilityOpti
 	for _, n := range opt.Nemeses {
 		scope[n] = true
 	}
-	// Each client's served completions, sorted; the run's end.
+	// Each client's served completions and its invocations, sorted; the
+	// run's end.
 	byClient := map[int][]int64{}
+	invoked := map[int][][2]int64{}
 	var end int64
 	for i := range ops {
 		o := &ops[i]
@@ -101,6 +103,7 @@ func Availability(ops []history.Op, faults []history.Fault, opt AvailabilityOpti
 		if o.Kind == history.Write || o.Kind == history.Read {
 			continue
 		}
+		invoked[o.Client] = append(invoked[o.Client], [2]int64{o.Invoke, o.Complete})
 		if _, ok := byClient[o.Client]; !ok {
 			byClient[o.Client] = nil
 		}
@@ -138,6 +141,9 @@ func Availability(ops []history.Op, faults []history.Fault, opt AvailabilityOpti
 			stop = starts[i]
 		}
 		for _, c := range clients {
+			if !asked(invoked[c], f.Start, stop) {
+				continue // a client that asked nothing was not kept waiting
+			}
 			if g, ok := longestGap(byClient[c], f.Start, stop); ok {
 				g.client, g.fault = c, f.Index
 				stats[f.Nemesis] = append(stats[f.Nemesis], g)
@@ -227,4 +233,15 @@ func percentile(sorted []time.Duration, p int) time.Duration {
 	}
 	rank := (p*len(sorted) + 99) / 100
 	return sorted[max(rank, 1)-1]
+}
+
+// asked reports whether a client had an operation under way at some time in
+// [from, to): one that was invoked or still waiting for its answer there.
+func asked(spans [][2]int64, from, to int64) bool {
+	for _, sp := range spans {
+		if sp[0] < to && sp[1] >= from {
+			return true
+		}
+	}
+	return false
 }

@@ -75,6 +75,7 @@ func TestAvailabilityWindows(t *testing.T) {
 	// never served before the window (the recovery probe) is left out.
 	ops = append(ops, servedEvery(0, 0, 3_000*ms, 100*ms)...)
 	ops = append(ops, servedEvery(0, 30_000*ms, 31_000*ms, 100*ms)...)
+	ops = append(ops, history.Op{Client: 0, Kind: history.Acquire, Invoke: 3_050 * ms, Complete: 29_900 * ms, Outcome: history.Info, Code: "outcome_unknown"})
 	ops = append(ops, servedEvery(9, 25_000*ms, 31_000*ms, 100*ms)...)
 	// The resource's operations are not fenced's service.
 	ops = append(ops, history.Op{Client: 0, Kind: history.Write, Invoke: 4_000 * ms, Complete: 4_001 * ms, Outcome: history.OK})
@@ -108,5 +109,19 @@ func TestPercentile(t *testing.T) {
 	}
 	if p := percentile(ds[:9], 50); p != 5 {
 		t.Fatalf("p50 of 1..9 = %v", p)
+	}
+}
+
+// A client that asks nothing in a window (the operator, who force-releases
+// only while answers are lost) is not a client without service there.
+func TestAvailabilityIgnoresIdleClients(t *testing.T) {
+	var ops []history.Op
+	ops = append(ops, servedEvery(0, 0, 20_000*ms, 100*ms)...)
+	ops = append(ops, servedEvery(7, 0, 2_000*ms, 100*ms)...) // idle from 2 s on
+	faults := []history.Fault{{Index: 0, Nemesis: "freeze-follower", Start: 4_000 * ms, End: 9_000 * ms}}
+	r := Availability(ops, faults, availOpts())
+	expect(t, r, true)
+	if u := r.Unavailability[0]; u.Samples != 1 {
+		t.Fatalf("an idle client was measured: %+v", u)
 	}
 }
