@@ -471,6 +471,9 @@ func (r *Raft) pipelineReplicate(s *followerReplication) error {
 
 	// Start a dedicated decoder
 	r.goFunc(func() { r.pipelineDecode(s, pipeline, stopCh, finishCh) })
+	// A send blocked on a full pipeline returns once the decoder stopped
+	// (local patch, pipeline_close.go).
+	r.goFunc(func() { closePipelineWhenDone(pipeline, finishCh, stopCh, r.shutdownCh) })
 
 	// Start pipeline sends at the last good nextIndex
 	nextIndex := atomic.LoadUint64(&s.nextIndex)
