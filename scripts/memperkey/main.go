@@ -21,6 +21,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,10 +41,37 @@ func main() {
 	binary := flag.String("binary", "", "fenced binary (default: built from this module)")
 	nodeArgs := flag.String("node-args", "", "extra arguments for every node, space-separated")
 	keep := flag.Bool("keep", false, "keep the data directories")
+	flag.StringVar(&profileDir, "profile-dir", "", "write each node's heap profile (go tool pprof -sample_index=inuse_space) here after the fill")
 	flag.Parse()
 	if err := run(*keys, *clients, *ttl, *settle, *restart, *binary, strings.Fields(*nodeArgs), *keep); err != nil {
 		fmt.Fprintln(os.Stderr, "memperkey:", err)
 		os.Exit(1)
+	}
+}
+
+// profileDir, when set, receives the nodes' heap profiles.
+var profileDir string
+
+// saveHeapProfiles writes each node's heap profile to profileDir.
+func saveHeapProfiles(c *proccluster.Cluster, lead *proccluster.Node, tag string) {
+	if profileDir == "" {
+		return
+	}
+	for _, n := range c.Nodes {
+		role := "follower"
+		if n.ID == lead.ID {
+			role = "leader"
+		}
+		resp, err := http.Get(c.URL(n) + "/debug/pprof/heap")
+		if err != nil {
+			continue
+		}
+		f, err := os.Create(filepath.Join(profileDir, fmt.Sprintf("heap-%s-%s-%s.pprof", tag, n.ID, role)))
+		if err == nil {
+			_, _ = io.Copy(f, resp.Body)
+			f.Close()
+		}
+		resp.Body.Close()
 	}
 }
 
@@ -83,6 +111,7 @@ func run(keys, clients int, ttl, settle time.Duration, restart bool, binary stri
 	time.Sleep(settle)
 	after := measureAll(c)
 	report(c, lead, keys, before, after)
+	saveHeapProfiles(c, lead, "filled")
 	if !restart {
 		return nil
 	}
@@ -106,6 +135,7 @@ func run(keys, clients int, ttl, settle time.Duration, restart bool, binary stri
 	}
 	fmt.Println("after the restart:")
 	report(c, lead, keys, before, measureAll(c))
+	saveHeapProfiles(c, lead, "restarted")
 	return nil
 }
 
