@@ -22,19 +22,31 @@ type lease struct {
 	key    string
 	holder string
 	token  fence.Token
-	ttl    time.Duration
 	armed  uint64
-	delay  time.Duration // lock-delay after an expiry
 	// deadline is when the lease ends; due is when the heap next looks at
 	// it. A renewal moves only deadline, so it costs no heap work: when due
 	// comes, a lease whose deadline moved goes back in at its deadline.
 	// Both are nanoseconds on the table's monotonic clock (see leases.at).
 	deadline, due int64
-	// slot is the lease's index in the heap, -1 once it left it.
-	slot int
 	// prev and next link the leases of one holder.
 	prev, next *lease
+	// slot is the lease's index in the heap, -1 once it left it.
+	slot int32
+	// ttlMs and delayMs (the lock-delay after an expiry) are in whole
+	// milliseconds, as the state machine keeps them: 96 bytes a lease.
+	ttlMs, delayMs uint32
 }
+
+// toMs converts a duration to whole milliseconds, rounding up: a lease is
+// never shorter than its grant's TTL (the state machine's durations are
+// whole milliseconds already).
+func toMs(d time.Duration) uint32 {
+	ms := (d + time.Millisecond - 1) / time.Millisecond
+	return uint32(min(max(ms, 0), 1<<32-1))
+}
+
+func (ls *lease) ttl() time.Duration   { return time.Duration(ls.ttlMs) * time.Millisecond }
+func (ls *lease) delay() time.Duration { return time.Duration(ls.delayMs) * time.Millisecond }
 
 // holderLeases is the list of one holder's leases, and their number.
 type holderLeases struct {
@@ -195,7 +207,7 @@ func (l *leases) armLocked(k fsm.KeyState) {
 		l.removeLocked(old)
 	}
 	ls := l.insertLocked(k, l.now())
-	l.up(ls.slot)
+	l.up(int(ls.slot))
 	if ls.slot == 0 {
 		l.resetTimerLocked()
 	}
@@ -204,9 +216,10 @@ func (l *leases) armLocked(k fsm.KeyState) {
 // insertLocked makes the lease of k, due a TTL after now, and appends it to
 // the heap without restoring the heap's order.
 func (l *leases) insertLocked(k fsm.KeyState, now int64) *lease {
-	dl := now + int64(k.TTL)
-	ls := &lease{key: k.Key, holder: k.Holder, token: k.Token, ttl: k.TTL, armed: k.Armed, delay: k.LockDelay,
-		deadline: dl, due: dl, slot: len(l.heap)}
+	ls := &lease{key: k.Key, holder: k.Holder, token: k.Token, armed: k.Armed, ttlMs: toMs(k.TTL), delayMs: toMs(k.LockDelay),
+		slot: int32(len(l.heap))}
+	ls.deadline = now + int64(ls.ttl())
+	ls.due = ls.deadline
 	l.heap = append(l.heap, ls)
 	l.byKey[k.Key] = ls
 	h := l.byHolder[k.Holder]
@@ -240,7 +253,7 @@ func (l *leases) removeLocked(ls *lease) {
 	}
 	ls.prev, ls.next = nil, nil
 	if ls.slot >= 0 {
-		l.heapRemove(ls.slot)
+		l.heapRemove(int(ls.slot))
 	}
 	// A stale timer only makes fire look at the heap early; it is not
 	// worth a reset per removal.
@@ -291,14 +304,14 @@ func (l *leases) fire(gen uint64) {
 			continue
 		}
 		l.removeLocked(ls)
-		if ls.delay > 0 {
+		if ls.delayMs > 0 {
 			// The lock-delay starts now, before the expiry is proposed: once
 			// the expiry is applied the key looks free, and an acquire
 			// checking between that moment and ended() would find no delay
 			// to honour.
-			l.delays[ls.key] = l.at(now).Add(ls.delay)
+			l.delays[ls.key] = l.at(now).Add(ls.delay())
 		}
-		ends = append(ends, ending{fsm.Expire{Key: ls.key, Token: ls.token, Armed: ls.armed}, ls.delay})
+		ends = append(ends, ending{fsm.Expire{Key: ls.key, Token: ls.token, Armed: ls.armed}, ls.delay()})
 	}
 	l.resetTimerLocked()
 	l.mu.Unlock()
@@ -314,7 +327,7 @@ func (l *leases) less(i, j int) bool { return l.heap[i].due < l.heap[j].due }
 func (l *leases) swap(i, j int) {
 	h := l.heap
 	h[i], h[j] = h[j], h[i]
-	h[i].slot, h[j].slot = i, j
+	h[i].slot, h[j].slot = int32(i), int32(j)
 }
 
 func (l *leases) up(i int) {
@@ -389,7 +402,7 @@ func (l *leases) renew(key, holder string, tok fence.Token) (fsm.KeyState, time.
 	if ls == nil || ls.token != tok || ls.holder != holder || ls.deadline <= now {
 		return fsm.KeyState{}, time.Time{}, false
 	}
-	ls.deadline = now + int64(ls.ttl)
+	ls.deadline = now + int64(ls.ttl())
 	return ls.state(), l.at(ls.deadline), true
 }
 
@@ -407,14 +420,14 @@ func (l *leases) renewHolder(holder string) []RenewedLease {
 		if ls.deadline <= now {
 			continue
 		}
-		ls.deadline = now + int64(ls.ttl)
+		ls.deadline = now + int64(ls.ttl())
 		out = append(out, RenewedLease{Key: ls.state(), Deadline: l.at(ls.deadline)})
 	}
 	return out
 }
 
 func (ls *lease) state() fsm.KeyState {
-	return fsm.KeyState{Key: ls.key, Holder: ls.holder, Token: ls.token, TTL: ls.ttl, State: fsm.Held, Armed: ls.armed, LockDelay: ls.delay}
+	return fsm.KeyState{Key: ls.key, Holder: ls.holder, Token: ls.token, TTL: ls.ttl(), State: fsm.Held, Armed: ls.armed, LockDelay: ls.delay()}
 }
 
 // RenewedLease is a grant whose lease a renewal extended, and its new deadline.

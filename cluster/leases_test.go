@@ -6,6 +6,7 @@ import (
 	"sync"
 	"testing"
 	"time"
+	"unsafe"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -135,5 +136,18 @@ func TestLeaseTableDeactivatedProposesNothing(t *testing.T) {
 	})
 	if _, c := log.get("a"); c != 0 {
 		t.Fatalf("a lease of a deactivated generation was expired %d times", c)
+	}
+}
+
+// A lease keeps its TTL and lock-delay in whole milliseconds, rounded up:
+// never shorter than the grant's.
+func TestLeaseDurationsRoundUp(t *testing.T) {
+	for in, want := range map[time.Duration]uint32{0: 0, time.Nanosecond: 1, time.Millisecond: 1, 1500 * time.Microsecond: 2, time.Hour: 3600000, -time.Second: 0, 1 << 62: 1<<32 - 1} {
+		if got := toMs(in); got != want {
+			t.Errorf("toMs(%v) = %d, want %d", in, got, want)
+		}
+	}
+	if s := unsafe.Sizeof(lease{}); s > 96 {
+		t.Errorf("a lease takes %d bytes, more than the 96-byte size class", s)
 	}
 }
