@@ -7,7 +7,7 @@
 //	go run ./scripts/memperkey -keys 200000 -node-args=--memory-limit=off
 //
 // It starts the nodes on free loopback ports (internal/proccluster), fills
-// -keys keys with -clients concurrent clients (one holder per client, a TTL
+// -keys keys with -clients concurrent clients (a holder per thousand keys, a TTL
 // of -ttl so nothing expires), waits -settle, and prints per node: RSS and
 // heap in use before and after, and the growth per key. Heap figures come
 // from each node's /debug/pprof/heap (the nodes run with --enable-pprof).
@@ -34,7 +34,7 @@ import (
 
 func main() {
 	keys := flag.Int("keys", 200000, "held keys to fill")
-	clients := flag.Int("clients", 64, "concurrent filling clients (one holder each)")
+	clients := flag.Int("clients", 64, "concurrent filling clients")
 	ttl := flag.Duration("ttl", time.Hour, "TTL of the grants (long enough that none expires)")
 	settle := flag.Duration("settle", 10*time.Second, "wait after the fill before measuring")
 	restart := flag.Bool("restart", true, "kill -9 every node afterwards, restart them and time the first acquire")
@@ -148,12 +148,14 @@ func fill(ctx context.Context, c *proccluster.Cluster, lead *proccluster.Node, k
 		wg.Add(1)
 		go func(i int) {
 			defer wg.Done()
-			holder := fmt.Sprintf("mem/h%d", i)
 			for {
 				k := next.Add(1) - 1
 				if k >= int64(keys) {
 					return
 				}
+				// A holder per thousand keys: well under the default
+				// --max-keys-per-holder.
+				holder := fmt.Sprintf("mem/h%d", k/1000)
 				for attempt := 0; ; attempt++ {
 					_, err := cl.Acquire(ctx, api.AcquireRequest{Key: fmt.Sprintf("mem/%d", k), Holder: holder, TTL: ttl.String()})
 					if err == nil {
