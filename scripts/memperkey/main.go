@@ -109,6 +109,11 @@ func run(keys, clients int, ttl, settle time.Duration, restart bool, binary stri
 	fmt.Printf("filled %d keys with %d clients in %s (%.0f/s; a shared machine: not a throughput figure)\n",
 		keys, clients, fillTime.Round(time.Millisecond), float64(keys)/fillTime.Seconds())
 	time.Sleep(settle)
+	// Leadership may have moved during the fill on a busy machine: the
+	// roles are those of the moment of measuring.
+	if lead, err = c.Leader(ctx, 30*time.Second); err != nil {
+		return err
+	}
 	after := measureAll(c)
 	report(c, lead, keys, before, after)
 	saveHeapProfiles(c, lead, "filled")
