@@ -113,6 +113,7 @@ func (l *leases) activate(gen uint64, live, delayed []fsm.KeyState) {
 	l.stopLocked()
 	l.gen = gen
 	now := l.now()
+	start := now
 	l.byKey = make(map[string]*lease, len(live))
 	l.heap = make([]*lease, 0, len(live))
 	for _, k := range live {
@@ -130,7 +131,7 @@ func (l *leases) activate(gen uint64, live, delayed []fsm.KeyState) {
 	for _, k := range delayed {
 		l.delays[k.Key] = wall.Add(k.LockDelay)
 	}
-	l.log.Info("leases re-armed for a full TTL", "generation", gen, "live", len(live))
+	l.log.Info("leases re-armed for a full TTL", "generation", gen, "live", len(live), "took", time.Duration(l.now()-start))
 }
 
 // deactivate stops the timer and forgets every lease at once: a node that
