@@ -37,8 +37,10 @@ latencies of the last run. Workloads:
              operation is one grant and its release
   mix        70% verify, 20% keepalive, 10% cycle
 
-With no WORKLOAD, all of them run in that order. Point --endpoints at the
-leader to measure fenced rather than forwarding. Keys are written under a
+With no WORKLOAD, all of them run in that order. Every result shows the CPU
+time per operation of this process and, for a cluster on this machine (or
+the processes --server-pids names), of the cluster's processes, summed.
+Point --endpoints at the leader to measure fenced rather than forwarding. Keys are written under a
 bench/ prefix and stay in the cluster (every key's high-water mark is kept).`,
 	examples: `
 fencectl bench verify --clients 1,16,64 --duration 10s
