@@ -13,35 +13,96 @@ import (
 // lease is the leader's view of one live grant: a deadline on the leader's
 // monotonic clock. Followers keep none; a new leader re-arms every live grant
 // for a full TTL, so no lease ever ends early because of an election.
+//
+// A lease is one allocation: its key and holder are the strings the state
+// machine already holds, and it carries its own places in the deadline heap
+// and in its holder's list, so a million leases need no timer and no map per
+// holder.
 type lease struct {
-	key      string
-	holder   string
-	token    fence.Token
-	ttl      time.Duration
-	armed    uint64
-	delay    time.Duration // lock-delay after an expiry
-	deadline time.Time
-	timer    *time.Timer
+	key    string
+	holder string
+	token  fence.Token
+	armed  uint64
+	// deadline is when the lease ends; due is when the heap next looks at
+	// it. A renewal moves only deadline, so it costs no heap work: when due
+	// comes, a lease whose deadline moved goes back in at its deadline.
+	// Both are nanoseconds on the table's monotonic clock (see leases.at).
+	deadline, due int64
+	// prev and next link the leases of one holder.
+	prev, next *lease
+	// slot is the lease's index in the heap, -1 once it left it.
+	slot int32
+	// ttlMs and delayMs (the lock-delay after an expiry) are in whole
+	// milliseconds, as the state machine keeps them: 96 bytes a lease.
+	ttlMs, delayMs uint32
+}
+
+// toMs converts a duration to whole milliseconds, rounding up: a lease is
+// never shorter than its grant's TTL (the state machine's durations are
+// whole milliseconds already).
+func toMs(d time.Duration) uint32 {
+	ms := (d + time.Millisecond - 1) / time.Millisecond
+	return uint32(min(max(ms, 0), 1<<32-1))
+}
+
+func (ls *lease) ttl() time.Duration   { return time.Duration(ls.ttlMs) * time.Millisecond }
+func (ls *lease) delay() time.Duration { return time.Duration(ls.delayMs) * time.Millisecond }
+
+// holderLeases is the list of one holder's leases, and their number.
+type holderLeases struct {
+	first *lease
+	n     int
+}
+
+func (h *holderLeases) head() *lease {
+	if h == nil {
+		return nil
+	}
+	return h.first
+}
+
+func (h *holderLeases) len() int {
+	if h == nil {
+		return 0
+	}
+	return h.n
 }
 
 // leases is the leader's lease table. It is active only while the node leads
-// and is ready; every timer belongs to one generation (leadership term), so a
-// timer of a lost term can never propose an expiry.
+// and is ready; one timer, armed for the earliest due lease, belongs to the
+// generation (leadership term) that armed it, so a timer of a lost term can
+// never propose an expiry.
 type leases struct {
 	log    hclog.Logger
 	expire func(gen uint64, e fsm.Expire, lockDelay time.Duration)
+	// base is the zero of the table's clock: deadlines are kept as
+	// nanoseconds since base, read from the monotonic clock.
+	base time.Time
 
-	mu       sync.Mutex
-	gen      uint64 // 0: inactive
-	byKey    map[string]*lease
-	byHolder map[string]map[string]*lease
+	mu    sync.Mutex
+	gen   uint64 // 0: inactive
+	byKey map[string]*lease
+	// byHolder holds each holder's leases.
+	byHolder map[string]*holderLeases
+	// heap orders the leases by due, earliest first.
+	heap []*lease
+	// timer fires at the earliest due; timerAt is when (0: stopped).
+	timer   *time.Timer
+	timerAt int64
 	// delays holds the end of each key's lock-delay after an expiry.
 	delays map[string]time.Time
 }
 
 func newLeases(log hclog.Logger, expire func(gen uint64, e fsm.Expire, lockDelay time.Duration)) *leases {
-	return &leases{log: log, expire: expire, byKey: map[string]*lease{}, byHolder: map[string]map[string]*lease{}, delays: map[string]time.Time{}}
+	return &leases{log: log, expire: expire, base: time.Now(), byKey: map[string]*lease{}, byHolder: map[string]*holderLeases{}, delays: map[string]time.Time{}}
 }
+
+// now returns the table's clock.
+func (l *leases) now() int64 { return int64(time.Since(l.base)) }
+
+// at converts a time of the table's clock to a time.Time (with its
+// monotonic reading, so comparisons with time.Now stay monotonic).
+func (l *leases) at(t int64) time.Time { return l.base.Add(time.Duration(t)) }
 
 // activate arms a full TTL for every live grant, from now, for generation gen,
 // and a full lock-delay for every expired grant that has one: a new leader
@@ -51,18 +112,30 @@ func (l *leases) activate(gen uint64, live, delayed []fsm.KeyState) {
 	defer l.mu.Unlock()
 	l.stopLocked()
 	l.gen = gen
+	now := l.now()
+	start := now
+	l.byKey = make(map[string]*lease, len(live))
+	l.heap = make([]*lease, 0, len(live))
 	for _, k := range live {
-		l.armLocked(k)
+		if old := l.byKey[k.Key]; old != nil {
+			l.removeLocked(old) // the heap is put in order below
+		}
+		l.insertLocked(k, now)
 	}
-	now := time.Now()
+	// One heapify for all of them: O(n), where n pushes are O(n log n).
+	for i := len(l.heap)/2 - 1; i >= 0; i-- {
+		l.down(i)
+	}
+	l.resetTimerLocked()
+	wall := l.at(now)
 	for _, k := range delayed {
-		l.delays[k.Key] = now.Add(k.LockDelay)
+		l.delays[k.Key] = wall.Add(k.LockDelay)
 	}
-	l.log.Info("leases re-armed for a full TTL", "generation", gen, "live", len(live))
+	l.log.Info("leases re-armed for a full TTL", "generation", gen, "live", len(live), "took", time.Duration(l.now()-start))
 }
 
-// deactivate stops every timer at once: a node that no longer leads must not
-// propose expiries or answer renewals.
+// deactivate stops the timer and forgets every lease at once: a node that
+// no longer leads must not propose expiries or answer renewals.
 func (l *leases) deactivate() {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -82,11 +155,14 @@ func (l *leases) deactivateGen(gen uint64) {
 }
 
 func (l *leases) stopLocked() {
-	for _, ls := range l.byKey {
-		ls.timer.Stop()
+	if l.timer != nil {
+		l.timer.Stop()
+		l.timer = nil
 	}
+	l.timerAt = 0
 	l.byKey = map[string]*lease{}
-	l.byHolder = map[string]map[string]*lease{}
+	l.byHolder = map[string]*holderLeases{}
+	l.heap = nil
 	l.delays = map[string]time.Time{}
 }
 
@@ -131,51 +207,172 @@ func (l *leases) armLocked(k fsm.KeyState) {
 	if old := l.byKey[k.Key]; old != nil {
 		l.removeLocked(old)
 	}
-	ls := &lease{key: k.Key, holder: k.Holder, token: k.Token, ttl: k.TTL, armed: k.Armed, delay: k.LockDelay, deadline: time.Now().Add(k.TTL)}
-	gen := l.gen
-	ls.timer = time.AfterFunc(k.TTL, func() { l.fire(gen, ls) })
+	ls := l.insertLocked(k, l.now())
+	l.up(int(ls.slot))
+	if ls.slot == 0 {
+		l.resetTimerLocked()
+	}
+}
+
+// insertLocked makes the lease of k, due a TTL after now, and appends it to
+// the heap without restoring the heap's order.
+func (l *leases) insertLocked(k fsm.KeyState, now int64) *lease {
+	ls := &lease{key: k.Key, holder: k.Holder, token: k.Token, armed: k.Armed, ttlMs: toMs(k.TTL), delayMs: toMs(k.LockDelay),
+		slot: int32(len(l.heap))}
+	ls.deadline = now + int64(ls.ttl())
+	ls.due = ls.deadline
+	l.heap = append(l.heap, ls)
 	l.byKey[k.Key] = ls
 	h := l.byHolder[k.Holder]
 	if h == nil {
-		h = map[string]*lease{}
+		h = &holderLeases{}
 		l.byHolder[k.Holder] = h
 	}
-	h[k.Key] = ls
+	if h.first != nil {
+		ls.next, h.first.prev = h.first, ls
+	}
+	h.first = ls
+	h.n++
+	return ls
 }
 
 func (l *leases) removeLocked(ls *lease) {
-	ls.timer.Stop()
 	delete(l.byKey, ls.key)
 	if h := l.byHolder[ls.holder]; h != nil {
-		delete(h, ls.key)
-		if len(h) == 0 {
+		if h.first == ls {
+			h.first = ls.next
+		}
+		if h.n--; h.n == 0 {
 			delete(l.byHolder, ls.holder)
 		}
 	}
+	if ls.prev != nil {
+		ls.prev.next = ls.next
+	}
+	if ls.next != nil {
+		ls.next.prev = ls.prev
+	}
+	ls.prev, ls.next = nil, nil
+	if ls.slot >= 0 {
+		l.heapRemove(int(ls.slot))
+	}
+	// A stale timer only makes fire look at the heap early; it is not
+	// worth a reset per removal.
 }
 
-// fire runs when a lease's timer ends. A renewal may have moved the deadline
-// after the timer was already running, so the deadline is checked again.
-func (l *leases) fire(gen uint64, ls *lease) {
+// resetTimerLocked arms the timer for the earliest due lease, unless it is
+// already armed for that moment or earlier (fire then re-arms it).
+func (l *leases) resetTimerLocked() {
+	if len(l.heap) == 0 {
+		return
+	}
+	due := l.heap[0].due
+	if l.timer != nil && l.timerAt != 0 && l.timerAt <= due {
+		return
+	}
+	wait := time.Duration(due - l.now())
+	if l.timer == nil {
+		gen := l.gen
+		l.timer = time.AfterFunc(wait, func() { l.fire(gen) })
+	} else {
+		l.timer.Reset(wait)
+	}
+	l.timerAt = due
+}
+
+// fire runs when the timer ends: every lease whose deadline passed is
+// forgotten and its expiry proposed; a lease that a renewal moved goes back
+// in the heap at its new deadline.
+func (l *leases) fire(gen uint64) {
+	type ending struct {
+		e     fsm.Expire
+		delay time.Duration
+	}
+	var ends []ending
 	l.mu.Lock()
-	if l.gen != gen || l.byKey[ls.key] != ls {
+	if l.gen != gen || l.timer == nil {
 		l.mu.Unlock()
 		return
 	}
-	if wait := time.Until(ls.deadline); wait > 0 {
-		ls.timer.Reset(wait)
-		l.mu.Unlock()
-		return
+	l.timerAt = 0
+	now := l.now()
+	for len(l.heap) > 0 && l.heap[0].due <= now {
+		ls := l.heap[0]
+		if ls.deadline > now {
+			// A renewal moved the deadline after this lease was due.
+			ls.due = ls.deadline
+			l.down(0)
+			continue
+		}
+		l.removeLocked(ls)
+		if ls.delayMs > 0 {
+			// The lock-delay starts now, before the expiry is proposed: once
+			// the expiry is applied the key looks free, and an acquire
+			// checking between that moment and ended() would find no delay
+			// to honour.
+			l.delays[ls.key] = l.at(now).Add(ls.delay())
+		}
+		ends = append(ends, ending{fsm.Expire{Key: ls.key, Token: ls.token, Armed: ls.armed}, ls.delay()})
 	}
-	l.removeLocked(ls)
-	if ls.delay > 0 {
-		// The lock-delay starts now, before the expiry is proposed: once the
-		// expiry is applied the key looks free, and an acquire checking
-		// between that moment and ended() would find no delay to honour.
-		l.delays[ls.key] = time.Now().Add(ls.delay)
-	}
+	l.resetTimerLocked()
 	l.mu.Unlock()
-	l.expire(gen, fsm.Expire{Key: ls.key, Token: ls.token, Armed: ls.armed}, ls.delay)
+	for _, x := range ends {
+		l.expire(gen, x.e, x.delay)
+	}
+}
+
+// The heap: a binary min-heap of leases by due, each lease knowing its slot.
+
+func (l *leases) less(i, j int) bool { return l.heap[i].due < l.heap[j].due }
+
+func (l *leases) swap(i, j int) {
+	h := l.heap
+	h[i], h[j] = h[j], h[i]
+	h[i].slot, h[j].slot = int32(i), int32(j)
+}
+
+func (l *leases) up(i int) {
+	for i > 0 {
+		p := (i - 1) / 2
+		if !l.less(i, p) {
+			return
+		}
+		l.swap(i, p)
+		i = p
+	}
+}
+
+func (l *leases) down(i int) {
+	n := len(l.heap)
+	for {
+		c := 2*i + 1
+		if c >= n {
+			return
+		}
+		if r := c + 1; r < n && l.less(r, c) {
+			c = r
+		}
+		if !l.less(c, i) {
+			return
+		}
+		l.swap(i, c)
+		i = c
+	}
+}
+
+func (l *leases) heapRemove(i int) {
+	last := len(l.heap) - 1
+	ls := l.heap[i]
+	if i != last {
+		l.swap(i, last)
+	}
+	l.heap[last] = nil
+	l.heap = l.heap[:last]
+	ls.slot = -1
+	if i != last {
+		l.down(i)
+		l.up(i)
+	}
 }
 
 // undelay drops the lock-delay of key: an expiry that was proposed did not
@@ -191,10 +388,10 @@ func (l *leases) live(key string, tok fence.Token) (time.Time, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ls := l.byKey[key]
-	if ls == nil || ls.token != tok || !time.Now().Before(ls.deadline) {
+	if ls == nil || ls.token != tok || ls.deadline <= l.now() {
 		return time.Time{}, false
 	}
-	return ls.deadline, true
+	return l.at(ls.deadline), true
 }
 
 // renew extends a live lease of holder for a full TTL from now.
@@ -202,31 +399,36 @@ func (l *leases) renew(key, holder string, tok fence.Token) (fsm.KeyState, time.
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	ls := l.byKey[key]
-	if ls == nil || ls.token != tok || ls.holder != holder || !time.Now().Before(ls.deadline) {
+	now := l.now()
+	if ls == nil || ls.token != tok || ls.holder != holder || ls.deadline <= now {
 		return fsm.KeyState{}, time.Time{}, false
 	}
-	ls.deadline = time.Now().Add(ls.ttl)
-	return ls.state(), ls.deadline, true
+	ls.deadline = now + int64(ls.ttl())
+	return ls.state(), l.at(ls.deadline), true
 }
 
 // renewHolder extends every live lease of a holder.
 func (l *leases) renewHolder(holder string) []RenewedLease {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := time.Now()
-	var out []RenewedLease
-	for _, ls := range l.byHolder[holder] {
-		if !now.Before(ls.deadline) {
+	now := l.now()
+	h := l.byHolder[holder]
+	if h == nil {
+		return nil
+	}
+	out := make([]RenewedLease, 0, h.len())
+	for ls := h.head(); ls != nil; ls = ls.next {
+		if ls.deadline <= now {
 			continue
 		}
-		ls.deadline = now.Add(ls.ttl)
-		out = append(out, RenewedLease{Key: ls.state(), Deadline: ls.deadline})
+		ls.deadline = now + int64(ls.ttl())
+		out = append(out, RenewedLease{Key: ls.state(), Deadline: l.at(ls.deadline)})
 	}
 	return out
 }
 
 func (ls *lease) state() fsm.KeyState {
-	return fsm.KeyState{Key: ls.key, Holder: ls.holder, Token: ls.token, TTL: ls.ttl, State: fsm.Held, Armed: ls.armed, LockDelay: ls.delay}
+	return fsm.KeyState{Key: ls.key, Holder: ls.holder, Token: ls.token, TTL: ls.ttl(), State: fsm.Held, Armed: ls.armed, LockDelay: ls.delay()}
 }
 
 // RenewedLease is a grant whose lease a renewal extended, and its new deadline.

@@ -93,7 +93,7 @@ func (l Limits) apply(a AcquireArgs) bool {
 func (l *leases) holderCount(holder string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return len(l.byHolder[holder])
+	return l.byHolder[holder].len()
 }
 
 // namespaceCount returns the number of live leases of the holders in the
@@ -106,7 +106,7 @@ func (l *leases) namespaceCount(name string) int {
 	n := 0
 	for h, ls := range l.byHolder {
 		if h == name || (len(h) > len(name) && h[len(name)] == '/' && h[:len(name)] == name) {
-			n += len(ls)
+			n += ls.len()
 		}
 	}
 	return n

@@ -62,30 +62,50 @@ type KeyState struct {
 }
 
 // entry is a key's state as the FSM stores it: KeyState without the key
-// (the map holds it) and with durations in milliseconds, so that a million
-// keys fit in a few hundred megabytes.
+// (the map holds it), with durations in milliseconds, and with the holder
+// and the request id in one string, so that a million keys fit in a few
+// hundred megabytes: 56 bytes beside the key instead of 72, and one
+// allocation for both names instead of two.
 type entry struct {
-	holder    string
-	requestID string
+	// names is the holder followed by the request id; holderLen splits it.
+	names     string
 	token     fence.Token
 	index     uint64
 	armed     uint64
+	holderLen uint32
 	ttlMs     uint32
 	delayMs   uint32
 	state     State
 }
 
+func (e *entry) holder() string    { return e.names[:e.holderLen] }
+func (e *entry) requestID() string { return e.names[e.holderLen:] }
+
 // maxMs is the longest duration an entry holds (about 49 days).
 const maxMs = time.Duration(1<<32-1) * time.Millisecond
 
 func (e entry) keyState(key string) KeyState {
-	return KeyState{Key: key, Holder: e.holder, Token: e.token, TTL: time.Duration(e.ttlMs) * time.Millisecond,
-		State: e.state, RequestID: e.requestID, Index: e.index, Armed: e.armed, LockDelay: time.Duration(e.delayMs) * time.Millisecond}
+	return KeyState{Key: key, Holder: e.holder(), Token: e.token, TTL: time.Duration(e.ttlMs) * time.Millisecond,
+		State: e.state, RequestID: e.requestID(), Index: e.index, Armed: e.armed, LockDelay: time.Duration(e.delayMs) * time.Millisecond}
 }
 
 func entryOf(k KeyState) entry {
-	return entry{holder: k.Holder, requestID: k.RequestID, token: k.Token, index: k.Index, armed: k.Armed,
+	return entryWith(k, joinNames(k.Holder, k.RequestID))
+}
+
+// entryWith is entryOf with the names string already made.
+func entryWith(k KeyState, names string) entry {
+	return entry{names: names, holderLen: uint32(len(k.Holder)), token: k.Token, index: k.Index, armed: k.Armed,
 		ttlMs: uint32(k.TTL / time.Millisecond), delayMs: uint32(k.LockDelay / time.Millisecond), state: k.State}
+}
+
+// joinNames returns holder and request id as one string, without copying
+// when there is no request id.
+func joinNames(holder, requestID string) string {
+	if requestID == "" {
+		return holder
+	}
+	return holder + requestID
 }
 
 func (f *FSM) get(key string) (KeyState, bool) {
@@ -96,7 +116,22 @@ func (f *FSM) get(key string) (KeyState, bool) {
 	return e.keyState(key), true
 }
 
-func (f *FSM) put(k KeyState) { f.keys[k.Key] = entryOf(k) }
+// put stores k and returns it with its holder and request id pointing into
+// the stored names, so that the observers (the leader's lease table) share
+// them instead of keeping copies. A put that keeps a key's names (a
+// release, an expiry, a renewal by the same request) reuses them.
+func (f *FSM) put(k KeyState) KeyState {
+	var names string
+	if old, ok := f.keys[k.Key]; ok && old.holder() == k.Holder && old.requestID() == k.RequestID {
+		names = old.names
+	} else {
+		names = joinNames(k.Holder, k.RequestID)
+	}
+	e := entryWith(k, names)
+	f.keys[k.Key] = e
+	k.Holder, k.RequestID = e.holder(), e.requestID()
+	return k
+}
 
 // Result is what Apply returns for a command; raft hands it to the proposer
 // through ApplyFuture.Response.
@@ -364,7 +399,7 @@ func (f *FSM) acquire(c Acquire, pos logPos) *Result {
 			return &Result{Key: k, Err: &HeldError{Key: k.Key, Holder: k.Holder, Token: k.Token}}
 		}
 		k.TTL, k.Armed, k.LockDelay = c.TTL, index, c.LockDelay
-		f.put(k)
+		k = f.put(k)
 		// A new request answered with this grant owns it from now on: its
 		// retry after the grant ended must not mint another.
 		if !c.v1 && c.RequestID != k.RequestID {
@@ -386,7 +421,7 @@ func (f *FSM) acquire(c Acquire, pos logPos) *Result {
 		f.hist.retire(c.Key, k.RequestID, k.Token, f.maxRetired)
 	}
 	k = KeyState{Key: c.Key, Holder: c.Holder, Token: tok, TTL: c.TTL, State: Held, RequestID: c.RequestID, Index: index, Armed: index, LockDelay: c.LockDelay}
-	f.put(k)
+	k = f.put(k)
 	return &Result{Key: k, Changed: true}
 }
 
@@ -428,7 +463,7 @@ func (f *FSM) release(c Release) *Result {
 		return &Result{Key: k, Err: ErrExpired}
 	}
 	k.State = Released
-	f.put(k)
+	k = f.put(k)
 	return &Result{Key: k, Changed: true}
 }
 
@@ -438,7 +473,7 @@ func (f *FSM) expire(c Expire) *Result {
 		return &Result{Key: k}
 	}
 	k.State = Expired
-	f.put(k)
+	k = f.put(k)
 	return &Result{Key: k, Changed: true}
 }
 

@@ -37,8 +37,10 @@ latencies of the last run. Workloads:
              operation is one grant and its release
   mix        70% verify, 20% keepalive, 10% cycle
 
-With no WORKLOAD, all of them run in that order. Point --endpoints at the
-leader to measure fenced rather than forwarding. Keys are written under a
+With no WORKLOAD, all of them run in that order. Every result shows the CPU
+time per operation of this process and, for a cluster on this machine (or
+the processes --server-pids names), of the cluster's processes, summed.
+Point --endpoints at the leader to measure fenced rather than forwarding. Keys are written under a
 bench/ prefix and stay in the cluster (every key's high-water mark is kept).`,
 	examples: `
 fencectl bench verify --clients 1,16,64 --duration 10s
@@ -53,6 +55,7 @@ type benchCmd struct {
 	noHist    bool
 	cpuProf   string
 	transport string
+	pids      string
 }
 
 func (b *benchCmd) flags(fs *pflag.FlagSet) {
@@ -63,6 +66,8 @@ func (b *benchCmd) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&b.transport, "transport", transportLean, "how the benchmark client sends requests: "+transportLean+
 		" (each client's requests written and read on its own goroutine over a kept-alive connection, so the client takes little of the CPU it measures), or "+
 		transportStd+" (net/http's Transport, as api.Client uses it: an end-to-end figure for a Go application)")
+	fs.StringVar(&b.pids, "server-pids", serverPIDsAuto, "PIDs of the cluster's processes (comma-separated) whose CPU time (/proc/PID/stat) each result shows per operation, summed (SERVER CPU/OP); "+
+		serverPIDsAuto+": the processes of this machine that listen on the members' HTTP addresses (Linux); none: no server figure")
 	fs.StringVar(&b.cpuProf, "cpuprofile", "", "write a Go CPU profile of the benchmark client to this file (the server's is at /debug/pprof/ with --enable-pprof)")
 }
 
@@ -93,13 +98,17 @@ func (b *benchCmd) run(ctx context.Context, e *env, args []string) error {
 		}
 		defer stop()
 	}
+	serverCPU, err := b.serverCPU(ctx, e)
+	if err != nil {
+		return err
+	}
 	var results []*bench.Result
 	for _, w := range workloads {
 		for _, n := range counts {
 			c := b.client(e)
 			progress := progressFor(e, w, n, b.duration)
 			r, err := bench.Run(ctx, c, bench.Config{Workload: w, Clients: n, Duration: b.duration, TTL: b.ttl,
-				Progress: progress, CPU: processCPU})
+				Progress: progress, CPU: processCPU, ServerCPU: serverCPU})
 			c.CloseIdleConnections()
 			if progress != nil {
 				fmt.Fprint(e.stderr, "\r\033[K")
@@ -114,9 +123,9 @@ func (b *benchCmd) run(ctx context.Context, e *env, args []string) error {
 	if e.jsonOutput() {
 		return printJSON(e.stdout, results)
 	}
-	t := newTable(e.stdout, "WORKLOAD", "CLIENTS", "OPS/S", "P50", "P90", "P99", "MAX", "ERRORS", "CLIENT CPU/OP")
+	t := newTable(e.stdout, "WORKLOAD", "CLIENTS", "OPS/S", "P50", "P90", "P99", "MAX", "ERRORS", "CLIENT CPU/OP", "SERVER CPU/OP")
 	for _, r := range results {
-		t.row(r.Workload, strconv.Itoa(r.Clients), fmt.Sprintf("%.0f", r.OpsPerSec), ms(r.P50), ms(r.P90), ms(r.P99), ms(r.Max), strconv.FormatInt(r.Errors, 10), us(r.ClientCPUPerOp))
+		t.row(r.Workload, strconv.Itoa(r.Clients), fmt.Sprintf("%.0f", r.OpsPerSec), ms(r.P50), ms(r.P90), ms(r.P99), ms(r.Max), strconv.FormatInt(r.Errors, 10), us(r.ClientCPUPerOp), us(r.ServerCPUPerOp))
 	}
 	if err := t.flush(); err != nil {
 		return err
@@ -132,6 +141,63 @@ func (b *benchCmd) run(ctx context.Context, e *env, args []string) error {
 		histogram(e.stdout, last.Latencies)
 	}
 	return nil
+}
+
+// Values of --server-pids besides a list.
+const (
+	serverPIDsAuto = "auto"
+	serverPIDsNone = "none"
+)
+
+// serverCPU returns the reader of the cluster's CPU time that --server-pids
+// asks for, or nil for none. auto finds the processes of this machine that
+// listen on the members' HTTP addresses; finding none is not an error (a
+// remote cluster), the results then show no server figure.
+func (b *benchCmd) serverCPU(ctx context.Context, e *env) (func() (time.Duration, error), error) {
+	var pids []int
+	switch b.pids {
+	case serverPIDsNone:
+		return nil, nil
+	case serverPIDsAuto:
+		addrs := append([]string(nil), e.g.endpoints...)
+		if st, err := e.client().Status(ctx); err == nil {
+			for _, m := range st.Members {
+				addrs = append(addrs, m.HTTPAddr)
+			}
+		}
+		pids = bench.ListeningPIDs(hostPorts(addrs))
+		if len(pids) == 0 {
+			return nil, nil
+		}
+	default:
+		for _, f := range strings.Split(b.pids, ",") {
+			pid, err := strconv.Atoi(strings.TrimSpace(f))
+			if err != nil || pid <= 0 {
+				return nil, usageErr("bench", fmt.Sprintf("--server-pids: %q is not a PID (a comma-separated list, %s or %s)", f, serverPIDsAuto, serverPIDsNone))
+			}
+			pids = append(pids, pid)
+		}
+	}
+	if _, err := bench.ProcessesCPU(pids); err != nil {
+		return nil, fmt.Errorf("--server-pids: %w", err)
+	}
+	fmt.Fprintf(e.stderr, "server CPU from processes %v\n", pids)
+	return func() (time.Duration, error) { return bench.ProcessesCPU(pids) }, nil
+}
+
+// hostPorts strips the scheme and path of endpoint URLs, keeping host:port.
+func hostPorts(addrs []string) []string {
+	out := make([]string, 0, len(addrs))
+	for _, a := range addrs {
+		if _, rest, ok := strings.Cut(a, "://"); ok {
+			a = rest
+		}
+		a, _, _ = strings.Cut(a, "/")
+		if a != "" {
+			out = append(out, a)
+		}
+	}
+	return out
 }
 
 // Benchmark client transports.

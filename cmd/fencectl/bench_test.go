@@ -2,6 +2,8 @@ package main
 
 import (
 	"encoding/json"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -58,5 +60,42 @@ func TestHistogram(t *testing.T) {
 	out := b.String()
 	if !strings.Contains(out, "<= 50µs") || !strings.Contains(out, "<= 3.2ms") || strings.Count(out, "\n") != 7 {
 		t.Fatalf("%s", out)
+	}
+}
+
+// A bench of a cluster on this machine reports the server's CPU per
+// operation, summed over the processes that serve the members' addresses
+// (found through /proc, or named with --server-pids).
+func TestBenchServerCPU(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("server CPU comes from /proc")
+	}
+	t.Parallel()
+	cl := shared.get(t)
+	var nodes []string
+	for _, n := range cl.Nodes {
+		nodes = append(nodes, strconv.Itoa(n.PID()))
+	}
+	for _, pids := range []string{"auto", strings.Join(nodes, ",")} {
+		code, stdout, stderr := runCtl(t, nil, "--endpoints", endpoints(cl), "-o", "json", "bench", "verify", "keepalive",
+			"--clients", "2", "--duration", "300ms", "--server-pids", pids)
+		if code != 0 {
+			t.Fatalf("--server-pids %s: exit %d\n%s\n%s", pids, code, stdout, stderr)
+		}
+		var rs []struct {
+			Workload  string `json:"workload"`
+			ServerCPU int64  `json:"server_cpu_per_op_ns"`
+		}
+		if err := json.Unmarshal([]byte(stdout), &rs); err != nil || len(rs) != 2 {
+			t.Fatalf("--server-pids %s: %v: %s", pids, err, stdout)
+		}
+		for _, r := range rs {
+			if r.ServerCPU <= 0 {
+				t.Errorf("--server-pids %s: %s: no server CPU per op: %s", pids, r.Workload, stdout)
+			}
+		}
+	}
+	if code, _, stderr := runCtl(t, nil, "bench", "--server-pids", "x"); code != 2 || !strings.Contains(stderr, "--server-pids") {
+		t.Fatalf("bad --server-pids: exit %d %s", code, stderr)
 	}
 }

@@ -64,6 +64,7 @@ type options struct {
 	backup                       backupOptions
 	loaded                       *security // the material sec names, once run loads it
 	version                      bool
+	memoryLimit                  string
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -96,6 +97,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.Uint64Var(&o.trailingLogs, "trailing-logs", 10240, "log entries kept after a snapshot; a follower further behind gets the snapshot instead")
 	fs.Uint64Var(&o.maxSeq, "max-seq", 0, "lower the per-epoch grant limit per key (testing only; same on every node)")
 	fs.BoolVar(&o.noSync, "unsafe-no-fsync", false, "do not fsync the Raft log (testing only: acknowledged grants can be lost on power failure)")
+	fs.StringVar(&o.memoryLimit, "memory-limit", memoryLimitAuto, memoryLimitUsage)
 	fs.BoolVar(&o.pprof, "enable-pprof", false, "serve Go profiles at /debug/pprof/ on the HTTP address")
 	fs.BoolVar(&o.leaveOnTerminate, "leave-on-terminate", false, "on SIGTERM, leave the cluster (hand leadership over, then remove this node) before exiting")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful shutdown may take")
@@ -139,6 +141,9 @@ func parseFlags(args []string) (*options, error) {
 			return nil, errors.New("--id is required with --peers or --join")
 		}
 		o.id = "dev"
+	}
+	if _, err := parseMemoryLimit(o.memoryLimit); err != nil {
+		return nil, err
 	}
 	if o.logFormat != "text" && o.logFormat != "json" {
 		return nil, fmt.Errorf("--log-format must be text or json, not %q", o.logFormat)
@@ -210,6 +215,9 @@ func run(o *options) error {
 	log := hclog.New(&hclog.LoggerOptions{
 		Name: "fenced", Level: hclog.LevelFromString(o.logLevel), JSONFormat: o.logFormat == "json", Output: os.Stderr,
 	}).With("node", o.id)
+	if err := applyMemoryLimit(o.memoryLimit, log); err != nil {
+		return err
+	}
 	peers, err := cluster.ParsePeers(o.peers)
 	if err != nil {
 		return fmt.Errorf("--peers: %w", err)

@@ -41,6 +41,10 @@ type Config struct {
 	// result then carries the client's CPU per operation, which in a
 	// loopback benchmark comes out of the cluster's own cores.
 	CPU func() time.Duration
+	// ServerCPU, if set, returns the CPU time the cluster's processes have
+	// used so far (ProcessesCPU of their PIDs); the result then carries the
+	// server CPU per operation, summed over the nodes.
+	ServerCPU func() (time.Duration, error)
 }
 
 // Result is what a run measured.
@@ -62,6 +66,10 @@ type Result struct {
 	// ClientCPUPerOp is the benchmark process's CPU time per measured
 	// operation (zero when Config.CPU is unset).
 	ClientCPUPerOp time.Duration `json:"client_cpu_per_op_ns,omitempty"`
+	// ServerCPUPerOp is the CPU time (user and system) the cluster's
+	// processes used per measured operation, summed over them (zero when
+	// Config.ServerCPU is unset or failed).
+	ServerCPUPerOp time.Duration `json:"server_cpu_per_op_ns,omitempty"`
 }
 
 // op is one measured operation of a client; it returns how many operations
@@ -92,9 +100,15 @@ func Run(ctx context.Context, c *api.Client, cfg Config) (*Result, error) {
 	lats := make([][]time.Duration, cfg.Clients)
 	rctx, cancel := context.WithTimeout(ctx, cfg.Duration)
 	defer cancel()
-	var cpu0 time.Duration
+	var cpu0, srv0 time.Duration
 	if cfg.CPU != nil {
 		cpu0 = cfg.CPU()
+	}
+	srvOK := cfg.ServerCPU != nil
+	if srvOK {
+		var err error
+		srv0, err = cfg.ServerCPU()
+		srvOK = err == nil
 	}
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -125,6 +139,13 @@ func Run(ctx context.Context, c *api.Client, cfg Config) (*Result, error) {
 	r := summarize(cfg, lats, elapsed)
 	if cfg.CPU != nil && r.Ops > 0 {
 		r.ClientCPUPerOp = (cfg.CPU() - cpu0) / time.Duration(r.Ops)
+	}
+	if srvOK && r.Ops > 0 {
+		// A node that went away in the run fails the reading: no figure
+		// then, rather than a wrong one.
+		if srv1, err := cfg.ServerCPU(); err == nil {
+			r.ServerCPUPerOp = (srv1 - srv0) / time.Duration(r.Ops)
+		}
 	}
 	r.Errors = errs.Load()
 	if v := firstErr.Load(); v != nil {

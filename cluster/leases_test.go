@@ -1,0 +1,153 @@
+package cluster
+
+import (
+	"fmt"
+	"math/rand"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fenced/fenced/fence"
+	"github.com/fenced/fenced/fsm"
+	"github.com/fenced/fenced/internal/testutil"
+)
+
+// expiryLog records the expiries a lease table proposes, and when.
+type expiryLog struct {
+	mu  sync.Mutex
+	at  map[string]time.Time
+	gen map[string]uint64
+	n   map[string]int
+}
+
+func (e *expiryLog) expire(gen uint64, x fsm.Expire, _ time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.at[x.Key], e.gen[x.Key] = time.Now(), gen
+	e.n[x.Key]++
+}
+
+func (e *expiryLog) get(key string) (time.Time, int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.at[key], e.n[key]
+}
+
+// TestLeaseTableExpiresEachLeaseOnceAfterItsDeadline arms leases with mixed
+// TTLs in one table (one deadline heap, one timer), renews some, re-arms some
+// with a shorter TTL, releases some, and checks that every remaining lease's
+// expiry is proposed exactly once, never before its last deadline, and that
+// released leases never expire.
+func TestLeaseTableExpiresEachLeaseOnceAfterItsDeadline(t *testing.T) {
+	log := &expiryLog{at: map[string]time.Time{}, gen: map[string]uint64{}, n: map[string]int{}}
+	l := newLeases(hclog.NewNullLogger(), log.expire)
+	rng := rand.New(rand.NewSource(1))
+	const n = 300
+	ks := make([]fsm.KeyState, n)
+	for i := range ks {
+		ks[i] = fsm.KeyState{Key: fmt.Sprintf("k%d", i), Holder: fmt.Sprintf("h%d", i%7), Token: fence.Token(i + 1),
+			TTL: time.Duration(20+rng.Intn(200)) * time.Millisecond, State: fsm.Held, Armed: uint64(i + 1)}
+	}
+	l.activate(3, ks[:n/2], nil)
+	for _, k := range ks[n/2:] {
+		l.granted(k)
+	}
+	notBefore := map[string]time.Time{}
+	released := map[string]bool{}
+	for i, k := range ks {
+		switch i % 5 {
+		case 0: // released: never expires
+			l.ended(fsm.KeyState{Key: k.Key, Token: k.Token, State: fsm.Released})
+			released[k.Key] = true
+		case 1: // renewed: not before the renewed deadline
+			_, dl, ok := l.renew(k.Key, k.Holder, k.Token)
+			if !ok {
+				t.Fatalf("renewal of %s refused", k.Key)
+			}
+			notBefore[k.Key] = dl
+		case 2: // re-armed by an acquire with a shorter TTL
+			k.TTL, k.Armed = 5*time.Millisecond, k.Armed+1000
+			l.granted(k)
+			notBefore[k.Key] = time.Now().Add(k.TTL)
+		default:
+			dl, ok := l.live(k.Key, k.Token)
+			if !ok {
+				t.Fatalf("%s is not live", k.Key)
+			}
+			notBefore[k.Key] = dl
+		}
+	}
+	for _, r := range l.renewHolder("h3") {
+		if !released[r.Key.Key] {
+			notBefore[r.Key.Key] = r.Deadline
+		}
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		for key := range notBefore {
+			if _, c := log.get(key); c == 0 {
+				return fmt.Errorf("%s has not expired", key)
+			}
+		}
+		return nil
+	})
+	for key, nb := range notBefore {
+		at, c := log.get(key)
+		if c != 1 {
+			t.Errorf("%s: %d expiries proposed, want 1", key, c)
+		}
+		if at.Before(nb) {
+			t.Errorf("%s: expiry proposed %v before its deadline", key, nb.Sub(at))
+		}
+		if log.gen[key] != 3 {
+			t.Errorf("%s: expiry of generation %d, want 3", key, log.gen[key])
+		}
+	}
+	for key := range released {
+		if _, c := log.get(key); c != 0 {
+			t.Errorf("released %s: %d expiries proposed", key, c)
+		}
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if got := l.byHolder["h1"].len(); got != 0 {
+		t.Errorf("holder h1 still has %d leases after all ended", got)
+	}
+	if len(l.heap) != 0 || len(l.byKey) != 0 || len(l.byHolder) != 0 {
+		t.Errorf("table not empty after every lease ended: heap %d, keys %d, holders %d", len(l.heap), len(l.byKey), len(l.byHolder))
+	}
+}
+
+// TestLeaseTableDeactivatedProposesNothing: a table deactivated (leadership
+// lost) proposes no expiry, even for leases already due.
+func TestLeaseTableDeactivatedProposesNothing(t *testing.T) {
+	log := &expiryLog{at: map[string]time.Time{}, gen: map[string]uint64{}, n: map[string]int{}}
+	l := newLeases(hclog.NewNullLogger(), log.expire)
+	l.activate(1, []fsm.KeyState{{Key: "a", Holder: "h", Token: 1, TTL: time.Millisecond, State: fsm.Held}}, nil)
+	l.deactivate()
+	l.activate(2, []fsm.KeyState{{Key: "b", Holder: "h", Token: 2, TTL: time.Millisecond, State: fsm.Held}}, nil)
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if _, c := log.get("b"); c != 1 {
+			return fmt.Errorf("b: %d expiries", c)
+		}
+		return nil
+	})
+	if _, c := log.get("a"); c != 0 {
+		t.Fatalf("a lease of a deactivated generation was expired %d times", c)
+	}
+}
+
+// A lease keeps its TTL and lock-delay in whole milliseconds, rounded up:
+// never shorter than the grant's.
+func TestLeaseDurationsRoundUp(t *testing.T) {
+	for in, want := range map[time.Duration]uint32{0: 0, time.Nanosecond: 1, time.Millisecond: 1, 1500 * time.Microsecond: 2, time.Hour: 3600000, -time.Second: 0, 1 << 62: 1<<32 - 1} {
+		if got := toMs(in); got != want {
+			t.Errorf("toMs(%v) = %d, want %d", in, got, want)
+		}
+	}
+	if s := unsafe.Sizeof(lease{}); s > 96 {
+		t.Errorf("a lease takes %d bytes, more than the 96-byte size class", s)
+	}
+}

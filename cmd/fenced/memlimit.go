@@ -1,0 +1,112 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"runtime/debug"
+	"strconv"
+	"strings"
+
+	"github.com/hashicorp/go-hclog"
+)
+
+// Values of --memory-limit besides a size.
+const (
+	memoryLimitAuto = "auto"
+	memoryLimitOff  = "off"
+)
+
+// cgroupShare is the part of a cgroup's memory limit that auto gives the Go
+// heap: the rest is the runtime's own memory, stacks and the kernel's page
+// cache of the log that the cgroup also counts.
+const cgroupShare = 0.9
+
+// cgroupLimitFiles are where cgroup v2 and v1 publish this process's
+// memory limit.
+var cgroupLimitFiles = []string{"/sys/fs/cgroup/memory.max", "/sys/fs/cgroup/memory/memory.limit_in_bytes"}
+
+var errMemoryLimit = errors.New("--memory-limit must be auto, off, or a size such as 512MiB, 2GiB or 800000000")
+
+// parseMemoryLimit checks a --memory-limit value: auto, off or a size.
+func parseMemoryLimit(s string) (int64, error) {
+	switch s {
+	case memoryLimitAuto, memoryLimitOff:
+		return 0, nil
+	}
+	units := []struct {
+		suffix string
+		mult   float64
+	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"B", 1}}
+	num, mult := s, 1.0
+	for _, u := range units {
+		if v, ok := strings.CutSuffix(s, u.suffix); ok {
+			num, mult = v, u.mult
+			break
+		}
+	}
+	f, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
+	if err != nil || !(f > 0) || math.IsInf(f, 0) || f*mult >= math.MaxInt64 || f*mult < 1<<20 {
+		return 0, errMemoryLimit
+	}
+	return int64(f * mult), nil
+}
+
+// applyMemoryLimit sets the Go runtime's soft memory limit (GOMEMLIMIT) the
+// flag asks for. With a limit the garbage collector runs more often as the
+// heap nears it, instead of letting the heap grow to twice what is live
+// (GOGC=100): resident memory follows the live heap, paid for in GC CPU
+// once the live heap comes near the limit. auto takes 90% of the cgroup's
+// memory limit when there is one, and leaves the runtime alone otherwise; a
+// GOMEMLIMIT environment variable wins over auto.
+func applyMemoryLimit(flag string, log hclog.Logger) error {
+	limit, err := parseMemoryLimit(flag)
+	if err != nil {
+		return err
+	}
+	switch flag {
+	case memoryLimitOff:
+		debug.SetMemoryLimit(math.MaxInt64)
+		log.Info("no memory limit for the Go heap", "memory_limit", flag)
+		return nil
+	case memoryLimitAuto:
+		if env := os.Getenv("GOMEMLIMIT"); env != "" {
+			log.Info("memory limit from GOMEMLIMIT", "GOMEMLIMIT", env)
+			return nil
+		}
+		cg, ok := cgroupMemoryLimit()
+		if !ok {
+			log.Info("no cgroup memory limit: no memory limit for the Go heap", "memory_limit", flag)
+			return nil
+		}
+		limit = int64(float64(cg) * cgroupShare)
+		log.Info("memory limit from the cgroup", "cgroup_limit_bytes", cg, "memory_limit_bytes", limit)
+	default:
+		log.Info("memory limit", "memory_limit_bytes", limit)
+	}
+	debug.SetMemoryLimit(limit)
+	return nil
+}
+
+// cgroupMemoryLimit returns the memory limit of this process's cgroup, if
+// it has one.
+func cgroupMemoryLimit() (int64, bool) {
+	for _, p := range cgroupLimitFiles {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			continue
+		}
+		v, err := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		// cgroup v2 says "max"; v1 says a huge number when there is none.
+		if err != nil || v <= 0 || v >= 1<<62 {
+			return 0, false
+		}
+		return v, true
+	}
+	return 0, false
+}
+
+// memoryLimitUsage is the help text of --memory-limit.
+var memoryLimitUsage = fmt.Sprintf("soft memory limit of the Go heap (GOMEMLIMIT): %s (%.0f%% of the cgroup's memory limit if there is one, else none; a GOMEMLIMIT environment variable wins), %s, or a size such as 512MiB or 2GiB. Near the limit the garbage collector runs more often instead of letting the heap grow to twice what is live",
+	memoryLimitAuto, cgroupShare*100, memoryLimitOff)

@@ -1,0 +1,24 @@
+package main
+
+import (
+	"errors"
+	"testing"
+)
+
+func TestParseMemoryLimit(t *testing.T) {
+	good := map[string]int64{"auto": 0, "off": 0, "512MiB": 512 << 20, "1.5GiB": 3 << 29, "800000000": 800000000, "2GB": 2e9}
+	for in, want := range good {
+		got, err := parseMemoryLimit(in)
+		if err != nil || got != want {
+			t.Errorf("parseMemoryLimit(%q) = %d, %v; want %d", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"", "none", "-1GiB", "0", "12", "1e30GiB", "GiB", "NaN"} {
+		if _, err := parseMemoryLimit(in); !errors.Is(err, errMemoryLimit) {
+			t.Errorf("parseMemoryLimit(%q) = %v, want errMemoryLimit", in, err)
+		}
+	}
+	if _, err := parseFlags([]string{"--memory-limit", "lots"}); !errors.Is(err, errMemoryLimit) {
+		t.Errorf("--memory-limit lots: %v, want errMemoryLimit", err)
+	}
+}
