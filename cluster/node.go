@@ -35,6 +35,7 @@ type Node struct {
 	leases  *leases
 	waiters *waitq
 	confirm *confirmer
+	reclaim reclaimer
 
 	// ready is the leadership generation whose barrier and lease re-arming
 	// are done; 0 while not leading or not yet ready.
@@ -61,7 +62,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.Named("cluster"), waiters: newWaitq(), stop: make(chan struct{})}
-	n.fsm = fsm.New(fsm.Config{MaxSeq: cfg.MaxSeq, Observer: n})
+	n.fsm = fsm.New(fsm.Config{MaxSeq: cfg.MaxSeq, Observer: n, ReclaimIgnoresEpoch: cfg.ReclaimIgnoresEpoch})
 	n.leases = newLeases(n.log.Named("leases"), n.proposeExpire)
 	n.confirm = &confirmer{verify: func() error { return translateRead(n.wait(n.r().VerifyLeader())) }}
 	store, stopStoreMetrics, err := openStore(cfg.DataDir, cfg.Store, cfg.NoSync, cfg.Logger)
@@ -84,6 +85,7 @@ func New(cfg Config) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
+	n.startReclaim()
 	return n, nil
 }
 
@@ -225,6 +227,7 @@ func (n *Node) revoke() {
 	n.ready.Store(0)
 	metrics.IsLeader.Set(0)
 	n.leases.deactivate()
+	n.reclaim.deactivate()
 	n.waiters.kickAll()
 	n.log.Info("lost leadership: leases stopped, not ready")
 }
@@ -251,8 +254,10 @@ func (n *Node) establish(r *raft.Raft, gen uint64, gained time.Time) {
 		return
 	}
 	n.leases.activate(gen, n.fsm.Live(), n.fsm.LockDelayed())
+	n.reclaim.activate(gen, n.fsm.Ended())
 	if n.gen.Load() != gen {
 		n.leases.deactivate()
+		n.reclaim.deactivate()
 		return
 	}
 	n.ready.Store(gen)
@@ -293,6 +298,7 @@ func (n *Node) Granted(k fsm.KeyState, renewed bool) {
 // Ended implements fsm.Observer.
 func (n *Node) Ended(k fsm.KeyState) {
 	n.leases.ended(k)
+	n.reclaim.ended(k)
 	n.waiters.kick(k.Key)
 	if n.ready.Load() != 0 {
 		if k.State == fsm.Expired {
@@ -308,6 +314,7 @@ func (n *Node) Ended(k fsm.KeyState) {
 func (n *Node) Restored() {
 	if gen := n.ready.Load(); gen != 0 {
 		n.leases.activate(gen, n.fsm.Live(), n.fsm.LockDelayed())
+		n.reclaim.activate(gen, n.fsm.Ended())
 	}
 }
 
