@@ -167,6 +167,9 @@ func (n *Node) reclaimCycle(log hclog.Logger, gen uint64) {
 	for _, c := range cands {
 		bump = bump || !ok || c.token.Epoch() >= epoch
 	}
+	// The positive control forgets keys without the epoch rule, and so
+	// without the bump that would make it safe anyway.
+	bump = bump && !n.cfg.ReclaimIgnoresEpoch
 	reclaimed := 0
 	for len(cands) > 0 {
 		batch := nextReclaimBatch(cands)

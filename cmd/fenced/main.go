@@ -101,7 +101,6 @@ func parseFlags(args []string) (*options, error) {
 	o.sec.register(fs)
 	o.backup.register(fs)
 	_ = fs.MarkHidden("max-seq")
-	_ = fs.MarkHidden("unsafe-reclaim-ignores-epoch")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

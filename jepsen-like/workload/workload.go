@@ -41,7 +41,7 @@ const (
 )
 
 // BrokenModes lists the positive controls.
-var BrokenModes = []string{BrokenResourceNoCheck, BrokenTokenReset, BrokenStaleVerify, BrokenStaleRenew}
+var BrokenModes = []string{BrokenResourceNoCheck, BrokenTokenReset, BrokenStaleVerify, BrokenStaleRenew, BrokenReclaimNoEpoch}
 
 // Config configures the workload.
 type Config struct {
