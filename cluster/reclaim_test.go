@@ -146,3 +146,60 @@ func sortedKeys(img *fsm.Image) []fsm.KeyState {
 	sort.Slice(img.Keys, func(i, j int) bool { return img.Keys[i].Key < img.Keys[j].Key })
 	return img.Keys
 }
+
+// Backups taken before and after a key was reclaimed restore, and every
+// grant after the restore is higher than every grant the key ever had.
+func TestReclaimBackupRestore(t *testing.T) {
+	tc := newTestClusterWith(t, 1, func(c *Config) { c.KeyRetention = time.Second })
+	ctx := context.Background()
+	_, n := tc.leader()
+	cycle := func(key string) fence.Token {
+		t.Helper()
+		g, err := n.Acquire(ctx, AcquireArgs{Key: key, Holder: "h", TTL: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := n.Release(ctx, key, "h", g.Token, false); err != nil {
+			t.Fatal(err)
+		}
+		return g.Token
+	}
+	gone := func(key string) {
+		t.Helper()
+		testutil.Eventually(t, 30*time.Second, func() error {
+			if _, ok := n.fsm.Get(key); ok {
+				return fmt.Errorf("%s not reclaimed yet", key)
+			}
+			return nil
+		})
+	}
+	if _, err := n.Acquire(ctx, AcquireArgs{Key: "held", Holder: "h", TTL: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	first := cycle("a")
+	before, _, err := n.Backup(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone("a")
+	highest := cycle("a")
+	if highest <= first {
+		t.Fatalf("grant after reclamation %v, before %v", highest, first)
+	}
+	gone("a")
+	after, _, err := n.Backup(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, b := range map[string][]byte{"before": before, "after": after} {
+		if _, err := n.Restore(ctx, b, RestoreOptions{}); err != nil {
+			t.Fatalf("restore of the backup %s the reclamation: %v", name, err)
+		}
+		_, n = tc.leader()
+		g := cycle("a")
+		if g <= highest {
+			t.Fatalf("after restoring the backup %s the reclamation: grant %v, highest before %v", name, g, highest)
+		}
+		highest = g
+	}
+}
