@@ -254,7 +254,7 @@ func (n *Node) establish(r *raft.Raft, gen uint64, gained time.Time) {
 		return
 	}
 	n.leases.activate(gen, n.fsm.Live(), n.fsm.LockDelayed())
-	n.reclaim.activate(gen, n.fsm.Ended())
+	n.reclaim.activate(gen)
 	if n.gen.Load() != gen {
 		n.leases.deactivate()
 		n.reclaim.deactivate()
@@ -314,7 +314,7 @@ func (n *Node) Ended(k fsm.KeyState) {
 func (n *Node) Restored() {
 	if gen := n.ready.Load(); gen != 0 {
 		n.leases.activate(gen, n.fsm.Live(), n.fsm.LockDelayed())
-		n.reclaim.activate(gen, n.fsm.Ended())
+		n.reclaim.activate(gen)
 	}
 }
 

@@ -41,35 +41,53 @@ type endedKey struct {
 }
 
 // reclaimer is the leader's list of ended keys, oldest end first. It is
-// filled while the node leads and is ready (a follower keeps nothing), from
-// the FSM's ended keys at takeover (their end taken as the takeover: a new
-// leader cannot know when they ended) and from every end after it.
+// filled while the node leads and is ready (a follower keeps nothing): from
+// every end after the takeover, and, at the first cycle, from the FSM's
+// ended keys, whose end is taken as that moment (a new leader cannot know
+// when they ended). The scan runs in the reclamation loop, off the takeover.
 type reclaimer struct {
-	mu    sync.Mutex
-	gen   uint64 // 0: inactive
-	queue []endedKey
-	head  int
+	mu      sync.Mutex
+	gen     uint64 // 0: inactive
+	scanned bool   // the FSM's ended keys of gen's takeover are queued
+	queue   []endedKey
+	head    int
 	// retry holds due keys kept back by a waiter or a lock-delay, or not
 	// reclaimed by an entry that failed; they are looked at again next cycle.
 	retry []endedKey
 }
 
-func (rc *reclaimer) activate(gen uint64, ended []fsm.KeyState) {
-	now := time.Now()
-	q := make([]endedKey, len(ended))
-	for i, k := range ended {
-		q[i] = endedKey{key: k.Key, token: k.Token, at: now}
-	}
+func (rc *reclaimer) activate(gen uint64) {
 	rc.mu.Lock()
-	rc.gen, rc.queue, rc.head, rc.retry = gen, q, 0, nil
+	rc.gen, rc.scanned, rc.queue, rc.head, rc.retry = gen, false, nil, 0, nil
 	rc.mu.Unlock()
-	metrics.ReclaimPending.Set(float64(len(q)))
 }
 
 func (rc *reclaimer) deactivate() {
 	rc.mu.Lock()
-	rc.gen, rc.queue, rc.head, rc.retry = 0, nil, 0, nil
+	rc.gen, rc.scanned, rc.queue, rc.head, rc.retry = 0, false, nil, 0, nil
 	rc.mu.Unlock()
+}
+
+// scan queues the FSM's ended keys once per generation, ahead of the ends
+// recorded since the takeover (a key in both is looked at twice, harmlessly).
+func (rc *reclaimer) scan(gen uint64, ended func() []fsm.KeyState) {
+	rc.mu.Lock()
+	done := rc.gen != gen || rc.scanned
+	rc.mu.Unlock()
+	if done {
+		return
+	}
+	ks := ended()
+	now := time.Now()
+	q := make([]endedKey, len(ks))
+	for i, k := range ks {
+		q[i] = endedKey{key: k.Key, token: k.Token, at: now}
+	}
+	rc.mu.Lock()
+	defer rc.mu.Unlock()
+	if rc.gen == gen && !rc.scanned {
+		rc.queue, rc.head, rc.scanned = append(q, rc.queue[rc.head:]...), 0, true
+	}
 }
 
 // ended records a grant's end; called from the apply goroutine.
@@ -116,16 +134,18 @@ func (rc *reclaimer) keepBack(gen uint64, ks []endedKey) {
 	rc.mu.Unlock()
 }
 
-// startReclaim starts the leader's reclamation loop when a retention is set.
+// startReclaim starts the loop that keeps the key and epoch gauges and, on
+// the leader with a retention set, reclaims ended keys.
 func (n *Node) startReclaim() {
-	if n.cfg.KeyRetention <= 0 {
-		return
+	interval := 10 * time.Second
+	if n.cfg.KeyRetention > 0 {
+		interval = reclaimInterval(n.cfg.KeyRetention)
 	}
 	n.wg.Add(1)
 	go func() {
 		defer n.wg.Done()
 		log := n.log.Named("reclaim")
-		t := time.NewTicker(reclaimInterval(n.cfg.KeyRetention))
+		t := time.NewTicker(interval)
 		defer t.Stop()
 		for {
 			select {
@@ -134,7 +154,8 @@ func (n *Node) startReclaim() {
 				return
 			}
 			n.observeEpochs()
-			if gen := n.ready.Load(); gen != 0 {
+			if gen := n.ready.Load(); gen != 0 && n.cfg.KeyRetention > 0 {
+				n.reclaim.scan(gen, n.fsm.Ended)
 				n.reclaimCycle(log, gen)
 			}
 		}

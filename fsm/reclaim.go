@@ -2,7 +2,6 @@ package fsm
 
 import (
 	"encoding/binary"
-	"sort"
 
 	"github.com/fenced/fenced/fence"
 )
@@ -110,17 +109,17 @@ func (f *FSM) reclaim(c Reclaim, pos logPos) *Result {
 }
 
 // Ended returns every key whose last grant has ended (released or expired),
-// in name order: what a new leader may reclaim once the retention passed.
+// in no particular order: what a new leader may reclaim once the retention
+// passed.
 func (f *FSM) Ended() []KeyState {
 	f.mu.RLock()
+	defer f.mu.RUnlock()
 	out := make([]KeyState, 0)
 	for name, e := range f.keys {
 		if e.state != Held {
 			out = append(out, e.keyState(name))
 		}
 	}
-	f.mu.RUnlock()
-	sort.Slice(out, func(i, j int) bool { return out[i].Key < out[j].Key })
 	return out
 }
 
