@@ -70,7 +70,7 @@ func (rc *reclaimer) deactivate() {
 
 // scan queues the FSM's ended keys once per generation, ahead of the ends
 // recorded since the takeover (a key in both is looked at twice, harmlessly).
-func (rc *reclaimer) scan(gen uint64, ended func() []fsm.KeyState) {
+func (rc *reclaimer) scan(gen uint64, ended func() []fsm.ReclaimKey) {
 	rc.mu.Lock()
 	done := rc.gen != gen || rc.scanned
 	rc.mu.Unlock()

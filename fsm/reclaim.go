@@ -109,15 +109,15 @@ func (f *FSM) reclaim(c Reclaim, pos logPos) *Result {
 }
 
 // Ended returns every key whose last grant has ended (released or expired),
-// in no particular order: what a new leader may reclaim once the retention
-// passed.
-func (f *FSM) Ended() []KeyState {
+// with that grant's token, in no particular order: what a new leader may
+// reclaim once the retention passed.
+func (f *FSM) Ended() []ReclaimKey {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	out := make([]KeyState, 0)
+	out := make([]ReclaimKey, 0)
 	for name, e := range f.keys {
 		if e.state != Held {
-			out = append(out, e.keyState(name))
+			out = append(out, ReclaimKey{Key: name, Token: e.token})
 		}
 	}
 	return out
