@@ -203,3 +203,38 @@ func TestReclaimBackupRestore(t *testing.T) {
 		highest = g
 	}
 }
+
+// A new leader queues the keys that ended before its takeover at its first
+// scan, keeps the ends recorded since, and nothing is due before the
+// retention passed from the moment it learned of them.
+func TestReclaimerScanAndDue(t *testing.T) {
+	var rc reclaimer
+	rc.ended(fsm.KeyState{Key: "before-activation", Token: 1}) // not leading: ignored
+	rc.activate(7)
+	rc.ended(fsm.KeyState{Key: "since", Token: 2})
+	rc.scan(7, func() []fsm.ReclaimKey { return []fsm.ReclaimKey{{Key: "inherited", Token: 3}} })
+	rc.scan(7, func() []fsm.ReclaimKey { t.Fatal("scanned twice"); return nil })
+	if due := rc.takeDue(7, time.Now().Add(-time.Hour)); len(due) != 0 {
+		t.Fatalf("due before the retention: %+v", due)
+	}
+	if due := rc.takeDue(8, time.Now()); due != nil {
+		t.Fatalf("another generation took %+v", due)
+	}
+	due := rc.takeDue(7, time.Now())
+	got := map[string]bool{}
+	for _, d := range due {
+		got[d.key] = true
+	}
+	if len(due) != 2 || !got["since"] || !got["inherited"] {
+		t.Fatalf("due: %+v", due)
+	}
+	rc.keepBack(7, due[:1])
+	if again := rc.takeDue(7, time.Now().Add(-time.Hour)); len(again) != 1 {
+		t.Fatalf("kept-back keys not looked at again: %+v", again)
+	}
+	rc.deactivate()
+	rc.ended(fsm.KeyState{Key: "after", Token: 4})
+	if due := rc.takeDue(0, time.Now()); len(due) != 0 {
+		t.Fatalf("inactive reclaimer holds %+v", due)
+	}
+}
