@@ -85,6 +85,13 @@ type Config struct {
 	// key); the zero value is no limit.
 	Limits Limits
 
+	// KeyRetention is how long the leader keeps a key after its last grant
+	// ended before it reclaims the key (reclaim.go); 0 never reclaims.
+	KeyRetention time.Duration
+	// ReclaimIgnoresEpoch is fsm.Config.ReclaimIgnoresEpoch: a positive
+	// control for the chaos suite, never for production.
+	ReclaimIgnoresEpoch bool
+
 	Logger hclog.Logger
 }
 

@@ -35,6 +35,7 @@ type Node struct {
 	leases  *leases
 	waiters *waitq
 	confirm *confirmer
+	reclaim reclaimer
 
 	// ready is the leadership generation whose barrier and lease re-arming
 	// are done; 0 while not leading or not yet ready.
@@ -68,7 +69,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.Named("cluster"), waiters: newWaitq(), stop: make(chan struct{})}
-	n.fsm = fsm.New(fsm.Config{MaxSeq: cfg.MaxSeq, Observer: n})
+	n.fsm = fsm.New(fsm.Config{MaxSeq: cfg.MaxSeq, Observer: n, ReclaimIgnoresEpoch: cfg.ReclaimIgnoresEpoch})
 	n.leases = newLeases(n.log.Named("leases"), n.proposeExpire)
 	n.confirm = &confirmer{verify: func() error { return translateRead(n.wait(n.r().VerifyLeader())) }}
 	store, stopStoreMetrics, err := openStore(cfg.DataDir, cfg.Store, cfg.NoSync, cfg.Logger)
@@ -94,6 +95,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.wg.Add(1)
 	go n.watchMembership()
+	n.startReclaim()
 	return n, nil
 }
 
@@ -235,6 +237,7 @@ func (n *Node) revoke() {
 	n.ready.Store(0)
 	metrics.IsLeader.Set(0)
 	n.leases.deactivate()
+	n.reclaim.deactivate()
 	n.waiters.kickAll()
 	n.log.Info("lost leadership: leases stopped, not ready")
 }
@@ -261,11 +264,13 @@ func (n *Node) establish(r *raft.Raft, gen uint64, gained time.Time) {
 		return
 	}
 	n.leases.activate(gen, n.fsm.Live(), n.fsm.LockDelayed())
+	n.reclaim.activate(gen)
 	if h := n.hook().beforeReady; h != nil {
 		h(gen)
 	}
 	if !n.markReady(gen) {
 		n.leases.deactivateGen(gen)
+		n.reclaim.deactivateGen(gen)
 		return
 	}
 	metrics.IsLeader.Set(1)
@@ -330,6 +335,7 @@ func (n *Node) Ended(k fsm.KeyState) {
 		h(k)
 	}
 	n.leases.ended(k)
+	n.reclaim.ended(k)
 	n.waiters.kick(k.Key)
 	if n.ready.Load() != 0 {
 		if k.State == fsm.Expired {
@@ -345,6 +351,7 @@ func (n *Node) Ended(k fsm.KeyState) {
 func (n *Node) Restored() {
 	if gen := n.ready.Load(); gen != 0 {
 		n.leases.activate(gen, n.fsm.Live(), n.fsm.LockDelayed())
+		n.reclaim.activate(gen)
 	}
 }
 

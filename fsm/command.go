@@ -38,8 +38,8 @@ const (
 var ErrCorrupt = errors.New("fsm: corrupt command")
 
 // Command is one change of the replicated state. It is implemented by
-// Acquire, Release, Expire, SetMember, DelMember, RaiseFloor, Barrier and
-// SetClusterID.
+// Acquire, Release, Expire, SetMember, DelMember, RaiseFloor, Barrier,
+// SetClusterID and Reclaim.
 type Command interface {
 	encode(b []byte) []byte
 }
@@ -208,6 +208,8 @@ func Decode(b []byte) (Command, error) {
 		c = Barrier{}
 	case typeClusterID:
 		c = SetClusterID{ID: d.str()}
+	case typeReclaim:
+		c = d.reclaim()
 	default:
 		return nil, fmt.Errorf("%w: unknown type %d", ErrCorrupt, b[0])
 	}

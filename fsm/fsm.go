@@ -1,6 +1,6 @@
 // Package fsm is fenced's replicated state machine: per-key grants, fencing
-// tokens derived from the Raft term of each entry, and snapshots that keep every
-// key's high-water mark forever.
+// tokens derived from the Raft term of each entry, snapshots, and the rule by
+// which an ended key is forgotten without a token ever going back.
 package fsm
 
 import (
@@ -20,8 +20,9 @@ import (
 // State is the state of a key's last grant.
 type State uint8
 
-// The states of a key. A key exists in the FSM from its first grant on and is
-// never deleted, so its high-water mark is never forgotten.
+// The states of a key. A key exists in the FSM from its first grant on until
+// a Reclaim entry forgets it, which it does only when every later grant's
+// token is higher than the key's high-water mark (see Reclaim).
 const (
 	Held     State = 1
 	Released State = 2
@@ -148,6 +149,8 @@ type Result struct {
 	// Next is the result of a handoff's acquire, when the command carried one
 	// and freed the key.
 	Next *Result
+	// Reclaim says what a Reclaim entry did; nil for other commands.
+	Reclaim *ReclaimResult
 }
 
 // Observer hears of grants and of their ends, in log order, after the state
@@ -170,6 +173,11 @@ type Config struct {
 	MaxRetired int
 	// Observer, if set, hears of grant changes.
 	Observer Observer
+	// ReclaimIgnoresEpoch makes Reclaim forget ended keys without the epoch
+	// rule: a positive control that the token checkers must catch (a key
+	// granted again in the same epoch restarts at seq 1). Never set it
+	// outside such a test.
+	ReclaimIgnoresEpoch bool
 }
 
 // FSM implements raft.FSM and raft.BatchingFSM.
@@ -177,6 +185,8 @@ type FSM struct {
 	maxSeq     uint64
 	maxRetired int
 	obs        Observer
+	// reclaimIgnoresEpoch is Config.ReclaimIgnoresEpoch.
+	reclaimIgnoresEpoch bool
 
 	mu        sync.RWMutex
 	keys      map[string]entry
@@ -205,13 +215,14 @@ func New(cfg Config) *FSM {
 		cfg.MaxRetired = DefaultMaxRetired
 	}
 	return &FSM{
-		maxSeq:     cfg.MaxSeq,
-		maxRetired: cfg.MaxRetired,
-		obs:        cfg.Observer,
-		keys:       make(map[string]entry),
-		members:    make(map[string]string),
-		hist:       newHistory(),
-		notify:     make(chan struct{}),
+		maxSeq:              cfg.MaxSeq,
+		maxRetired:          cfg.MaxRetired,
+		obs:                 cfg.Observer,
+		reclaimIgnoresEpoch: cfg.ReclaimIgnoresEpoch,
+		keys:                make(map[string]entry),
+		members:             make(map[string]string),
+		hist:                newHistory(),
+		notify:              make(chan struct{}),
 	}
 }
 
@@ -345,6 +356,8 @@ func (f *FSM) apply(cmd Command, pos logPos, events []event) (*Result, []event) 
 			return &Result{Changed: true}, events
 		}
 		return &Result{}, events
+	case Reclaim:
+		return f.reclaim(c, pos), events
 	case RaiseFloor:
 		if c.Floor > f.floor {
 			f.floor = c.Floor

@@ -435,6 +435,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(Encode(Acquire{Key: "k", Holder: "h", TTL: time.Second, RequestID: "r"}))
 	f.Add(Encode(Release{Key: "k", Holder: "h", Token: 9}))
 	f.Add(Encode(RaiseFloor{Floor: 1}))
+	f.Add(Encode(Reclaim{Floor: 2, Keys: []ReclaimKey{{"k", 9}}}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := Decode(b)
 		if err != nil {

@@ -60,6 +60,9 @@ func parse(args []string) (runner.Config, string, error) {
 	fs.DurationVar(&cfg.SnapshotInterval, "snapshot-interval", time.Second, "fenced --snapshot-interval")
 	fs.Uint64Var(&cfg.TrailingLogs, "trailing-logs", 64, "fenced --trailing-logs (low, so a lagging follower is sent a snapshot; not passed to a fenced without the flag)")
 	fs.StringVar(&cfg.Binary, "fenced", "", "fenced binary to test (default: built from this module)")
+	fs.IntVar(&cfg.Churn, "churn", 0, "clients of the many-short-lived-keys workload, whose keys the cluster reclaims and grants again (0: none)")
+	fs.IntVar(&cfg.ChurnKeys, "churn-keys", 200, "distinct keys the churn clients draw from")
+	fs.DurationVar(&cfg.KeyRetention, "key-retention", 2*time.Second, "fenced --key-retention of a churn run")
 	fs.StringVar(&logLevel, "log-level", "info", "harness log level")
 	if err := fs.Parse(args); err != nil {
 		return cfg, "", err

@@ -55,6 +55,8 @@ type options struct {
 	trailingLogs                 uint64
 	raftStore                    string
 	maxSeq                       uint64
+	keyRetention                 time.Duration
+	reclaimIgnoresEpoch          bool
 	noSync                       bool
 	leaveOnTerminate             bool
 	pprof                        bool
@@ -96,6 +98,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.raftStore, "raft-store", "", "Raft log store: wal (raft-wal: one write and one fsync per append) or bolt (raft-boltdb: a transaction with two fsyncs per append); empty: the kind the data dir holds, wal for a new one (bolt with --unsafe-no-fsync)")
 	fs.Uint64Var(&o.trailingLogs, "trailing-logs", 10240, "log entries kept after a snapshot; a follower further behind gets the snapshot instead")
 	fs.Uint64Var(&o.maxSeq, "max-seq", 0, "lower the per-epoch grant limit per key (testing only; same on every node)")
+	fs.DurationVar(&o.keyRetention, "key-retention", cluster.DefaultKeyRetention, "how long a key is kept after its last grant ended before the leader reclaims it (0: keys are never reclaimed)")
+	fs.BoolVar(&o.reclaimIgnoresEpoch, "unsafe-reclaim-ignores-epoch", false, "reclaim keys without the epoch rule, so tokens can go back (a positive control for the chaos suite only; same on every node)")
 	fs.BoolVar(&o.noSync, "unsafe-no-fsync", false, "do not fsync the Raft log (testing only: acknowledged grants can be lost on power failure)")
 	fs.StringVar(&o.memoryLimit, "memory-limit", memoryLimitAuto, memoryLimitUsage)
 	fs.BoolVar(&o.pprof, "enable-pprof", false, "serve Go profiles at /debug/pprof/ on the HTTP address")
@@ -120,6 +124,9 @@ func parseFlags(args []string) (*options, error) {
 	}
 	if err := o.dns.check(o, os.Hostname); err != nil {
 		return nil, err
+	}
+	if o.keyRetention < 0 {
+		return nil, fmt.Errorf("--key-retention must not be negative, not %v", o.keyRetention)
 	}
 	if err := o.sec.check(); err != nil {
 		return nil, err
@@ -251,6 +258,7 @@ func run(o *options) error {
 		Peers: peers, Bootstrap: o.dev, HeartbeatTimeout: o.heartbeat, ElectionTimeout: o.election,
 		SnapshotThreshold: o.snapshotThreshold, SnapshotInterval: o.snapshotInterval, TrailingLogs: o.trailingLogs, Store: o.raftStore, MaxSeq: o.maxSeq, NoSync: o.noSync,
 		RaftServerTLS: raftServerTLS, RaftClientTLS: raftClientTLS, Limits: sec.limits(),
+		KeyRetention: o.keyRetention, ReclaimIgnoresEpoch: o.reclaimIgnoresEpoch,
 		Logger: log,
 	})
 	if err != nil {

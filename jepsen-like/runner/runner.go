@@ -77,6 +77,12 @@ type Config struct {
 	AvailabilityMargin time.Duration `json:"availability_margin"`
 	// Binary is the fenced binary; built from the module when empty.
 	Binary string `json:"binary,omitempty"`
+	// Churn adds the many-short-lived-keys workload (churn.go) with this
+	// many clients; 0: none.
+	Churn     int `json:"churn,omitempty"`
+	ChurnKeys int `json:"churn_keys,omitempty"`
+	// KeyRetention is fenced's --key-retention; 0: fenced's default.
+	KeyRetention time.Duration `json:"key_retention,omitempty"`
 }
 
 // Defaults fills the zero fields.
@@ -222,6 +228,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 		"--trailing-logs", fmt.Sprint(cfg.TrailingLogs),
 		"--log-level", "debug",
 	}
+	args = append(args, churnArgs(cfg)...)
 	// The docker backend runs the image (and checks its flags itself).
 	if cfg.Binary == "" && cfg.Backend != "docker" {
 		bin, err := proccluster.Fenced()
@@ -294,6 +301,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 		names = append(names, f)
 	}
 
+	churn := startChurn(ctx, cfg, b.Endpoints(), rec)
 	wl.Start(ctx)
 	if len(names) > 0 {
 		for _, err := range env.Schedule(ctx, cfg.Schedule, names, cfg.Time, cfg.Quiet) {
@@ -319,11 +327,15 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 	// broke often shows only in the operations after it.
 	hold(ctx, 2*cfg.Quiet)
 	wl.Stop()
+	churn.stop()
 	converge(b, cfg, final)
 	readFinal(rec, b, final)
 
 	ops, faults := rec.Ops(), rec.Faults()
+	ops, churnOps := checker.SplitPrefix(ops, workload.ChurnPrefix)
+	final.Reclaim = churn != nil
 	results := checker.All(ops, final, checker.Options{TTL: cfg.TTL, LinearizableTimeout: cfg.LinearizableTimeout, Faults: faults, Availability: availability(cfg)})
+	results = append(results, churn.check(cfg, churnOps, final, log)...)
 	r := &Result{Dir: cfg.Results, Results: results, Ops: len(ops), Faults: len(faults), Skipped: skipped}
 	for _, c := range results {
 		if c.Pass {

@@ -39,7 +39,7 @@ const (
 )
 
 // BrokenModes lists the positive controls.
-var BrokenModes = []string{BrokenResourceNoCheck, BrokenTokenReset, BrokenStaleVerify, BrokenStaleRenew, BrokenNoAttemptDeadline, BrokenForceReleaseLookup}
+var BrokenModes = []string{BrokenResourceNoCheck, BrokenTokenReset, BrokenStaleVerify, BrokenStaleRenew, BrokenNoAttemptDeadline, BrokenForceReleaseLookup, BrokenReclaimNoEpoch}
 
 // Config configures the workload.
 type Config struct {
