@@ -54,6 +54,17 @@ function notSent(err) {
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
+/** AbortSignal.any (Node 20.3+), with a fallback for older runtimes. */
+function anySignal(signals) {
+  if (typeof AbortSignal.any === 'function') return AbortSignal.any(signals);
+  const ac = new AbortController();
+  for (const s of signals) {
+    if (s.aborted) { ac.abort(s.reason); break; }
+    s.addEventListener('abort', () => ac.abort(s.reason), { once: true });
+  }
+  return ac.signal;
+}
+
 /**
  * A client of a fenced cluster through any of its nodes. It retries only
  * what is safe: requests that were not served (a node down, no leader: the
@@ -220,7 +231,7 @@ export class FencedClient {
     const headers = { accept: 'application/json' };
     if (data !== undefined) headers['content-type'] = 'application/json';
     if (this.bearer) headers.authorization = `Bearer ${this.bearer}`;
-    const resp = await fetch(endpoint + path, { method, body: data, headers, signal: AbortSignal.any(signals) });
+    const resp = await fetch(endpoint + path, { method, body: data, headers, signal: anySignal(signals) });
     const text = await resp.text();
     this.#learnLeader(resp.headers.get(LEADER_HEADER), endpoint);
     let out = null;
