@@ -73,6 +73,8 @@ var _ Acquirer = (*Fenced)(nil)
 // Acquire returns the owner's Lease on key: the Round of its live grant,
 // or of a new grant when it had none. It fails closed: an error (and the
 // zero Lease) whenever the grant cannot be shown to be live now.
+// Calls are serialized per adapter (a waiting acquire holds back the
+// others); use one adapter per concurrent caller to wait in parallel.
 func (f *Fenced) Acquire(ctx context.Context, key string) (Lease, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()

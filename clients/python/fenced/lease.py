@@ -57,8 +57,14 @@ class Lease:
         self.acquire()
         return self
 
-    def __exit__(self, *exc):
-        self.release()
+    def __exit__(self, exc_type, exc, tb):
+        try:
+            self.release()
+        except FencedError:
+            if exc_type is None:
+                raise
+            # The body's own exception is the one to see; the grant ends by
+            # its TTL anyway.
         return False
 
     def acquire(self):
