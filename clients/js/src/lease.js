@@ -79,10 +79,18 @@ export class FencedLease {
     const margin = this.#marginMs ?? ttlMs / 10;
     this.#ttlMs = ttlMs;
     this.deadline = sent + ttlMs - margin;
+    this.#armDeadline();
+  }
+
+  // A timer may fire a little before performance.now() reaches the
+  // deadline: it then re-arms, so the deadline is never skipped.
+  #armDeadline() {
     clearTimeout(this.#deadlineTimer);
+    if (this.#stopped) return;
     this.#deadlineTimer = setTimeout(() => {
       if (performance.now() >= this.deadline) this.#lose(new Error('lease lost: could not renew before the deadline'));
-    }, Math.max(0, this.deadline - performance.now()));
+      else this.#armDeadline();
+    }, Math.max(1, Math.ceil(this.deadline - performance.now())));
     this.#deadlineTimer.unref?.();
   }
 
@@ -96,6 +104,10 @@ export class FencedLease {
   async #renew() {
     if (this.#stopped) return;
     const sent = performance.now();
+    if (sent >= this.deadline) {
+      this.#lose(new Error('lease lost: could not renew before the deadline'));
+      return;
+    }
     try {
       const g = await this.#client.renew(this.key, this.holder, this.token,
         { signal: this.signal, timeoutMs: Math.max(50, this.deadline - sent) });
