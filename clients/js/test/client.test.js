@@ -92,7 +92,7 @@ test('an unknown outcome is never reported as a failure', async () => {
 
 test('a lease keeps alive, then releases', async () => {
   const c = new FencedClient({ endpoints: cluster.endpoints });
-  const lease = await c.lease('js/lease', { ttl: 1000, holder: 'erin' });
+  const lease = await c.lease('js/lease', { ttl: 3000, holder: 'erin' });
   const first = lease.deadline;
   await poll('a renewal', () => lease.deadline > first + 500);
   assert.equal(lease.valid(), true);
@@ -121,7 +121,7 @@ test('a lease signal aborts before anyone else gets the key', async () => {
 
 test("a lease signal aborts when the grant is ended, and with the caller's signal", async () => {
   const c = new FencedClient({ endpoints: cluster.endpoints });
-  const lease = await c.lease('js/refused', { ttl: 1000, holder: 'heidi' });
+  const lease = await c.lease('js/refused', { ttl: 6000, holder: 'heidi' });
   await c.release('js/refused', 'heidi', lease.token);
   await poll('the signal', () => lease.signal.aborted, 10000);
   assert.match(String(lease.signal.reason), /refused/);

@@ -169,7 +169,7 @@ class OneNodeTest(unittest.TestCase):
 
     def test_lease_keeps_alive_and_releases(self):
         c = self.client()
-        with c.lease("py/lease", ttl=1, holder="erin") as lease:
+        with c.lease("py/lease", ttl=3, holder="erin") as lease:
             first_deadline = lease.deadline
             poll("a renewal", lambda: lease.deadline > first_deadline + 0.5)
             self.assertTrue(lease.valid())
@@ -202,7 +202,7 @@ class OneNodeTest(unittest.TestCase):
 
     def test_lease_lost_on_refusal(self):
         c = self.client()
-        lease = c.lease("py/refused", ttl=1, holder="heidi")
+        lease = c.lease("py/refused", ttl=6, holder="heidi")
         lease.acquire()
         c.release("py/refused", "heidi", lease.token)  # someone ends the grant
         self.assertTrue(lease.lost.wait(10))
