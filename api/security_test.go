@@ -127,6 +127,7 @@ func TestRoleTable(t *testing.T) {
 		{"GET", "/healthz", "", accessOpen},
 		{"GET", "/readyz", "", accessOpen},
 		{"GET", "/metrics", "", accessOpen},
+		{"GET", "/v1/openapi.yaml", "", accessOpen},
 	}
 	covered := map[string]bool{}
 	for _, r := range routes {

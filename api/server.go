@@ -138,6 +138,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /readyz", s.readyz)
 	s.mux.HandleFunc("GET /v1/debug/state", s.debugState)
 	s.mux.Handle("GET /metrics", metrics.Handler())
+	s.routeOpenAPI()
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if m := s.methodOf(r.URL.Path); m != "" {
 			w.Header().Set("Allow", m)

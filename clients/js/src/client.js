@@ -1,0 +1,246 @@
+// The fenced client: endpoints tried in turn, retries only where safe.
+
+import { randomBytes } from 'node:crypto';
+import { FencingToken } from './token.js';
+import { FencedError, UnavailableError, UnknownOutcomeError } from './errors.js';
+import { FencedLease } from './lease.js';
+
+const LEADER_HEADER = 'x-fenced-leader';
+
+// Codes that say the request was not served: another node may serve it.
+const SAFE_TO_RETRY = new Set(['not_leader', 'not_ready', 'not_member', 'busy', 'shutting_down', 'unavailable']);
+
+/** A random request id for an acquire. */
+export function newRequestId() { return randomBytes(12).toString('hex'); }
+
+/** Go duration text for milliseconds. */
+export function durationText(ms) {
+  if (typeof ms === 'string') return ms;
+  const n = Math.round(ms);
+  return n % 1000 === 0 ? `${n / 1000}s` : `${n}ms`;
+}
+
+const UNITS = { ns: 1e-6, us: 1e-3, 'µs': 1e-3, ms: 1, s: 1000, m: 60000, h: 3600000 };
+
+/** Milliseconds in Go duration text ("1m30s"); throws if it is not one. */
+export function parseDuration(text) {
+  let s = String(text);
+  let sign = 1;
+  if (s.startsWith('-')) { sign = -1; s = s.slice(1); }
+  if (s === '0') return 0;
+  const re = /^([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)/;
+  let total = 0;
+  if (!s) throw new TypeError(`not a duration: ${text}`);
+  while (s) {
+    const m = re.exec(s);
+    if (!m) throw new TypeError(`not a duration: ${text}`);
+    total += Number(m[1]) * UNITS[m[2]];
+    s = s.slice(m[0].length);
+  }
+  return sign * total;
+}
+
+function grantOf(d) {
+  const token = FencingToken.parse(d.token);
+  if (!token) throw new FencedError(`the server sent a malformed token: ${d.token}`, { code: 'malformed_answer' });
+  return { key: d.key, holder: d.holder, token, ttlMs: parseDuration(d.ttl), renewed: Boolean(d.renewed) };
+}
+
+/** A connection that was never made: the request cannot have been served. */
+function notSent(err) {
+  const code = err?.cause?.code ?? err?.code;
+  return code === 'ECONNREFUSED' || code === 'EHOSTUNREACH' || code === 'ENETUNREACH' || code === 'EADDRNOTAVAIL';
+}
+
+const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
+
+/** AbortSignal.any (Node 20.3+), with a fallback for older runtimes. */
+function anySignal(signals) {
+  if (typeof AbortSignal.any === 'function') return AbortSignal.any(signals);
+  const ac = new AbortController();
+  for (const s of signals) {
+    if (s.aborted) { ac.abort(s.reason); break; }
+    s.addEventListener('abort', () => ac.abort(s.reason), { once: true });
+  }
+  return ac.signal;
+}
+
+/**
+ * A client of a fenced cluster through any of its nodes. It retries only
+ * what is safe: requests that were not served (a node down, no leader: the
+ * 503 codes), and writes whose outcome is unknown (504 outcome_unknown, or a
+ * connection lost after the request was sent), which are idempotent (an
+ * acquire keeps its request id and holder; a release of a released grant
+ * succeeds). An unknown outcome is retried until a definite answer or the
+ * deadline, and only then thrown as UnknownOutcomeError: never as a failure.
+ */
+export class FencedClient {
+  constructor({ endpoints, token, timeoutMs = 30000, attemptTimeoutMs = 5000 } = {}) {
+    const list = typeof endpoints === 'string' ? endpoints.split(',') : endpoints ?? [];
+    this.endpoints = list.map((e) => e.trim()).filter(Boolean)
+      .map((e) => (e.includes('://') ? e : `http://${e}`).replace(/\/+$/, ''));
+    if (this.endpoints.length === 0) throw new TypeError('no endpoints');
+    this.bearer = token;
+    this.timeoutMs = timeoutMs;
+    // A node that accepts connections but never answers (frozen) would
+    // hold a request until the deadline: each attempt gets at most this long
+    // (plus an acquire's wait), then the next node is tried.
+    this.attemptTimeoutMs = attemptTimeoutMs;
+    this.preferred = 0;
+  }
+
+  /** Takes key for holder; rejects with code "held" (err.heldBy) when
+   * someone else has it. */
+  async acquire(key, holder, { ttl, wait, requestId, lockDelay, signal } = {}) {
+    const body = { key, holder, request_id: requestId ?? newRequestId() };
+    if (ttl !== undefined) body.ttl = durationText(ttl);
+    if (wait) body.wait = durationText(wait);
+    if (lockDelay) body.lock_delay = durationText(lockDelay);
+    const waitMs = wait ? parseDuration(body.wait) : 0;
+    return grantOf(await this.#do('POST', '/v1/acquire', body, { write: true, signal, extraMs: waitMs, timeoutMs: this.timeoutMs + waitMs }));
+  }
+
+  /** Extends one grant's lease; the answer carries the server's TTL. */
+  async renew(key, holder, token, { signal, timeoutMs } = {}) {
+    return grantOf(await this.#do('POST', '/v1/renew', { key, holder, token: String(token) }, { write: true, signal, timeoutMs }));
+  }
+
+  /** Ends a grant. Safe to repeat: releasing a released grant succeeds. */
+  async release(key, holder, token, { signal } = {}) {
+    return this.#do('POST', '/v1/release', { key, holder, token: String(token) }, { write: true, signal });
+  }
+
+  /** Is token the key's current live grant? Fails closed: never throws;
+   * { allow: false, reason: "malformed" | "unavailable" | ... } otherwise. */
+  async verify(key, token, { holder, signal, timeoutMs } = {}) {
+    const text = token instanceof FencingToken ? token.toString() : String(token);
+    if (!FencingToken.parse(text)) return { allow: false, reason: 'malformed' };
+    const deadline = Date.now() + (timeoutMs ?? this.timeoutMs);
+    const body = { key, token: text };
+    if (holder) body.holder = holder;
+    let backoff = 20;
+    for (;;) {
+      let out;
+      try {
+        out = await this.#do('POST', '/v1/verify', body, { write: false, signal, deadline });
+      } catch (err) {
+        if (err instanceof FencedError && err.status === 400) return { allow: false, reason: 'malformed' };
+        return { allow: false, reason: 'unavailable' };
+      }
+      if (out.reason !== 'unavailable') {
+        return {
+          allow: out.allow === true && out.reason === 'ok',
+          reason: out.reason,
+          currentToken: out.current_token ? FencingToken.parse(out.current_token) : null,
+          holder: out.holder ?? '',
+        };
+      }
+      if (Date.now() + backoff > deadline || signal?.aborted) return { allow: false, reason: 'unavailable' };
+      await sleep(backoff);
+      backoff = Math.min(2 * backoff, 500);
+      this.preferred = (this.preferred + 1) % this.endpoints.length;
+    }
+  }
+
+  /** One key's state, read linearizably. */
+  async key(key) {
+    const d = await this.#do('GET', `/v1/keys/${encodeURIComponent(key)}`, undefined, { write: false });
+    return { ...d, token: FencingToken.parse(d.token) };
+  }
+
+  /** The status of the first node that answers. */
+  async status() { return this.#do('GET', '/v1/cluster', undefined, { write: false }); }
+
+  /**
+   * Acquires key and keeps it alive: a FencedLease whose signal aborts
+   * before the server could grant the key to anyone else, and when the
+   * caller's signal aborts. Release it with release().
+   */
+  async lease(key, { ttl = 10000, holder, signal, wait, marginMs } = {}) {
+    return FencedLease.acquire(this, key, { ttl, holder: holder ?? `js-${newRequestId()}`, signal, wait, marginMs });
+  }
+
+  /**
+   * A token source backed by the cluster: next(key) resolves to the token
+   * of a fresh grant (acquired, then released at once), one grant per
+   * call, so tokens are strictly increasing per key across every caller.
+   */
+  tokenSource({ holder, ttl = 1000, wait } = {}) {
+    const client = this;
+    const who = holder ?? `token-source-${newRequestId()}`;
+    return {
+      async next(key) {
+        const g = await client.acquire(key, who, { ttl, wait });
+        try {
+          await client.release(key, who, g.token);
+        } catch { /* the grant ends by its TTL anyway */ }
+        return g.token;
+      },
+    };
+  }
+
+  #learnLeader(addr, answered) {
+    let i = addr ? this.endpoints.findIndex((e) => e.endsWith(`://${addr}`)) : -1;
+    if (i < 0) i = this.endpoints.indexOf(answered);
+    if (i >= 0) this.preferred = i;
+  }
+
+  async #do(method, path, body, { write, signal, deadline, timeoutMs, extraMs = 0 }) {
+    const data = body === undefined ? undefined : JSON.stringify(body);
+    const end = deadline ?? Date.now() + (timeoutMs ?? this.timeoutMs);
+    let unknown = false;
+    let backoff = 20;
+    const start = this.preferred;
+    let last;
+    for (let attempt = 0; ; attempt++) {
+      const ep = this.endpoints[(start + attempt) % this.endpoints.length];
+      try {
+        return await this.#once(ep, method, path, data, Math.min(end - Date.now(), this.attemptTimeoutMs + extraMs), signal);
+      } catch (err) {
+        last = err;
+        if (err instanceof FencedError) {
+          if (err.code === 'outcome_unknown') unknown = true;
+          else if (!SAFE_TO_RETRY.has(err.code)) {
+            if (unknown && write) {
+              // An earlier attempt may have been committed, and be why this
+              // one was refused: not a definite no.
+              throw new UnknownOutcomeError(`${err.message} (an earlier attempt may have been committed)`, { status: err.status, body: err.body });
+            }
+            throw err;
+          }
+        } else if (!(err?.name === 'TypeError' || err?.name === 'AbortError' || err?.name === 'TimeoutError' || err?.name === 'SyntaxError')) {
+          throw err; // not a failure of the network or the node: a bug
+        } else if (!notSent(err) && write) {
+          unknown = true;
+        }
+      }
+      if (signal?.aborted || Date.now() >= end) {
+        if (unknown) throw new UnknownOutcomeError(`outcome unknown: ${last?.message}`);
+        throw new UnavailableError(`cluster unavailable: ${last?.message}`);
+      }
+      if ((attempt + 1) % this.endpoints.length === 0) {
+        await sleep(Math.max(0, Math.min(backoff, end - Date.now())));
+        backoff = Math.min(2 * backoff, 500);
+      }
+    }
+  }
+
+  async #once(endpoint, method, path, data, ms, signal) {
+    const signals = [AbortSignal.timeout(Math.max(50, Math.ceil(ms)))];
+    if (signal) signals.push(signal);
+    const headers = { accept: 'application/json' };
+    if (data !== undefined) headers['content-type'] = 'application/json';
+    if (this.bearer) headers.authorization = `Bearer ${this.bearer}`;
+    const resp = await fetch(endpoint + path, { method, body: data, headers, signal: anySignal(signals) });
+    const text = await resp.text();
+    this.#learnLeader(resp.headers.get(LEADER_HEADER), endpoint);
+    let out = null;
+    try { out = text ? JSON.parse(text) : {}; } catch { /* not JSON */ }
+    if (!resp.ok) {
+      const code = out?.code || `http_${resp.status}`;
+      throw new FencedError(`${out?.message ?? text.slice(0, 200)} (${code})`, { code, status: resp.status, body: out ?? {} });
+    }
+    if (out === null || typeof out !== 'object') throw new Error(`${endpoint}: the answer is not a JSON object`);
+    return out;
+  }
+}

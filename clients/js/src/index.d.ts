@@ -1,0 +1,116 @@
+// Types of fenced-client (hand-written).
+
+/** A fencing token: an unsigned 64-bit integer kept as bigint, sent as decimal text. */
+export declare class FencingToken {
+  constructor(value: bigint);
+  readonly value: bigint;
+  /** ASCII decimal digits only (/^\d+$/), else null. */
+  static parse(text: string): FencingToken | null;
+  /** -1, 0 or 1. */
+  compare(other: FencingToken | bigint): -1 | 0 | 1;
+  equals(other: FencingToken | bigint): boolean;
+  readonly epoch: bigint;
+  readonly seq: bigint;
+  toString(): string;
+  toJSON(): string;
+}
+
+/** A duration: milliseconds, or Go duration text ("10s"). */
+export type Duration = number | string;
+
+export interface Grant {
+  key: string;
+  holder: string;
+  token: FencingToken;
+  /** The TTL the server answered, in milliseconds. */
+  ttlMs: number;
+  renewed: boolean;
+}
+
+export interface Verdict {
+  allow: boolean;
+  reason: 'ok' | 'superseded' | 'released' | 'expired' | 'unknown_key' | 'not_granted_yet' | 'holder_mismatch' | 'malformed' | 'unavailable' | string;
+  currentToken?: FencingToken | null;
+  holder?: string;
+}
+
+export interface ClientOptions {
+  /** "host:port" or URLs, or one comma-separated string. */
+  endpoints: string[] | string;
+  /** A bearer token. */
+  token?: string;
+  /** The deadline of one call, retries included (default 30000). */
+  timeoutMs?: number;
+  /** The most one attempt on one node may take (default 5000). */
+  attemptTimeoutMs?: number;
+}
+
+export interface LeaseOptions {
+  ttl?: Duration;
+  holder?: string;
+  signal?: AbortSignal;
+  wait?: Duration;
+  marginMs?: number;
+}
+
+/** A lease: the signal warns the holder; the resource checks the token. */
+export interface FencedLeaseLike {
+  signal: AbortSignal;
+  token: FencingToken;
+}
+
+export declare class FencedLease implements FencedLeaseLike {
+  readonly key: string;
+  readonly holder: string;
+  readonly token: FencingToken;
+  readonly grant: Grant;
+  /** Aborts before the server could grant the key to anyone else. */
+  readonly signal: AbortSignal;
+  /** performance.now() time until which the lease is known to be held. */
+  readonly deadline: number;
+  valid(): boolean;
+  release(): Promise<void>;
+}
+
+/** A source of fencing tokens: one grant per call. */
+export interface TokenSource {
+  next(key: string): Promise<FencingToken>;
+}
+
+export declare class FencedClient {
+  constructor(options: ClientOptions);
+  readonly endpoints: string[];
+  acquire(key: string, holder: string, options?: { ttl?: Duration; wait?: Duration; requestId?: string; lockDelay?: Duration; signal?: AbortSignal }): Promise<Grant>;
+  renew(key: string, holder: string, token: FencingToken | string, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<Grant>;
+  release(key: string, holder: string, token: FencingToken | string, options?: { signal?: AbortSignal }): Promise<unknown>;
+  verify(key: string, token: FencingToken | string, options?: { holder?: string; signal?: AbortSignal; timeoutMs?: number }): Promise<Verdict>;
+  key(key: string): Promise<Record<string, unknown> & { token: FencingToken }>;
+  status(): Promise<Record<string, unknown>>;
+  lease(key: string, options?: LeaseOptions): Promise<FencedLease>;
+  tokenSource(options?: { holder?: string; ttl?: Duration; wait?: Duration }): TokenSource;
+}
+
+export declare class FenceGuard {
+  admit(key: string, token: FencingToken | string): FencingToken;
+  write<T>(key: string, token: FencingToken | string, write: () => T): T;
+  highest(key: string): FencingToken | null;
+}
+
+export declare class FencedError extends Error {
+  readonly code: string;
+  readonly status: number;
+  readonly body: Record<string, unknown>;
+  readonly heldBy: string;
+}
+export declare class UnavailableError extends FencedError {}
+export declare class UnknownOutcomeError extends FencedError {}
+export declare class StaleTokenError extends Error {
+  readonly code: 'stale_token';
+  readonly key: string;
+  readonly token: FencingToken | string;
+  readonly highest?: bigint;
+}
+
+export declare function newRequestId(): string;
+export declare function parseDuration(text: string): number;
+export declare function durationText(ms: Duration): string;

@@ -1,0 +1,76 @@
+import { test, beforeEach, afterEach } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { join } from 'node:path';
+import { FencedClient } from '../src/index.js';
+import { Cluster, ROOT, poll, stopped } from './harness.js';
+import { createStockService } from '../../../examples/js/stock-service.mjs';
+
+let cluster;
+beforeEach(async () => { cluster = await Cluster.start(3); });
+afterEach((t) => { cluster?.stop(); });
+
+test('a node down, then a frozen leader: the client goes on through the others', async () => {
+  const c = new FencedClient({ endpoints: cluster.endpoints });
+  cluster.nodes[0].proc.kill('SIGKILL');
+  const g = await c.acquire('js/3/a', 'ivan', { ttl: 10000 });
+  assert.equal((await c.verify('js/3/a', g.token)).allow, true);
+  cluster.startNode(cluster.nodes[0]);
+  await poll('the node back', async () => (await fetch(`http://${cluster.nodes[0].http}/readyz`)).ok);
+  const lead = await poll('a leader', () => cluster.leader());
+  lead.proc.kill('SIGSTOP');
+  try {
+    const g2 = await new FencedClient({ endpoints: cluster.endpoints, timeoutMs: 60000 }).acquire('js/3/b', 'judy', { ttl: 10000 });
+    assert.equal(g2.token.compare(g.token), 1);
+  } finally { lead.proc.kill('SIGCONT'); }
+});
+
+// Kleppmann's scenario with examples/js/stock.mjs: holder A (a child
+// process) checks its lease and is frozen (SIGSTOP) past its TTL; B
+// reserves the last item; A wakes and sends its stale write, which the
+// stock service's guard refuses.
+async function kleppmann(noFence) {
+  const { server, state } = createStockService({ qty: 1, noFence });
+  await new Promise((r) => server.listen(0, '127.0.0.1', r));
+  const service = `http://127.0.0.1:${server.address().port}`;
+  const script = join(ROOT, 'examples', 'js', 'stock.mjs');
+  const eps = cluster.endpoints.join(',');
+  try {
+    const a = spawn(process.execPath, [script, '--endpoints', eps, '--service', service, '--holder', 'A', '--ttl', '1', '--wait-for-go'],
+      { stdio: ['pipe', 'pipe', 'inherit'] });
+    const out = [];
+    const lines = createInterface({ input: a.stdout });
+    const checked = new Promise((resolve) => lines.on('line', (l) => { out.push(l); if (l === 'lease checked') resolve(); }));
+    const exited = new Promise((resolve) => a.on('exit', (code) => resolve(code)));
+    await checked;
+    a.kill('SIGSTOP');
+    await poll('A stopped', () => stopped(a.pid), 5000);
+    a.stdin.write('go\n'); // read once A wakes
+    const b = spawn(process.execPath, [script, '--endpoints', eps, '--service', service, '--holder', 'B', '--ttl', '10', '--wait', '30'],
+      { stdio: ['ignore', 'pipe', 'inherit'] });
+    let bOut = '';
+    b.stdout.on('data', (d) => { bOut += d; });
+    const bCode = await new Promise((resolve) => b.on('exit', resolve));
+    assert.match(bOut, /reserved widget for B/, `B exited ${bCode}: ${bOut}`);
+    a.kill('SIGCONT');
+    const code = await exited;
+    return { code, out: out.join('\n'), who: state.reservations.map((r) => r.holder) };
+  } finally {
+    server.closeAllConnections();
+    server.close();
+  }
+}
+
+test('the stock example: the frozen holder is refused by the resource', async () => {
+  const { code, out, who } = await kleppmann(false);
+  assert.equal(code, 3, out);
+  assert.match(out, /refused/);
+  assert.deepEqual(who, ['B']);
+});
+
+test('the stock example without the fence sells the last item twice (positive control)', async () => {
+  const { code, out, who } = await kleppmann(true);
+  assert.equal(code, 0, out);
+  assert.deepEqual(who, ['B', 'A']);
+});

@@ -1,0 +1,24 @@
+"""fenced: a client of the fenced fencing-token coordinator, standard
+library only.
+
+    from fenced import Client
+    client = Client(["127.0.0.1:7700", "127.0.0.1:7701"])
+    with client.lease("orders-db", ttl=10) as lease:
+        lease.check()                       # still ours, by our clock
+        with fence.write("orders-db", lease.token) as db:  # the resource decides
+            db.execute("UPDATE ...")
+"""
+
+from .client import Client, Grant, KeyInfo, Verdict, new_request_id
+from .errors import (BadRequest, Expired, FencedError, Held, LeaseLost, NotHolder, Refused, StaleToken, Unavailable,
+                     UnknownKey, UnknownOutcome)
+from .lease import Lease
+from .token import MalformedToken, Token
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Client", "Grant", "KeyInfo", "Verdict", "Lease", "Token", "MalformedToken", "new_request_id",
+    "FencedError", "Held", "NotHolder", "StaleToken", "Expired", "UnknownKey", "BadRequest", "Unavailable",
+    "UnknownOutcome", "LeaseLost", "Refused",
+]

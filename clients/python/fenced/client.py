@@ -1,0 +1,324 @@
+"""The fenced client: endpoints tried in turn, retries only where safe."""
+
+import http.client
+import json
+import os
+import socket
+import threading
+import time
+import urllib.parse
+from dataclasses import dataclass
+from typing import Optional
+
+from .errors import BadRequest, FencedError, Unavailable, UnknownOutcome, error_of
+from .token import Token
+
+__all__ = ["Client", "Grant", "Verdict", "KeyInfo", "new_request_id"]
+
+LEADER_HEADER = "X-Fenced-Leader"
+
+# Codes that say the request was not served: another node may serve it.
+_SAFE_TO_RETRY = frozenset({"not_leader", "not_ready", "not_member", "busy", "shutting_down", "unavailable"})
+
+
+def new_request_id():
+    """A random request id for an acquire."""
+    return os.urandom(12).hex()
+
+
+def _duration(seconds):
+    """Go duration text for a number of seconds ("10s", "250ms")."""
+    if isinstance(seconds, str):
+        return seconds
+    ms = round(float(seconds) * 1000)
+    if ms % 1000 == 0:
+        return "%ds" % (ms // 1000)
+    return "%dms" % ms
+
+
+def parse_duration(text):
+    """Seconds in Go duration text ("1m30s", "250ms"); ValueError if not one."""
+    units = {"ns": 1e-9, "us": 1e-6, "\u00b5s": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
+    s, total, sign = text, 0.0, 1.0
+    if s.startswith("-"):
+        sign, s = -1.0, s[1:]
+    if s == "0":
+        return 0.0
+    if not s:
+        raise ValueError("not a duration: %r" % text)
+    while s:
+        i = 0
+        while i < len(s) and (s[i].isdigit() or s[i] == "."):
+            i += 1
+        j = i
+        while j < len(s) and not (s[j].isdigit() or s[j] == "."):
+            j += 1
+        num, unit = s[:i], s[i:j]
+        if not num or unit not in units:
+            raise ValueError("not a duration: %r" % text)
+        total += float(num) * units[unit]
+        s = s[j:]
+    return sign * total
+
+
+@dataclass(frozen=True)
+class Grant:
+    """A grant: the key, its holder, its fencing token and the TTL the server
+    answered (in seconds: time the lease by it, not by the TTL asked for)."""
+    key: str
+    holder: str
+    token: Token
+    ttl: float
+    renewed: bool = False
+
+    @classmethod
+    def of(cls, d):
+        return cls(key=d["key"], holder=d["holder"], token=Token.parse(d["token"]), ttl=parse_duration(d["ttl"]),
+                   renewed=bool(d.get("renewed", False)))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The answer of verify. ``allow`` is true only when the cluster proved the
+    token is the key's current live grant."""
+    allow: bool
+    reason: str
+    current_token: Optional[Token] = None
+    holder: str = ""
+
+
+@dataclass(frozen=True)
+class KeyInfo:
+    """One key's state."""
+    key: str
+    holder: str
+    token: Token
+    state: str
+    ttl: float
+
+
+class _NotSent(Exception):
+    """The request never reached a server (no connection)."""
+
+
+class Client:
+    """A client of a fenced cluster through any of its nodes.
+
+    It retries only what is safe: requests that were not served (a node
+    down, no leader: 503 codes), and writes whose outcome is unknown (504
+    ``outcome_unknown``, or a connection lost after the request was sent),
+    which are idempotent by construction (an acquire keeps its request id and
+    holder; a release of a released grant succeeds). An unknown outcome is
+    never reported as a failure: it is retried until a definite answer or
+    the deadline, and then raised as UnknownOutcome.
+    """
+
+    def __init__(self, endpoints, token=None, timeout=30.0, ssl_context=None, attempt_timeout=5.0):
+        if isinstance(endpoints, str):
+            endpoints = endpoints.split(",")
+        self._endpoints = []
+        for e in endpoints:
+            e = e.strip()
+            if not e:
+                continue
+            if "://" not in e:
+                e = "http://" + e
+            self._endpoints.append(e.rstrip("/"))
+        if not self._endpoints:
+            raise ValueError("no endpoints")
+        self._token = token
+        self._timeout = timeout
+        # A node that accepts connections but never answers (frozen by
+        # SIGSTOP, a long GC pause) would hold a request until the deadline:
+        # each attempt gets at most this long (plus an acquire's wait), and
+        # then the next node is tried.
+        self._attempt_timeout = attempt_timeout
+        self._ssl = ssl_context
+        self._lock = threading.Lock()
+        self._preferred = 0
+
+    @property
+    def endpoints(self):
+        return list(self._endpoints)
+
+    # -- operations -------------------------------------------------------
+
+    def acquire(self, key, holder, ttl=None, wait=None, request_id=None, lock_delay=None, timeout=None):
+        """Take key for holder and return the Grant. Raises Held (``held_by``)
+        when someone else has it. A retry after an unknown outcome keeps the
+        request id, so one call never makes two grants."""
+        body = {"key": key, "holder": holder, "request_id": request_id or new_request_id()}
+        if ttl is not None:
+            body["ttl"] = _duration(ttl)
+        if wait:
+            body["wait"] = _duration(wait)
+        if lock_delay:
+            body["lock_delay"] = _duration(lock_delay)
+        if timeout is None and wait:
+            timeout = self._timeout + parse_duration(body["wait"])
+        extra = parse_duration(body["wait"]) if wait else 0.0
+        return Grant.of(self._do("POST", "/v1/acquire", body, write=True, timeout=timeout, attempt_extra=extra))
+
+    def renew(self, key, holder, token, timeout=None):
+        """Extend one grant's lease by its TTL; returns the Grant with the
+        server's TTL."""
+        out = self._do("POST", "/v1/renew", {"key": key, "holder": holder, "token": str(Token(token))}, write=True, timeout=timeout)
+        return Grant.of(out)
+
+    def keepalive(self, holder):
+        """Extend the leases of every key of holder; returns their grants."""
+        out = self._do("POST", "/v1/keepalive", {"holder": holder}, write=True)
+        return [Grant.of(r) for r in out.get("renewed", [])]
+
+    def release(self, key, holder, token, timeout=None):
+        """End a grant. Safe to retry: releasing a released grant succeeds."""
+        return self._do("POST", "/v1/release", {"key": key, "holder": holder, "token": str(Token(token))}, write=True,
+                        timeout=timeout)
+
+    def verify(self, key, token, holder="", timeout=None):
+        """Is token the key's current live grant? Fails closed: a malformed
+        token is the verdict ``malformed``, a cluster that cannot answer
+        before the deadline ``unavailable``; neither raises."""
+        try:
+            text = str(Token(token))
+        except ValueError:
+            return Verdict(False, "malformed")
+        deadline = time.monotonic() + (timeout or self._timeout)
+        backoff = 0.02
+        body = {"key": key, "token": text}
+        if holder:
+            body["holder"] = holder
+        while True:
+            try:
+                out = self._do("POST", "/v1/verify", body, write=False, deadline=deadline)
+            except BadRequest:
+                return Verdict(False, "malformed")
+            except FencedError:
+                return Verdict(False, "unavailable")
+            if out.get("reason") != "unavailable":
+                cur = out.get("current_token")
+                return Verdict(bool(out.get("allow")) is True and out.get("reason") == "ok", out.get("reason", ""),
+                               Token.parse(cur) if cur else None, out.get("holder", ""))
+            if time.monotonic() + backoff > deadline:
+                return Verdict(False, "unavailable")
+            time.sleep(backoff)
+            backoff = min(2 * backoff, 0.5)
+            self._prefer((self._start() + 1) % len(self._endpoints))
+
+    def key(self, key):
+        """One key's state, read linearizably; raises UnknownKey."""
+        d = self._do("GET", "/v1/keys/" + urllib.parse.quote(key, safe=""), None, write=False)
+        return KeyInfo(d["key"], d["holder"], Token.parse(d["token"]), d["state"], parse_duration(d["ttl"]))
+
+    def status(self):
+        """The status of the first node that answers (a dict)."""
+        return self._do("GET", "/v1/cluster", None, write=False)
+
+    def lease(self, key, ttl=10.0, holder=None, wait=None, margin=None):
+        """A Lease on key, to use with ``with``: acquired on entry, kept alive
+        in the background, released on exit. See Lease."""
+        from .lease import Lease
+        return Lease(self, key, ttl=ttl, holder=holder, wait=wait, margin=margin)
+
+    # -- transport --------------------------------------------------------
+
+    def _start(self):
+        with self._lock:
+            return self._preferred
+
+    def _prefer(self, i):
+        with self._lock:
+            self._preferred = i
+
+    def _learn_leader(self, addr, answered):
+        """Prefer the leader's endpoint when it is one of ours, else the
+        endpoint that answered."""
+        for i, ep in enumerate(self._endpoints):
+            if addr and ep.endswith("://" + addr):
+                self._prefer(i)
+                return
+        for i, ep in enumerate(self._endpoints):
+            if ep == answered:
+                self._prefer(i)
+                return
+
+    def _do(self, method, path, body, write, timeout=None, deadline=None, attempt_extra=0.0):
+        """Send to the endpoints in turn until one serves the request or the
+        deadline passes. See the class docstring for what is retried."""
+        data = json.dumps(body).encode() if body is not None else None
+        if deadline is None:
+            deadline = time.monotonic() + (timeout or self._timeout)
+        unknown = False
+        backoff = 0.02
+        start = self._start()
+        attempt = 0
+        last = None
+        while True:
+            ep = self._endpoints[(start + attempt) % len(self._endpoints)]
+            try:
+                return self._once(ep, method, path, data, min(deadline, time.monotonic() + self._attempt_timeout + attempt_extra))
+            except _NotSent as e:
+                last = e
+            except FencedError as e:
+                last = e
+                if e.code == "outcome_unknown":
+                    unknown = True
+                elif e.code not in _SAFE_TO_RETRY:
+                    if unknown and write:
+                        # An earlier attempt may have been committed, and be
+                        # why this one was refused: not a definite no.
+                        raise UnknownOutcome("%s (an earlier attempt may have been committed)" % e, status=e.status,
+                                             body=e.body) from e
+                    raise
+            except (OSError, http.client.HTTPException) as e:
+                last = e
+                if write:
+                    unknown = True
+            if time.monotonic() >= deadline:
+                if unknown:
+                    raise UnknownOutcome("outcome unknown: %s" % last) from None
+                raise Unavailable("cluster unavailable: %s" % last) from None
+            attempt += 1
+            if attempt % len(self._endpoints) == 0:
+                time.sleep(max(0.0, min(backoff, deadline - time.monotonic())))
+                backoff = min(2 * backoff, 0.5)
+
+    def _once(self, endpoint, method, path, data, deadline):
+        """One request. Raises _NotSent when no connection was made, so the
+        request cannot have been served."""
+        u = urllib.parse.urlsplit(endpoint)
+        remaining = max(0.05, deadline - time.monotonic())
+        if u.scheme == "https":
+            conn = http.client.HTTPSConnection(u.hostname, u.port, timeout=min(remaining, 2.0), context=self._ssl)
+        else:
+            conn = http.client.HTTPConnection(u.hostname, u.port, timeout=min(remaining, 2.0))
+        try:
+            try:
+                conn.connect()
+            except OSError as e:
+                raise _NotSent("%s: %s" % (endpoint, e)) from e
+            conn.sock.settimeout(remaining)
+            headers = {"Accept": "application/json"}
+            if data is not None:
+                headers["Content-Type"] = "application/json"
+            if self._token:
+                headers["Authorization"] = "Bearer " + self._token
+            conn.request(method, u.path + path, body=data, headers=headers)
+            resp = conn.getresponse()
+            raw = resp.read()
+            self._learn_leader(resp.getheader(LEADER_HEADER, ""), endpoint)
+            try:
+                out = json.loads(raw) if raw else {}
+            except ValueError:
+                out = None
+            if resp.status // 100 != 2:
+                raise error_of(resp.status, out if isinstance(out, dict) else {},
+                               (out or {}).get("message", raw[:200].decode("utf-8", "replace")) if isinstance(out, dict)
+                               else raw[:200].decode("utf-8", "replace"))
+            if not isinstance(out, dict):
+                raise http.client.HTTPException("%s: answer is not a JSON object" % endpoint)
+            return out
+        except socket.timeout as e:
+            raise OSError("%s: timed out" % endpoint) from e
+        finally:
+            conn.close()
