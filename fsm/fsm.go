@@ -157,6 +157,8 @@ type FSM struct {
 	// notify is closed and replaced after an apply when someone waits on it.
 	notify  chan struct{}
 	waiting bool
+	// feed hears of every change of a key, for watchers (events.go).
+	feed *Feed
 }
 
 var _ raft.BatchingFSM = (*FSM)(nil)
@@ -177,6 +179,7 @@ func New(cfg Config) *FSM {
 		members:    make(map[string]string),
 		hist:       newHistory(),
 		notify:     make(chan struct{}),
+		feed:       newFeed(),
 	}
 }
 
@@ -200,6 +203,7 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	out := make([]interface{}, len(logs))
 	var events []event
+	var changes []Event
 	f.mu.Lock()
 	for i, l := range logs {
 		if l.Type != raft.LogCommand {
@@ -213,12 +217,15 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		var res *Result
 		res, events = f.apply(cmd, logPos{term: l.Term, index: l.Index, appended: l.AppendedAt}, events)
 		out[i] = res
+		changes = f.feed.note(changes, cmd, res, l.Index)
 	}
 	f.mu.Unlock()
 	// The observer hears of the changes before the applied index moves, so a
 	// reader that waited for this index also sees the leader's lease for it.
 	f.deliver(events)
 	if len(logs) > 0 {
+		// Watchers hear of the changes before the applied index moves.
+		f.feed.publish(changes, logs[len(logs)-1].Index)
 		f.mu.Lock()
 		if last := logs[len(logs)-1].Index; last > f.applied {
 			f.applied = last
@@ -240,6 +247,7 @@ func (f *FSM) Reset() {
 	f.floor, f.applied, f.clusterID = 0, 0, ""
 	f.appliedFast.Store(0)
 	f.mu.Unlock()
+	f.feed.reset(0)
 }
 
 func (f *FSM) wake() {

@@ -194,6 +194,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.appliedFast.Store(img.Applied)
 	f.wake()
 	f.mu.Unlock()
+	f.feed.reset(img.Applied)
 	if f.obs != nil {
 		f.obs.Restored()
 	}
