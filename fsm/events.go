@@ -284,10 +284,10 @@ type Sub struct {
 	// pending bounds the buffer once the initial backlog was taken.
 	pending int
 
-	mu   sync.Mutex
-	max  int
-	buf  []Event
-	err  error
+	mu  sync.Mutex
+	max int
+	buf []Event
+	err error
 }
 
 func (s *Sub) matches(ev Event) bool {
