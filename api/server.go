@@ -125,7 +125,9 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/release", s.write(s.release))
 	s.mux.HandleFunc("POST /v1/verify", s.verify)
 	s.mux.HandleFunc("GET /v1/keys", s.read(s.keys))
-	s.mux.HandleFunc("GET /v1/keys/{key...}", s.read(s.key))
+	s.mux.HandleFunc("GET /v1/keys/{key...}", s.keyRead)
+	s.mux.HandleFunc("GET /v1/watch", s.watch)
+	s.mux.HandleFunc("GET /v1/watch/index", s.read(s.readIndexHandler))
 	s.mux.HandleFunc("GET /v1/cluster", s.cluster)
 	s.mux.HandleFunc("POST /v1/cluster/join", s.write(s.join))
 	s.mux.HandleFunc("POST /v1/cluster/remove", s.write(s.remove))
@@ -260,7 +262,7 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, body []byte, writ
 		return
 	}
 	defer resp.Body.Close()
-	for _, h := range []string{"Content-Type", BackupMetaHeader} {
+	for _, h := range []string{"Content-Type", BackupMetaHeader, IndexHeader} {
 		if v := resp.Header.Get(h); v != "" {
 			w.Header().Set(h, v)
 		}

@@ -133,12 +133,15 @@ const (
 // ring is per node (each node keeps what it applied since it started or
 // restored its last snapshot).
 type Feed struct {
-	mu      sync.Mutex
-	ring    []Event
-	start   int // position of the oldest event in ring
-	n       int // events held
-	since   uint64
-	last    atomic.Uint64
+	mu    sync.Mutex
+	ring  []Event
+	start int // position of the oldest event in ring
+	n     int // events held
+	since uint64
+	last  atomic.Uint64
+	// noted is the index of the last command entry applied to the state,
+	// written under the FSM's lock (see KeysAt).
+	noted   atomic.Uint64
 	pending int
 	subs    map[*Sub]struct{}
 }
@@ -178,6 +181,7 @@ func (fd *Feed) Since() uint64 {
 
 // note appends the change a command made, if any, to changes.
 func (fd *Feed) note(changes []Event, cmd Command, res *Result, index uint64) []Event {
+	fd.noted.Store(index)
 	if ev, ok := change(cmd, res, index); ok {
 		changes = append(changes, ev)
 	}
@@ -225,6 +229,7 @@ func (fd *Feed) reset(applied uint64) {
 	defer fd.mu.Unlock()
 	fd.start, fd.n, fd.since = 0, 0, applied
 	fd.last.Store(applied)
+	fd.noted.Store(applied)
 	for s := range fd.subs {
 		s.fail(ErrReset)
 		delete(fd.subs, s)
@@ -384,4 +389,27 @@ func (s *Sub) Close() {
 	delete(s.feed.subs, s)
 	s.feed.mu.Unlock()
 	s.fail(ErrClosed)
+}
+
+// KeysAt returns the keys with prefix (or the key itself when exact), in
+// no particular order, and the index of the last entry whose changes they
+// hold: a watch from that index continues the state exactly, without a
+// change missed or told twice.
+func (f *FSM) KeysAt(prefix string, exact bool) ([]KeyState, uint64) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	cut := f.feed.noted.Load()
+	if exact {
+		if k, ok := f.get(prefix); ok {
+			return []KeyState{k}, cut
+		}
+		return nil, cut
+	}
+	var out []KeyState
+	for name, e := range f.keys {
+		if strings.HasPrefix(name, prefix) {
+			out = append(out, e.keyState(name))
+		}
+	}
+	return out, cut
 }
