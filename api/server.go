@@ -441,7 +441,7 @@ func (s *Server) acquire(ctx context.Context, body []byte, _ *http.Request) (any
 		return nil, err
 	}
 	if err := firstOf(checkName("key", req.Key, MaxKeyLen, true), checkName("holder", req.Holder, MaxHolderLen, true),
-		checkName("request_id", req.RequestID, MaxRequestIDLen, false)); err != nil {
+		checkName("request_id", req.RequestID, MaxRequestIDLen, false), checkName("value", req.Value, MaxValueLen, false)); err != nil {
 		return nil, err
 	}
 	ttl, err := parseDuration("ttl", req.TTL, DefaultTTL, MinTTL, MaxTTL)
@@ -457,7 +457,7 @@ func (s *Server) acquire(ctx context.Context, body []byte, _ *http.Request) (any
 		return nil, err
 	}
 	g, err := s.node.Acquire(ctx, cluster.AcquireArgs{Key: req.Key, Holder: req.Holder, TTL: ttl, Wait: wait, RequestID: req.RequestID, LockDelay: delay,
-		Owner: ownerOf(ctx)})
+		Value: req.Value, Owner: ownerOf(ctx)})
 	if err != nil {
 		return nil, err
 	}
@@ -465,7 +465,7 @@ func (s *Server) acquire(ctx context.Context, body []byte, _ *http.Request) (any
 }
 
 func grantOf(k fsm.KeyState, renewed bool) Grant {
-	return Grant{Key: k.Key, Holder: k.Holder, Token: k.Token, Epoch: k.Token.Epoch(), Seq: k.Token.Seq(), TTL: k.TTL.String(), Renewed: renewed}
+	return Grant{Key: k.Key, Holder: k.Holder, Token: k.Token, Epoch: k.Token.Epoch(), Seq: k.Token.Seq(), TTL: k.TTL.String(), Renewed: renewed, Value: k.Value}
 }
 
 func (s *Server) renew(ctx context.Context, body []byte, _ *http.Request) (any, error) {
@@ -619,7 +619,7 @@ func (c *captureWriter) WriteHeader(s int) { c.status = s }
 
 func keyInfoOf(k cluster.KeyInfo) KeyInfo {
 	ki := KeyInfo{Key: k.Key, Holder: k.Holder, Token: k.Token, Epoch: k.Token.Epoch(), Seq: k.Token.Seq(),
-		State: k.State.String(), TTL: k.TTL.String(), Index: k.Index}
+		State: k.State.String(), TTL: k.TTL.String(), Index: k.Index, Value: k.Value}
 	if !k.Deadline.IsZero() {
 		ki.LeaseRemaining = time.Until(k.Deadline).Round(time.Millisecond).String()
 	}

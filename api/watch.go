@@ -57,6 +57,7 @@ type WatchEvent struct {
 	PrevToken  fence.Token `json:"prev_token,omitempty"`
 	Ended      string      `json:"ended,omitempty"`
 	Reason     string      `json:"reason,omitempty"`
+	Value      string      `json:"value,omitempty"`
 }
 
 // Watch event types beyond the changes of fsm.EventType.
@@ -96,7 +97,7 @@ func (s *Server) watchNode() (watchNode, error) {
 
 func eventOf(ev fsm.Event) WatchEvent {
 	we := WatchEvent{Type: string(ev.Type), Index: ev.Index, Key: ev.Key, Holder: ev.Holder, Token: ev.Token, State: ev.State.String(),
-		TTL: ev.TTL.String(), PrevHolder: ev.PrevHolder, PrevToken: ev.PrevToken, Ended: string(ev.Ended)}
+		TTL: ev.TTL.String(), PrevHolder: ev.PrevHolder, PrevToken: ev.PrevToken, Ended: string(ev.Ended), Value: ev.Value}
 	if ev.LockDelay > 0 {
 		we.LockDelay = ev.LockDelay.String()
 	}
@@ -104,7 +105,7 @@ func eventOf(ev fsm.Event) WatchEvent {
 }
 
 func stateOf(k fsm.KeyState, index uint64) WatchEvent {
-	return WatchEvent{Type: WatchState, Index: index, Key: k.Key, Holder: k.Holder, Token: k.Token, State: k.State.String(), TTL: k.TTL.String()}
+	return WatchEvent{Type: WatchState, Index: index, Key: k.Key, Holder: k.Holder, Token: k.Token, State: k.State.String(), TTL: k.TTL.String(), Value: k.Value}
 }
 
 // parseIndex reads a log index given as decimal text; "" is 0.

@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
@@ -276,6 +277,34 @@ func TestSSEReset(t *testing.T) {
 		})
 		if len(got) != 1 || got[0].Type != WatchReset {
 			t.Fatalf("%v: %+v", err, got)
+		}
+	}
+}
+
+func TestValueOnAcquireReadAndWatch(t *testing.T) {
+	nodes := startCluster(t, 3)
+	lead, _ := leaderOf(t, nodes)
+	c := NewClient([]string{lead.url})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch := c.Watch(ctx, WatchOptions{Key: "leader"})
+	collect(t, ch, 30*time.Second, hasSync)
+	g, err := c.Acquire(ctx, AcquireRequest{Key: "leader", Holder: "n1", Value: "http://10.0.0.1:8080"})
+	if err != nil || g.Value != "http://10.0.0.1:8080" {
+		t.Fatalf("acquire with a value: %+v %v", g, err)
+	}
+	k, err := c.Key(ctx, "leader")
+	if err != nil || k.Value != g.Value {
+		t.Fatalf("read: %+v %v", k, err)
+	}
+	evs := changes(collect(t, ch, 30*time.Second, func(evs []WatchEvent) bool { return len(changes(evs)) == 1 }))
+	if evs[0].Value != g.Value || evs[0].Type != "granted" {
+		t.Fatalf("event %+v", evs[0])
+	}
+	for _, bad := range []string{strings.Repeat("x", MaxValueLen+1), "a\nb"} {
+		_, err := c.Acquire(ctx, AcquireRequest{Key: "v", Holder: "h", Value: bad})
+		if !errors.Is(err, ErrBadRequest) {
+			t.Fatalf("value %q: %v, want bad_request", bad, err)
 		}
 	}
 }

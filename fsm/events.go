@@ -53,6 +53,8 @@ type Event struct {
 	LockDelay time.Duration
 	// State is the key's state after the change.
 	State State
+	// Value is what the holder published with the grant.
+	Value string
 	// PrevHolder and PrevToken name the grant that ended, for a handoff.
 	PrevHolder string
 	PrevToken  fence.Token
@@ -100,7 +102,7 @@ func change(cmd Command, res *Result, index uint64) (Event, bool) {
 }
 
 func eventOf(t EventType, k KeyState, index uint64) Event {
-	return Event{Index: index, Type: t, Key: k.Key, Holder: k.Holder, Token: k.Token, TTL: k.TTL, LockDelay: k.LockDelay, State: k.State}
+	return Event{Index: index, Type: t, Key: k.Key, Holder: k.Holder, Token: k.Token, TTL: k.TTL, LockDelay: k.LockDelay, State: k.State, Value: k.Value}
 }
 
 // Errors a subscription ends with.

@@ -146,3 +146,56 @@ func TestRestoreResetsWatchers(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+func TestValueIsKeptEncodedAndSnapshotted(t *testing.T) {
+	a := &applier{f: New(Config{})}
+	g := a.at(1, Acquire{Key: "leader", Holder: "n1", TTL: time.Second, Value: "10.0.0.1:80"})
+	if g.Err != nil || g.Key.Value != "10.0.0.1:80" {
+		t.Fatalf("grant %+v", g)
+	}
+	// The holder replaces its value and keeps its token (proclaim).
+	p := a.at(1, Acquire{Key: "leader", Holder: "n1", TTL: time.Second, Value: "10.0.0.1:81"})
+	if !p.Renewed || p.Key.Token != g.Key.Token || p.Key.Value != "10.0.0.1:81" {
+		t.Fatalf("proclaim %+v", p)
+	}
+	if r := a.at(1, Acquire{Key: "big", Holder: "h", TTL: time.Second, Value: string(make([]byte, MaxValueLen+1))}); !errors.Is(r.Err, ErrInvalid) {
+		t.Fatalf("a value over the bound: %v", r.Err)
+	}
+	// Without a value an acquire keeps version 2; with one it is version 3.
+	if b := Encode(Acquire{Key: "k", Holder: "h", TTL: time.Second}); b[1] != version2 {
+		t.Fatalf("acquire without a value is version %d", b[1])
+	}
+	enc := Encode(Acquire{Key: "k", Holder: "h", TTL: time.Second, Value: "v"})
+	if enc[1] != version3 {
+		t.Fatalf("acquire with a value is version %d", enc[1])
+	}
+	if c, err := Decode(enc); err != nil || c.(Acquire).Value != "v" {
+		t.Fatalf("decode: %+v %v", c, err)
+	}
+	empty := Encode(Acquire{Key: "k", Holder: "h", TTL: time.Second})
+	empty[1] = version3
+	empty = append(empty, 0)
+	if _, err := Decode(empty); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a version-3 acquire with an empty value decodes: %v", err)
+	}
+	var buf bytes.Buffer
+	if err := a.f.Image().Encode(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if buf.Bytes()[4] != snapVersion3 {
+		t.Fatalf("snapshot with a value is version %d", buf.Bytes()[4])
+	}
+	g2 := New(Config{})
+	if err := g2.Restore(nopCloser{bytes.NewReader(buf.Bytes())}); err != nil {
+		t.Fatal(err)
+	}
+	if k, _ := g2.Get("leader"); k.Value != "10.0.0.1:81" {
+		t.Fatalf("restored value %q", k.Value)
+	}
+	b := &applier{f: New(Config{})}
+	b.at(1, Acquire{Key: "k", Holder: "h", TTL: time.Second})
+	buf.Reset()
+	if err := b.f.Image().Encode(&buf); err != nil || buf.Bytes()[4] != snapVersion2 {
+		t.Fatalf("snapshot without values: version %d, %v", buf.Bytes()[4], err)
+	}
+}

@@ -59,6 +59,8 @@ type KeyState struct {
 	// LockDelay is how long the leader keeps the key from other holders after
 	// this grant expires (not after a release); 0 is off.
 	LockDelay time.Duration
+	// Value is what the holder published with the grant.
+	Value string
 }
 
 // entry is a key's state as the FSM stores it: KeyState without the key
@@ -67,6 +69,7 @@ type KeyState struct {
 type entry struct {
 	holder    string
 	requestID string
+	value     string
 	token     fence.Token
 	index     uint64
 	armed     uint64
@@ -80,11 +83,11 @@ const maxMs = time.Duration(1<<32-1) * time.Millisecond
 
 func (e entry) keyState(key string) KeyState {
 	return KeyState{Key: key, Holder: e.holder, Token: e.token, TTL: time.Duration(e.ttlMs) * time.Millisecond,
-		State: e.state, RequestID: e.requestID, Index: e.index, Armed: e.armed, LockDelay: time.Duration(e.delayMs) * time.Millisecond}
+		State: e.state, RequestID: e.requestID, Index: e.index, Armed: e.armed, LockDelay: time.Duration(e.delayMs) * time.Millisecond, Value: e.value}
 }
 
 func entryOf(k KeyState) entry {
-	return entry{holder: k.Holder, requestID: k.RequestID, token: k.Token, index: k.Index, armed: k.Armed,
+	return entry{holder: k.Holder, requestID: k.RequestID, value: k.Value, token: k.Token, index: k.Index, armed: k.Armed,
 		ttlMs: uint32(k.TTL / time.Millisecond), delayMs: uint32(k.LockDelay / time.Millisecond), state: k.State}
 }
 
@@ -353,7 +356,7 @@ func (f *FSM) handoff(r *Result, next Acquire, pos logPos, events []event) []eve
 // so an old log replays as it was first applied.
 func (f *FSM) acquire(c Acquire, pos logPos) *Result {
 	term, index := pos.term, pos.index
-	if c.Key == "" || c.Holder == "" || c.TTL < time.Millisecond || c.TTL > maxMs || c.LockDelay < 0 || c.LockDelay > maxMs {
+	if c.Key == "" || c.Holder == "" || c.TTL < time.Millisecond || c.TTL > maxMs || c.LockDelay < 0 || c.LockDelay > maxMs || len(c.Value) > MaxValueLen {
 		return &Result{Err: fmt.Errorf("%w: key, holder and a ttl of 1ms to 49 days are required", ErrInvalid)}
 	}
 	// Durations are kept to the millisecond; the result says what was kept.
@@ -371,7 +374,7 @@ func (f *FSM) acquire(c Acquire, pos logPos) *Result {
 		if k.Holder != c.Holder {
 			return &Result{Key: k, Err: &HeldError{Key: k.Key, Holder: k.Holder, Token: k.Token}}
 		}
-		k.TTL, k.Armed, k.LockDelay = c.TTL, index, c.LockDelay
+		k.TTL, k.Armed, k.LockDelay, k.Value = c.TTL, index, c.LockDelay, c.Value
 		f.put(k)
 		// A new request answered with this grant owns it from now on: its
 		// retry after the grant ended must not mint another.
@@ -393,7 +396,7 @@ func (f *FSM) acquire(c Acquire, pos logPos) *Result {
 		// The replaced grant's request id is remembered for the window.
 		f.hist.retire(c.Key, k.RequestID, k.Token, f.maxRetired)
 	}
-	k = KeyState{Key: c.Key, Holder: c.Holder, Token: tok, TTL: c.TTL, State: Held, RequestID: c.RequestID, Index: index, Armed: index, LockDelay: c.LockDelay}
+	k = KeyState{Key: c.Key, Holder: c.Holder, Token: tok, TTL: c.TTL, State: Held, RequestID: c.RequestID, Index: index, Armed: index, LockDelay: c.LockDelay, Value: c.Value}
 	f.put(k)
 	return &Result{Key: k, Changed: true}
 }
