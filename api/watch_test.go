@@ -308,3 +308,96 @@ func TestValueOnAcquireReadAndWatch(t *testing.T) {
 		}
 	}
 }
+
+func TestElectionCampaignObserveProclaimResign(t *testing.T) {
+	nodes := startCluster(t, 3)
+	lead, fol := leaderOf(t, nodes)
+	c := NewClient([]string{lead.url, fol.url})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	obs := NewClient([]string{fol.url}).NewElection("svc/leader", "observer", ElectionOptions{}).Observe(ctx)
+	e1 := c.NewElection("svc/leader", "n1", ElectionOptions{TTL: 5 * time.Second, Value: "http://n1"})
+	e2 := c.NewElection("svc/leader", "n2", ElectionOptions{TTL: 5 * time.Second, Value: "http://n2"})
+	if _, err := e1.Leader(ctx); !errors.Is(err, ErrNoLeader) {
+		t.Fatalf("leader before any campaign: %v", err)
+	}
+	if err := e1.Campaign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	won2 := make(chan error, 1)
+	go func() { won2 <- e2.Campaign(ctx) }()
+	next := func() Leader {
+		t.Helper()
+		select {
+		case l := <-obs:
+			return l
+		case <-ctx.Done():
+			t.Fatal("observer: no change")
+		}
+		return Leader{}
+	}
+	if l := next(); l.Holder != "n1" || l.Token != e1.Token() || l.Value != "http://n1" {
+		t.Fatalf("observed %+v, want n1 with token %s", l, e1.Token())
+	}
+	if err := e1.Proclaim(ctx, "http://n1:2"); err != nil {
+		t.Fatal(err)
+	}
+	if l := next(); l.Holder != "n1" || l.Token != e1.Token() || l.Value != "http://n1:2" {
+		t.Fatalf("after proclaim: %+v", l)
+	}
+	t1 := e1.Token()
+	if err := e1.Resign(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-won2; err != nil {
+		t.Fatal(err)
+	}
+	if e2.Token() <= t1 {
+		t.Fatalf("the new leader's token %s is not above %s", e2.Token(), t1)
+	}
+	for {
+		l := next()
+		if l.Token < t1 {
+			t.Fatalf("observed %+v after token %s", l, t1)
+		}
+		if l.Holder == "n2" {
+			if l.Token != e2.Token() || l.Value != "http://n2" {
+				t.Fatalf("observed %+v, want n2 with token %s", l, e2.Token())
+			}
+			break
+		}
+	}
+	if l, err := e1.Leader(ctx); err != nil || l.Holder != "n2" || l.Token != e2.Token() {
+		t.Fatalf("leader: %+v %v", l, err)
+	}
+	select {
+	case <-e2.Done():
+		t.Fatalf("the leader's Done is closed: %v", e2.Err())
+	default:
+	}
+	if err := e1.Proclaim(ctx, "x"); !errors.Is(err, ErrNotLeading) {
+		t.Fatalf("proclaim after resign: %v", err)
+	}
+}
+
+func TestObserverNeverReportsAnOlderLeader(t *testing.T) {
+	var o observer
+	steps := []struct {
+		ev   WatchEvent
+		want bool
+	}{
+		{WatchEvent{Type: WatchState, Holder: "a", Token: 1<<32 | 1, State: "held"}, true},
+		{WatchEvent{Type: "renewed", Holder: "a", Token: 1<<32 | 1, State: "held"}, false},
+		{WatchEvent{Type: "released", Holder: "a", Token: 1<<32 | 1, State: "released"}, true},
+		{WatchEvent{Type: WatchState, Holder: "a", Token: 1<<32 | 1, State: "held"}, false},
+		{WatchEvent{Type: "granted", Holder: "b", Token: 2<<32 | 1, State: "held"}, true},
+		{WatchEvent{Type: WatchReset}, false},
+		{WatchEvent{Type: WatchState, Holder: "a", Token: 1<<32 | 1, State: "held"}, false},
+		{WatchEvent{Type: "renewed", Holder: "b", Token: 2<<32 | 1, State: "held", Value: "v"}, true},
+	}
+	for i, s := range steps {
+		if _, ok := o.next("e", s.ev); ok != s.want {
+			t.Fatalf("step %d (%+v): reported %v, want %v", i, s.ev, ok, s.want)
+		}
+	}
+}
