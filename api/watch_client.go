@@ -38,7 +38,9 @@ type WatchOptions struct {
 	// (state events) and follows from there.
 	From uint64
 	// Progress is how often a quiet stream confirms it is current (a sync
-	// event); zero is the server's default.
+	// event); zero is the server's default. A stream that sends nothing for
+	// three of these (a node that froze or was cut off) is abandoned and
+	// resumed elsewhere.
 	Progress time.Duration
 }
 
@@ -102,7 +104,17 @@ func (c *Client) watchOnce(ctx context.Context, endpoint string, o WatchOptions,
 	if o.Progress > 0 {
 		q.Set("progress", o.Progress.String())
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, endpoint+"/v1/watch?"+q.Encode(), nil)
+	// A node that froze or was cut off sends nothing, not even the sync
+	// events it owes every Progress: the stream is then abandoned.
+	progress := o.Progress
+	if progress <= 0 {
+		progress = DefaultProgress
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	idle := time.AfterFunc(3*progress+time.Second, cancel)
+	defer idle.Stop()
+	req, err := http.NewRequestWithContext(sctx, http.MethodGet, endpoint+"/v1/watch?"+q.Encode(), nil)
 	if err != nil {
 		return 0, err
 	}
@@ -124,6 +136,7 @@ func (c *Client) watchOnce(ctx context.Context, endpoint string, o WatchOptions,
 	c.learnLeader("", endpoint)
 	var last uint64
 	err = readSSE(resp.Body, func(id, name string, data []byte) error {
+		idle.Reset(3*progress + time.Second)
 		var ev WatchEvent
 		if err := json.Unmarshal(data, &ev); err != nil {
 			return fmt.Errorf("watch: bad event %q: %w", name, err)
