@@ -69,6 +69,7 @@ type Server struct {
 	mux     *http.ServeMux
 	sec     *security // authentication and limits; nil: none (NewSecureServer sets it)
 	backups backupAuth
+	frames  frameCache // encoded watch events (watch.go)
 }
 
 // NewServer returns the API server of node.

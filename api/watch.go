@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/fenced/fenced/cluster"
@@ -328,7 +329,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	sw := &sseWriter{w: w, rc: http.NewResponseController(w)}
+	sw := &sseWriter{cache: &s.frames, w: w, rc: http.NewResponseController(w)}
 	for _, k := range state {
 		sw.event("", WatchState, stateOf(k, wr.from))
 	}
@@ -380,9 +381,10 @@ func (s *Server) sendPoll(sw *sseWriter, sub *fsm.Sub) bool {
 
 // sseWriter writes server-sent events and remembers the first error.
 type sseWriter struct {
-	w   http.ResponseWriter
-	rc  *http.ResponseController
-	err error
+	cache *frameCache
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	err   error
 }
 
 func (sw *sseWriter) event(id, name string, v WatchEvent) {
@@ -406,9 +408,50 @@ func (sw *sseWriter) event(id, name string, v WatchEvent) {
 
 func (sw *sseWriter) events(b fsm.Batch) bool {
 	for _, ev := range b.Events {
-		sw.event(strconv.FormatUint(ev.Index, 10), string(ev.Type), eventOf(ev))
+		if sw.err != nil {
+			break
+		}
+		_, sw.err = sw.w.Write(sw.cache.frame(ev))
 	}
 	return sw.err == nil
+}
+
+// frameCache keeps the encoded frames of recent events: a thousand watchers
+// of one key get the same bytes, encoded once.
+type frameCache struct {
+	mu     sync.Mutex
+	frames map[uint64][]byte
+	order  []uint64 // indexes in insertion order, for eviction
+}
+
+const frameCacheSize = 1024
+
+func (c *frameCache) frame(ev fsm.Event) []byte {
+	c.mu.Lock()
+	b, ok := c.frames[ev.Index]
+	c.mu.Unlock()
+	if ok {
+		return b
+	}
+	data, _ := json.Marshal(eventOf(ev)) // a WatchEvent always encodes
+	b = make([]byte, 0, len(data)+64)
+	b = append(b, "id: "+strconv.FormatUint(ev.Index, 10)+"\nevent: "+string(ev.Type)+"\ndata: "...)
+	b = append(b, data...)
+	b = append(b, "\n\n"...)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.frames == nil {
+		c.frames = make(map[uint64][]byte, frameCacheSize)
+	}
+	if _, ok := c.frames[ev.Index]; !ok {
+		if len(c.order) >= frameCacheSize {
+			delete(c.frames, c.order[0])
+			c.order = c.order[1:]
+		}
+		c.frames[ev.Index] = b
+		c.order = append(c.order, ev.Index)
+	}
+	return b
 }
 
 func (sw *sseWriter) flush() bool {

@@ -265,7 +265,7 @@ func TestWatchOfCompactedHistory(t *testing.T) {
 func TestSSEReset(t *testing.T) {
 	for err, reason := range map[error]string{fsm.ErrLagged: "lagged", fsm.ErrReset: "restored"} {
 		rec := httptest.NewRecorder()
-		sw := &sseWriter{w: rec, rc: http.NewResponseController(rec)}
+		sw := &sseWriter{cache: &frameCache{}, w: rec, rc: http.NewResponseController(rec)}
 		sw.reset(err)
 		var got []WatchEvent
 		_ = readSSE(strings.NewReader(rec.Body.String()), func(id, name string, data []byte) error {
