@@ -109,6 +109,9 @@ func TestPositiveControls(t *testing.T) {
 		// Renewals acknowledged after the grant ended (as by a deposed
 		// leader that never checked) promise leases a newer grant overtook.
 		{workload.BrokenStaleRenew, nemesis.ClientPause, "lease-no-early-expiry"},
+		// Watchers that drop grants, or get an old event again.
+		{workload.BrokenWatchDrop, nemesis.KillLeader, "watch-complete"},
+		{workload.BrokenWatchReplay, nemesis.KillLeader, "watch-order"},
 	}
 	for _, c := range cases {
 		t.Run(c.broken, func(t *testing.T) {

@@ -281,6 +281,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 	}
 
 	wl.Start(ctx)
+	watchers := workload.StartWatchers(ctx, b.Endpoints(), cfg.Broken, log.Named("watch"))
 	if len(names) > 0 {
 		for _, err := range env.Schedule(ctx, cfg.Schedule, names, cfg.Time, cfg.Quiet) {
 			log.Warn("nemesis", "error", err)
@@ -308,8 +309,10 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 	converge(b, cfg, final)
 	readFinal(rec, b, final)
 
+	streams, observers := watchers.Stop(b.Endpoints(), 30*time.Second)
 	ops, faults := rec.Ops(), rec.Faults()
 	results := checker.All(ops, final, checker.Options{TTL: cfg.TTL, LinearizableTimeout: cfg.LinearizableTimeout, Faults: faults})
+	results = append(results, checker.Watch(ops, streams, observers)...)
 	r := &Result{Dir: cfg.Results, Results: results, Ops: len(ops), Faults: len(faults), Skipped: skipped}
 	for _, c := range results {
 		if c.Pass {
