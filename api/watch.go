@@ -336,22 +336,31 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	if !s.sendPoll(sw, sub) {
 		return
 	}
+	// One timer for the stream, not one per event: a thousand watchers of
+	// a key each take every event.
+	quiet := time.NewTimer(wr.progress)
+	defer quiet.Stop()
 	for {
-		nctx, cancel := context.WithTimeout(ctx, wr.progress)
-		b, err := sub.Next(nctx)
-		cancel()
-		switch {
-		case err == nil:
+		b, err := sub.Poll()
+		if err != nil {
+			sw.reset(err)
+			return
+		}
+		if len(b.Events) > 0 {
 			if !sw.events(b) || !sw.flush() {
 				return
 			}
+			quiet.Reset(wr.progress)
 			continue
-		case ctx.Err() != nil:
+		}
+		select {
+		case <-ctx.Done():
 			return
-		case errors.Is(err, context.DeadlineExceeded):
+		case <-sub.Ready():
+		case <-quiet.C:
 			// Quiet: confirm this node is current, then say so.
 			pctx, cancel := context.WithTimeout(ctx, wr.progress)
-			_, err = s.readIndex(pctx, r, wn)
+			_, err := s.readIndex(pctx, r, wn)
 			cancel()
 			if err != nil {
 				s.log.Debug("watch ends: cannot confirm it is current", "error", err)
@@ -360,10 +369,8 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 			if !s.sendPoll(sw, sub) {
 				return
 			}
-			continue
+			quiet.Reset(wr.progress)
 		}
-		sw.reset(err)
-		return
 	}
 }
 

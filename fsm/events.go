@@ -385,6 +385,10 @@ func (s *Sub) Poll() (Batch, error) {
 	return Batch{Events: evs, Through: through}, nil
 }
 
+// Ready returns a channel that has a value when events were buffered (or
+// the subscription ended) since Poll last ran: wait on it, then Poll.
+func (s *Sub) Ready() <-chan struct{} { return s.wake }
+
 // Close ends the subscription.
 func (s *Sub) Close() {
 	s.feed.mu.Lock()

@@ -133,6 +133,7 @@ func (w *Watchers) Stop(endpoints []string, wait time.Duration) ([][]api.WatchEv
 	}
 	w.cancel()
 	w.wg.Wait()
+	w.log.Info("watchers done", "haul", w.String())
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.streams, w.leaders
@@ -142,9 +143,14 @@ func (w *Watchers) Stop(endpoints []string, wait time.Duration) ([][]api.WatchEv
 func (w *Watchers) String() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	n := 0
+	n, resets := 0, 0
 	for _, s := range w.streams {
 		n += len(s)
+		for _, ev := range s {
+			if ev.Type == api.WatchReset {
+				resets++
+			}
+		}
 	}
-	return fmt.Sprintf("%d streams, %d events", len(w.streams), n)
+	return fmt.Sprintf("%d streams, %d events, %d resets", len(w.streams), n, resets)
 }
