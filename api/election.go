@@ -235,7 +235,7 @@ type observer struct {
 
 func (o *observer) next(name string, ev WatchEvent) (Leader, bool) {
 	switch ev.Type {
-	case WatchSync, WatchReset:
+	case WatchSync, WatchReset, WatchError:
 		return Leader{}, false
 	}
 	l := Leader{Name: name, Token: ev.Token, Index: ev.Index}

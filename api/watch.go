@@ -66,6 +66,9 @@ const (
 	WatchState = "state"
 	WatchSync  = "sync"
 	WatchReset = "reset"
+	// WatchError is the Go client's last event of a watch the cluster
+	// refused for good; Reason says why. Servers never send it.
+	WatchError = "error"
 )
 
 // IndexedKey is the answer of a blocking read: the key, and the index to

@@ -44,7 +44,9 @@ type WatchOptions struct {
 	Progress time.Duration
 }
 
-// Watch follows changes of keys until ctx ends, then closes the channel.
+// Watch follows changes of keys until ctx ends, then closes the channel. A
+// watch the cluster refuses for good (bad parameters, credentials) ends with
+// one "error" event whose Reason says why.
 // It reconnects by itself, to any endpoint, resuming after the last index it
 // delivered. When the server cannot resume (the history was compacted, the
 // watcher lagged, the state was restored) it delivers a "reset" event, then
@@ -82,12 +84,31 @@ func (c *Client) watchLoop(ctx context.Context, o WatchOptions, out chan<- Watch
 			attempt--
 			continue
 		}
+		var apiErr *Error
+		if errors.As(err, &apiErr) && refusedForGood(apiErr.Status) {
+			// Bad parameters or credentials: asking again cannot help.
+			select {
+			case out <- WatchEvent{Type: WatchError, Reason: apiErr.Error()}:
+			case <-ctx.Done():
+			}
+			return
+		}
 		select {
 		case <-ctx.Done():
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 2*time.Second)
 	}
+}
+
+// refusedForGood reports whether a watch refused with status would be
+// refused again however often it is asked.
+func refusedForGood(status int) bool {
+	switch status {
+	case http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound:
+		return true
+	}
+	return false
 }
 
 // watchOnce runs one stream and returns the last index it delivered.

@@ -250,6 +250,9 @@ func TestWatchOfCompactedHistory(t *testing.T) {
 	if states != 4 || evs[len(evs)-1].Type != WatchSync || evs[len(evs)-1].Index < g.Token.Seq() {
 		t.Fatalf("resync gave %+v", evs)
 	}
+	if evs := collect(t, c.Watch(ctx, WatchOptions{Key: strings.Repeat("k", MaxKeyLen+1)}), 30*time.Second, func(evs []WatchEvent) bool { return len(evs) > 0 }); evs[0].Type != WatchError || !strings.Contains(evs[0].Reason, "key") {
+		t.Fatalf("a watch refused for good: %+v", evs)
+	}
 	for _, bad := range []string{"key=a&prefix=b", "from=x", "progress=1ns"} {
 		resp, err := http.Get(lead.url + "/v1/watch?" + bad)
 		if err != nil {

@@ -64,6 +64,9 @@ func (w *watchCmd) run(ctx context.Context, e *env, args []string) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	for ev := range e.client().Watch(ctx, o) {
+		if ev.Type == api.WatchError {
+			return fmt.Errorf("watch refused: %s", ev.Reason)
+		}
 		if err := printEvent(e, ev); err != nil {
 			return err
 		}
