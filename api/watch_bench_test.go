@@ -1,6 +1,8 @@
 package api
 
 import (
+	"bufio"
+	"bytes"
 	"context"
 	"fmt"
 	"net"
@@ -8,6 +10,7 @@ import (
 	"net/http/httptest"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"sync"
 	"syscall"
 	"testing"
@@ -34,8 +37,15 @@ func BenchmarkWatchFanout(b *testing.B) {
 		watchers int
 		keys     int
 		every    time.Duration
-	}{{"1000-watchers-1-key", 1000, 1, 100 * time.Millisecond}, {"1000-watchers-1000-keys", 1000, 1000, 10 * time.Millisecond}} {
-		b.Run(tc.name, func(b *testing.B) { benchFanout(b, tc.watchers, tc.keys, tc.every) })
+		raw      bool
+	}{
+		{"1000-watchers-1-key", 1000, 1, 100 * time.Millisecond, false},
+		{"1000-watchers-1000-keys", 1000, 1000, 10 * time.Millisecond, false},
+		// Watchers that only read the frames' ids: the node's share of
+		// the fan-out, with little of the watchers' decoding.
+		{"1000-raw-readers-1-key", 1000, 1, 100 * time.Millisecond, true},
+	} {
+		b.Run(tc.name, func(b *testing.B) { benchFanout(b, tc.watchers, tc.keys, tc.every, tc.raw) })
 	}
 }
 
@@ -75,7 +85,7 @@ type arrival struct {
 
 // benchFanout commits an event every interval (so that the latency is the
 // delivery's, not a backlog's) and collects every delivery.
-func benchFanout(b *testing.B, watchers, keys int, every time.Duration) {
+func benchFanout(b *testing.B, watchers, keys int, every time.Duration, raw bool) {
 	url, node := benchNode(b)
 	// Many streams: give the client enough connections.
 	c := NewClient([]string{url}, WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: watchers + 16, MaxConnsPerHost: 0}}))
@@ -87,6 +97,14 @@ func benchFanout(b *testing.B, watchers, keys int, every time.Duration) {
 	var started sync.WaitGroup
 	for w := 0; w < watchers; w++ {
 		started.Add(1)
+		if raw {
+			go rawReader(b, ctx, url, key(w), &started, func(index uint64, at time.Time) {
+				mu.Lock()
+				arrivals[w] = append(arrivals[w], arrival{index, at})
+				mu.Unlock()
+			})
+			continue
+		}
 		ch := c.Watch(ctx, WatchOptions{Key: key(w)})
 		go func(w int) {
 			first := true
@@ -193,4 +211,44 @@ func benchFanout(b *testing.B, watchers, keys int, every time.Duration) {
 	b.ReportMetric(q(1), "max-ms")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(want), "cpu-us/delivery")
 	b.ReportMetric(float64(len(lat)), "deliveries")
+}
+
+// rawReader reads a watch stream and notes the arrival of each change by its
+// id line alone, without decoding the JSON.
+func rawReader(b *testing.B, ctx context.Context, url, key string, started *sync.WaitGroup, note func(uint64, time.Time)) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/v1/watch?key="+key, nil)
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		b.Error(err)
+		started.Done()
+		return
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReaderSize(resp.Body, 4096)
+	synced := false
+	var id []byte
+	for {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			return
+		}
+		if rest, ok := bytes.CutPrefix(line, []byte("id: ")); ok {
+			id = append(id[:0], bytes.TrimSpace(rest)...)
+			continue
+		}
+		name, ok := bytes.CutPrefix(line, []byte("event: "))
+		if !ok {
+			continue
+		}
+		if bytes.HasPrefix(name, []byte("sync")) {
+			if !synced {
+				synced = true
+				started.Done()
+			}
+			continue
+		}
+		if n, err := strconv.ParseUint(string(id), 10, 64); err == nil && synced {
+			note(n, time.Now())
+		}
+	}
 }
