@@ -9,10 +9,12 @@ import (
 	"net/http/httptest"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/fenced/fenced/fsm"
+	"github.com/fenced/fenced/internal/testutil"
 )
 
 // collect reads events until cond says stop, or fails at the deadline.
@@ -404,5 +406,89 @@ func TestObserverNeverReportsAnOlderLeader(t *testing.T) {
 		if _, ok := o.next("e", s.ev); ok != s.want {
 			t.Fatalf("step %d (%+v): reported %v, want %v", i, s.ev, ok, s.want)
 		}
+	}
+}
+
+// stalledWriter is a response writer whose writes after the first block
+// until gate is closed: a watcher that stopped reading.
+type stalledWriter struct {
+	h       http.Header
+	gate    chan struct{}
+	stalled chan struct{}
+	once    sync.Once
+	mu      sync.Mutex
+	buf     strings.Builder
+	writes  int
+}
+
+func (w *stalledWriter) Header() http.Header { return w.h }
+func (w *stalledWriter) WriteHeader(int)     {}
+func (w *stalledWriter) FlushError() error   { return nil }
+
+func (w *stalledWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	w.writes++
+	n := w.writes
+	w.mu.Unlock()
+	if n > 1 {
+		w.once.Do(func() { close(w.stalled) })
+		<-w.gate
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.WriteString(string(p))
+}
+
+func (w *stalledWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
+}
+
+// TestSlowWatcherGetsResetLagged: a watcher that stops reading while more
+// changes than its bound are committed is sent a reset (lagged), not a
+// stream with a gap.
+func TestSlowWatcherGetsResetLagged(t *testing.T) {
+	nodes := startCluster(t, 1)
+	tn := nodes[0]
+	leaderOfOne := func() error {
+		if !tn.node.Ready() {
+			return errors.New("not ready")
+		}
+		return nil
+	}
+	testutil.Eventually(t, 15*time.Second, leaderOfOne)
+	tn.node.FSM().Feed().SetLimits(0, 3)
+	srv := tn.srv.Config.Handler.(*Server)
+	w := &stalledWriter{h: http.Header{}, gate: make(chan struct{}), stalled: make(chan struct{})}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.watch(w, httptest.NewRequest(http.MethodGet, "/v1/watch?prefix=lag/", nil).WithContext(ctx))
+	}()
+	c := NewClient([]string{tn.url})
+	acquire := func(i int) {
+		if _, err := c.Acquire(ctx, AcquireRequest{Key: fmt.Sprintf("lag/%d", i), Holder: "h"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	testutil.Eventually(t, 15*time.Second, func() error {
+		if !strings.Contains(w.String(), "event: sync") {
+			return errors.New("no sync yet")
+		}
+		return nil
+	})
+	acquire(0)
+	<-w.stalled // the stream is stuck writing the first change
+	for i := 1; i <= 5; i++ {
+		acquire(i)
+	}
+	close(w.gate)
+	<-done
+	out := w.String()
+	if !strings.Contains(out, "event: reset\ndata: ") || !strings.Contains(out, `"reason":"lagged"`) || strings.Contains(out, "lag/5") {
+		t.Fatalf("a watcher that stalled past its bound got:\n%s", out)
 	}
 }
