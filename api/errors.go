@@ -61,6 +61,7 @@ var wireErrors = []struct {
 	{"no_lease", http.StatusConflict, cluster.ErrNoLease},
 	{"lock_delay", http.StatusConflict, cluster.ErrLockDelay},
 	{"unknown_key", http.StatusNotFound, fsm.ErrUnknownKey},
+	{"compacted", http.StatusGone, fsm.ErrCompacted},
 	{"seq_exhausted", http.StatusServiceUnavailable, fsm.ErrSeqExhausted},
 	{"epoch_exhausted", http.StatusServiceUnavailable, fsm.ErrEpochExhausted},
 	{"epoch_regressed", http.StatusServiceUnavailable, fsm.ErrEpochRegressed},

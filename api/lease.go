@@ -44,6 +44,8 @@ type LeaseOptions struct {
 	// the time a protected write takes; a tenth of the server's TTL when
 	// zero. It must be less than TTL, and not negative.
 	Margin time.Duration
+	// Value is published with the grant (AcquireRequest.Value).
+	Value string
 }
 
 // Lease acquires key for holder and keeps the grant alive until Release or
@@ -60,7 +62,7 @@ func (c *Client) Lease(ctx context.Context, key, holder string, o LeaseOptions) 
 	case o.Margin >= o.TTL:
 		return nil, fmt.Errorf("%w: lease margin %v leaves nothing of the TTL %v", ErrBadRequest, o.Margin, o.TTL)
 	}
-	req := AcquireRequest{Key: key, Holder: holder, TTL: o.TTL.String(), RequestID: NewRequestID()}
+	req := AcquireRequest{Key: key, Holder: holder, TTL: o.TTL.String(), RequestID: NewRequestID(), Value: o.Value}
 	if o.Wait > 0 {
 		req.Wait = o.Wait.String()
 	}

@@ -137,6 +137,8 @@ var routeAccess = map[string]access{
 	"POST /v1/verify":           accessClient,
 	"GET /v1/keys":              accessClient,
 	"GET /v1/keys/{key...}":     accessClient,
+	"GET /v1/watch":             accessClient,
+	"GET /v1/watch/index":       accessClient,
 	"GET /v1/cluster":           accessStatus,
 	"POST /v1/cluster/join":     accessMember,
 	"POST /v1/cluster/remove":   accessMember,

@@ -117,6 +117,8 @@ func TestRoleTable(t *testing.T) {
 		{"POST", "/v1/verify", `{"key":"k","token":"1"}`, accessClient},
 		{"GET", "/v1/keys", "", accessClient},
 		{"GET", "/v1/keys/k", "", accessClient},
+		{"GET", "/v1/watch?from=not-an-index", "", accessClient}, // refused after authorization: no stream
+		{"GET", "/v1/watch/index", "", accessClient},
 		{"GET", "/v1/cluster", "", accessStatus},
 		{"POST", "/v1/cluster/join", `{}`, accessMember},
 		{"POST", "/v1/cluster/remove", `{}`, accessMember},

@@ -69,6 +69,7 @@ type Server struct {
 	mux     *http.ServeMux
 	sec     *security // authentication and limits; nil: none (NewSecureServer sets it)
 	backups backupAuth
+	frames  frameCache // encoded watch events (watch.go)
 }
 
 // NewServer returns the API server of node.
@@ -125,7 +126,9 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/release", s.write(s.release))
 	s.mux.HandleFunc("POST /v1/verify", s.verify)
 	s.mux.HandleFunc("GET /v1/keys", s.read(s.keys))
-	s.mux.HandleFunc("GET /v1/keys/{key...}", s.read(s.key))
+	s.mux.HandleFunc("GET /v1/keys/{key...}", s.keyRead)
+	s.mux.HandleFunc("GET /v1/watch", s.watch)
+	s.mux.HandleFunc("GET /v1/watch/index", s.read(s.readIndexHandler))
 	s.mux.HandleFunc("GET /v1/cluster", s.cluster)
 	s.mux.HandleFunc("POST /v1/cluster/join", s.write(s.join))
 	s.mux.HandleFunc("POST /v1/cluster/remove", s.write(s.remove))
@@ -261,7 +264,7 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, body []byte, writ
 		return
 	}
 	defer resp.Body.Close()
-	for _, h := range []string{"Content-Type", BackupMetaHeader} {
+	for _, h := range []string{"Content-Type", BackupMetaHeader, IndexHeader} {
 		if v := resp.Header.Get(h); v != "" {
 			w.Header().Set(h, v)
 		}
@@ -440,7 +443,7 @@ func (s *Server) acquire(ctx context.Context, body []byte, _ *http.Request) (any
 		return nil, err
 	}
 	if err := firstOf(checkName("key", req.Key, MaxKeyLen, true), checkName("holder", req.Holder, MaxHolderLen, true),
-		checkName("request_id", req.RequestID, MaxRequestIDLen, false)); err != nil {
+		checkName("request_id", req.RequestID, MaxRequestIDLen, false), checkName("value", req.Value, MaxValueLen, false)); err != nil {
 		return nil, err
 	}
 	ttl, err := parseDuration("ttl", req.TTL, DefaultTTL, MinTTL, MaxTTL)
@@ -456,7 +459,7 @@ func (s *Server) acquire(ctx context.Context, body []byte, _ *http.Request) (any
 		return nil, err
 	}
 	g, err := s.node.Acquire(ctx, cluster.AcquireArgs{Key: req.Key, Holder: req.Holder, TTL: ttl, Wait: wait, RequestID: req.RequestID, LockDelay: delay,
-		Owner: ownerOf(ctx)})
+		Value: req.Value, Owner: ownerOf(ctx)})
 	if err != nil {
 		return nil, err
 	}
@@ -464,7 +467,7 @@ func (s *Server) acquire(ctx context.Context, body []byte, _ *http.Request) (any
 }
 
 func grantOf(k fsm.KeyState, renewed bool) Grant {
-	return Grant{Key: k.Key, Holder: k.Holder, Token: k.Token, Epoch: k.Token.Epoch(), Seq: k.Token.Seq(), TTL: k.TTL.String(), Renewed: renewed}
+	return Grant{Key: k.Key, Holder: k.Holder, Token: k.Token, Epoch: k.Token.Epoch(), Seq: k.Token.Seq(), TTL: k.TTL.String(), Renewed: renewed, Value: k.Value}
 }
 
 func (s *Server) renew(ctx context.Context, body []byte, _ *http.Request) (any, error) {
@@ -618,7 +621,7 @@ func (c *captureWriter) WriteHeader(s int) { c.status = s }
 
 func keyInfoOf(k cluster.KeyInfo) KeyInfo {
 	ki := KeyInfo{Key: k.Key, Holder: k.Holder, Token: k.Token, Epoch: k.Token.Epoch(), Seq: k.Token.Seq(),
-		State: k.State.String(), TTL: k.TTL.String(), Index: k.Index}
+		State: k.State.String(), TTL: k.TTL.String(), Index: k.Index, Value: k.Value}
 	if !k.Deadline.IsZero() {
 		ki.LeaseRemaining = time.Until(k.Deadline).Round(time.Millisecond).String()
 	}

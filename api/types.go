@@ -15,6 +15,7 @@ const (
 	MaxRequestIDLen = 64
 	MaxBodyBytes    = 64 << 10
 	MaxPrefixLen    = MaxKeyLen
+	MaxValueLen     = 1024
 )
 
 // AcquireRequest is the body of POST /v1/acquire. TTL and Wait are Go duration
@@ -28,6 +29,10 @@ type AcquireRequest struct {
 	// LockDelay keeps the key from new holders this long after this grant
 	// expires (not after a release), as Chubby and Consul do; off when empty.
 	LockDelay string `json:"lock_delay,omitempty"`
+	// Value is published with the grant (at most MaxValueLen bytes of
+	// UTF-8 text): reads and watch events return it. An acquire by the
+	// holder of the grant replaces it, keeping the token.
+	Value string `json:"value,omitempty"`
 }
 
 // Grant is the answer to a successful acquire: the key, its holder and the
@@ -40,6 +45,7 @@ type Grant struct {
 	Seq     uint64      `json:"seq"`
 	TTL     string      `json:"ttl"`
 	Renewed bool        `json:"renewed,omitempty"`
+	Value   string      `json:"value,omitempty"`
 }
 
 // RenewRequest is the body of POST /v1/renew.
@@ -119,6 +125,7 @@ type KeyInfo struct {
 	// LeaseRemaining is the time left on the leader's clock, for held keys.
 	LeaseRemaining string `json:"lease_remaining,omitempty"`
 	Index          uint64 `json:"index"`
+	Value          string `json:"value,omitempty"`
 }
 
 // KeysResponse is the answer of GET /v1/keys. Truncated says the listing was

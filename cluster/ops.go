@@ -24,6 +24,8 @@ type AcquireArgs struct {
 	// LockDelay keeps the key from new holders this long after this grant
 	// expires (not after a release); 0 is off.
 	LockDelay time.Duration
+	// Value is published with the grant (fsm.Acquire.Value).
+	Value string
 	// Owner is the authenticated client identity the acquire is counted
 	// against (Limits.MaxKeysPerIdentity, MaxWaitersPerIdentity); empty
 	// for an admin or without authentication.
@@ -287,7 +289,7 @@ func (n *Node) tryAcquire(a AcquireArgs) (Grant, error) {
 	if h := n.hook().proposing; h != nil {
 		h(a)
 	}
-	res, err := n.apply(fsm.Acquire{Key: a.Key, Holder: a.Holder, TTL: a.TTL, RequestID: a.RequestID, LockDelay: a.LockDelay})
+	res, err := n.apply(fsm.Acquire{Key: a.Key, Holder: a.Holder, TTL: a.TTL, RequestID: a.RequestID, LockDelay: a.LockDelay, Value: a.Value})
 	if err != nil {
 		return Grant{}, err
 	}
@@ -388,7 +390,7 @@ func (n *Node) claimNext(key string) *waiter {
 }
 
 func (w *waiter) acquire() *fsm.Acquire {
-	return &fsm.Acquire{Key: w.args.Key, Holder: w.args.Holder, TTL: w.args.TTL, RequestID: w.args.RequestID, LockDelay: w.args.LockDelay}
+	return &fsm.Acquire{Key: w.args.Key, Holder: w.args.Holder, TTL: w.args.TTL, RequestID: w.args.RequestID, LockDelay: w.args.LockDelay, Value: w.args.Value}
 }
 
 // settleHandoff gives a claimed waiter the outcome of the command that

@@ -30,7 +30,14 @@ const (
 	// knows only version 1 stops at a version-2 entry instead of applying
 	// it differently.
 	version2 byte = 2
+	// version3 of an acquire: version 2 with the holder's value appended.
+	// An acquire without a value is still written as version 2, so a node
+	// that knows only version 2 can apply every entry that does not use it.
+	version3 byte = 3
 )
+
+// MaxValueLen bounds the value an acquire publishes with its grant.
+const MaxValueLen = 1024
 
 // ErrCorrupt reports bytes that are not a command this FSM knows. Apply panics
 // on it: a committed entry that cannot be decoded means the log is corrupt, and
@@ -54,6 +61,10 @@ type Acquire struct {
 	// LockDelay keeps the key from other holders for this long after the
 	// grant expires; 0 is off.
 	LockDelay time.Duration
+	// Value is published with the grant (an elected leader's address):
+	// reads and watch events return it, and an acquire by the holder of
+	// the grant replaces it. At most MaxValueLen bytes.
+	Value string
 
 	// v1 marks an acquire decoded from a version-1 entry, applied with the
 	// rules of that version. Encode writes version 2 otherwise.
@@ -120,15 +131,22 @@ func Encode(c Command) []byte { return c.encode(make([]byte, 0, 64)) }
 
 func (c Acquire) encode(b []byte) []byte {
 	version := version2
-	if c.v1 {
+	switch {
+	case c.v1:
 		version = version1
+	case c.Value != "":
+		version = version3
 	}
 	b = append(b, typeAcquire, version)
 	b = appendString(b, c.Key)
 	b = appendString(b, c.Holder)
 	b = binary.AppendUvarint(b, uint64(c.TTL))
 	b = appendString(b, c.RequestID)
-	return binary.AppendUvarint(b, uint64(c.LockDelay))
+	b = binary.AppendUvarint(b, uint64(c.LockDelay))
+	if version == version3 {
+		b = appendString(b, c.Value)
+	}
+	return b
 }
 
 func (c Release) encode(b []byte) []byte {
@@ -186,7 +204,7 @@ func Decode(b []byte) (Command, error) {
 	if len(b) < 2 {
 		return nil, fmt.Errorf("%w: %d bytes", ErrCorrupt, len(b))
 	}
-	if b[1] != version1 && (b[0] != typeAcquire || b[1] != version2) {
+	if b[1] != version1 && (b[0] != typeAcquire || b[1] != version2 && b[1] != version3) {
 		return nil, fmt.Errorf("%w: type %d version %d", ErrCorrupt, b[0], b[1])
 	}
 	d := decoder{buf: b[2:]}
@@ -220,8 +238,15 @@ func Decode(b []byte) (Command, error) {
 }
 
 func (d *decoder) acquire(version byte) Acquire {
-	return Acquire{Key: d.str(), Holder: d.str(), TTL: time.Duration(d.int64()), RequestID: d.str(), LockDelay: time.Duration(d.int64()),
+	a := Acquire{Key: d.str(), Holder: d.str(), TTL: time.Duration(d.int64()), RequestID: d.str(), LockDelay: time.Duration(d.int64()),
 		v1: version == version1}
+	if version == version3 {
+		// One command, one encoding: a version-3 entry has a value.
+		if a.Value = d.str(); d.err == nil && a.Value == "" {
+			d.fail("empty value")
+		}
+	}
+	return a
 }
 
 // next decodes an optional handoff; the nested acquire carries its own type
@@ -230,7 +255,7 @@ func (d *decoder) next() *Acquire {
 	if !d.bool() {
 		return nil
 	}
-	if d.err != nil || len(d.buf) < 2 || d.buf[0] != typeAcquire || (d.buf[1] != version1 && d.buf[1] != version2) {
+	if d.err != nil || len(d.buf) < 2 || d.buf[0] != typeAcquire || (d.buf[1] != version1 && d.buf[1] != version2 && d.buf[1] != version3) {
 		d.fail("handoff")
 		return nil
 	}

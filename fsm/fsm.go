@@ -60,6 +60,8 @@ type KeyState struct {
 	// LockDelay is how long the leader keeps the key from other holders after
 	// this grant expires (not after a release); 0 is off.
 	LockDelay time.Duration
+	// Value is what the holder published with the grant.
+	Value string
 }
 
 // entry is a key's state as the FSM stores it: KeyState without the key
@@ -69,7 +71,9 @@ type KeyState struct {
 // allocation for both names instead of two.
 type entry struct {
 	// names is the holder followed by the request id; holderLen splits it.
-	names     string
+	names string
+	// value is what the holder published with the grant (usually empty).
+	value     string
 	token     fence.Token
 	index     uint64
 	armed     uint64
@@ -87,7 +91,7 @@ const maxMs = time.Duration(1<<32-1) * time.Millisecond
 
 func (e entry) keyState(key string) KeyState {
 	return KeyState{Key: key, Holder: e.holder(), Token: e.token, TTL: time.Duration(e.ttlMs) * time.Millisecond,
-		State: e.state, RequestID: e.requestID(), Index: e.index, Armed: e.armed, LockDelay: time.Duration(e.delayMs) * time.Millisecond}
+		State: e.state, RequestID: e.requestID(), Index: e.index, Armed: e.armed, LockDelay: time.Duration(e.delayMs) * time.Millisecond, Value: e.value}
 }
 
 func entryOf(k KeyState) entry {
@@ -96,7 +100,7 @@ func entryOf(k KeyState) entry {
 
 // entryWith is entryOf with the names string already made.
 func entryWith(k KeyState, names string) entry {
-	return entry{names: names, holderLen: uint32(len(k.Holder)), token: k.Token, index: k.Index, armed: k.Armed,
+	return entry{names: names, value: k.Value, holderLen: uint32(len(k.Holder)), token: k.Token, index: k.Index, armed: k.Armed,
 		ttlMs: uint32(k.TTL / time.Millisecond), delayMs: uint32(k.LockDelay / time.Millisecond), state: k.State}
 }
 
@@ -202,6 +206,8 @@ type FSM struct {
 	// notify is closed and replaced after an apply when someone waits on it.
 	notify  chan struct{}
 	waiting bool
+	// feed hears of every change of a key, for watchers (events.go).
+	feed *Feed
 }
 
 var _ raft.BatchingFSM = (*FSM)(nil)
@@ -223,6 +229,7 @@ func New(cfg Config) *FSM {
 		members:             make(map[string]string),
 		hist:                newHistory(),
 		notify:              make(chan struct{}),
+		feed:                newFeed(),
 	}
 }
 
@@ -246,6 +253,7 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	out := make([]interface{}, len(logs))
 	var events []event
+	var changes []Event
 	f.mu.Lock()
 	for i, l := range logs {
 		if l.Type != raft.LogCommand {
@@ -259,12 +267,15 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 		var res *Result
 		res, events = f.apply(cmd, logPos{term: l.Term, index: l.Index, appended: l.AppendedAt}, events)
 		out[i] = res
+		changes = f.feed.note(changes, cmd, res, l.Index)
 	}
 	f.mu.Unlock()
 	// The observer hears of the changes before the applied index moves, so a
 	// reader that waited for this index also sees the leader's lease for it.
 	f.deliver(events)
 	if len(logs) > 0 {
+		// Watchers hear of the changes before the applied index moves.
+		f.feed.publish(changes, logs[len(logs)-1].Index)
 		f.mu.Lock()
 		if last := logs[len(logs)-1].Index; last > f.applied {
 			f.applied = last
@@ -286,6 +297,7 @@ func (f *FSM) Reset() {
 	f.floor, f.applied, f.clusterID = 0, 0, ""
 	f.appliedFast.Store(0)
 	f.mu.Unlock()
+	f.feed.reset(0)
 }
 
 func (f *FSM) wake() {
@@ -393,7 +405,7 @@ func (f *FSM) handoff(r *Result, next Acquire, pos logPos, events []event) []eve
 // so an old log replays as it was first applied.
 func (f *FSM) acquire(c Acquire, pos logPos) *Result {
 	term, index := pos.term, pos.index
-	if c.Key == "" || c.Holder == "" || c.TTL < time.Millisecond || c.TTL > maxMs || c.LockDelay < 0 || c.LockDelay > maxMs {
+	if c.Key == "" || c.Holder == "" || c.TTL < time.Millisecond || c.TTL > maxMs || c.LockDelay < 0 || c.LockDelay > maxMs || len(c.Value) > MaxValueLen {
 		return &Result{Err: fmt.Errorf("%w: key, holder and a ttl of 1ms to 49 days are required", ErrInvalid)}
 	}
 	// Durations are kept to the millisecond; the result says what was kept.
@@ -411,7 +423,7 @@ func (f *FSM) acquire(c Acquire, pos logPos) *Result {
 		if k.Holder != c.Holder {
 			return &Result{Key: k, Err: &HeldError{Key: k.Key, Holder: k.Holder, Token: k.Token}}
 		}
-		k.TTL, k.Armed, k.LockDelay = c.TTL, index, c.LockDelay
+		k.TTL, k.Armed, k.LockDelay, k.Value = c.TTL, index, c.LockDelay, c.Value
 		k = f.put(k)
 		// A new request answered with this grant owns it from now on: its
 		// retry after the grant ended must not mint another.
@@ -433,7 +445,7 @@ func (f *FSM) acquire(c Acquire, pos logPos) *Result {
 		// The replaced grant's request id is remembered for the window.
 		f.hist.retire(c.Key, k.RequestID, k.Token, f.maxRetired)
 	}
-	k = KeyState{Key: c.Key, Holder: c.Holder, Token: tok, TTL: c.TTL, State: Held, RequestID: c.RequestID, Index: index, Armed: index, LockDelay: c.LockDelay}
+	k = KeyState{Key: c.Key, Holder: c.Holder, Token: tok, TTL: c.TTL, State: Held, RequestID: c.RequestID, Index: index, Armed: index, LockDelay: c.LockDelay, Value: c.Value}
 	k = f.put(k)
 	return &Result{Key: k, Changed: true}
 }

@@ -20,10 +20,13 @@ import (
 // give equal bytes. Version 2 appends the log clock and the retired request
 // ids; version 1 (without them) is still read.
 const (
-	snapMagic     = "FNCD"
-	snapVersion1  = 1
-	snapVersion2  = 2
-	snapVersion   = snapVersion2
+	snapMagic    = "FNCD"
+	snapVersion1 = 1
+	snapVersion2 = 2
+	// snapVersion3 appends the holders' values (key, value, in key order,
+	// keys with a value only). A state without values is still written as
+	// version 2, which a node that knows only version 2 can install.
+	snapVersion3  = 3
 	minKeyRecord  = 11
 	minRetiredRec = 4
 )
@@ -109,7 +112,7 @@ func (img *Image) Encode(w io.Writer) error {
 	bw := bufio.NewWriterSize(io.MultiWriter(w, crc), 64<<10)
 	var b []byte
 	b = append(b, snapMagic...)
-	b = append(b, snapVersion)
+	b = append(b, img.version())
 	b = binary.AppendUvarint(b, img.Applied)
 	b = binary.AppendUvarint(b, img.Floor)
 	b = appendString(b, img.ClusterID)
@@ -146,6 +149,9 @@ func (img *Image) Encode(w io.Writer) error {
 			}
 			b = b[:0]
 		}
+	}
+	if img.version() >= snapVersion3 {
+		b = appendValues(b, img.Keys)
 	}
 	if _, err := bw.Write(b); err != nil {
 		return err
@@ -194,6 +200,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.appliedFast.Store(img.Applied)
 	f.wake()
 	f.mu.Unlock()
+	f.feed.reset(img.Applied)
 	if f.obs != nil {
 		f.obs.Restored()
 	}
@@ -210,7 +217,7 @@ func DecodeImage(data []byte) (*Image, error) {
 		return nil, fmt.Errorf("%w: checksum mismatch", ErrBadSnapshot)
 	}
 	version := body[4]
-	if string(body[:4]) != snapMagic || version < snapVersion1 || version > snapVersion2 {
+	if string(body[:4]) != snapMagic || version < snapVersion1 || version > snapVersion3 {
 		return nil, fmt.Errorf("%w: unknown format", ErrBadSnapshot)
 	}
 	d := decoder{buf: body[5:]}
@@ -234,6 +241,9 @@ func DecodeImage(data []byte) (*Image, error) {
 	img.Retired = make([]Retired, 0)
 	if version >= snapVersion2 {
 		d.history(img)
+	}
+	if version >= snapVersion3 {
+		d.values(img)
 	}
 	if err := d.done(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
@@ -292,4 +302,55 @@ func validKeyState(k KeyState) bool {
 	return k.Key != "" && k.Holder != "" && k.TTL >= time.Millisecond && k.TTL <= maxMs && k.TTL%time.Millisecond == 0 &&
 		k.LockDelay >= 0 && k.LockDelay <= maxMs && k.LockDelay%time.Millisecond == 0 && k.Token.Seq() != 0 && k.Token <= fence.MaxToken &&
 		(k.State == Held || k.State == Released || k.State == Expired)
+}
+
+// version is the oldest snapshot format that holds the image.
+func (img *Image) version() byte {
+	for _, k := range img.Keys {
+		if k.Value != "" {
+			return snapVersion3
+		}
+	}
+	return snapVersion2
+}
+
+// appendValues writes the values of the keys that have one; keys are in
+// name order already.
+func appendValues(b []byte, keys []KeyState) []byte {
+	n := 0
+	for _, k := range keys {
+		if k.Value != "" {
+			n++
+		}
+	}
+	b = binary.AppendUvarint(b, uint64(n))
+	for _, k := range keys {
+		if k.Value != "" {
+			b = appendString(b, k.Key)
+			b = appendString(b, k.Value)
+		}
+	}
+	return b
+}
+
+// values decodes the values section: each names a key of the image, in
+// name order, once, with a non-empty value of at most MaxValueLen bytes.
+func (d *decoder) values(img *Image) {
+	n := d.count(3)
+	i := 0
+	for j := uint64(0); j < n && d.err == nil; j++ {
+		key, value := d.str(), d.str()
+		for i < len(img.Keys) && img.Keys[i].Key < key {
+			i++
+		}
+		if d.err != nil || i == len(img.Keys) || img.Keys[i].Key != key || value == "" || len(value) > MaxValueLen {
+			d.fail("value record")
+			return
+		}
+		img.Keys[i].Value = value
+		i++
+	}
+	if d.err == nil && n == 0 {
+		d.fail("empty values section") // version 2 is the encoding of a state without values
+	}
 }

@@ -117,6 +117,9 @@ func TestPositiveControls(t *testing.T) {
 		// token up again and ends the grant its first attempt handed to a
 		// waiter.
 		{workload.BrokenForceReleaseLookup, nemesis.LostAnswers, "release-intent"},
+		// Watchers that drop grants, or get an old event again.
+		{workload.BrokenWatchDrop, nemesis.KillLeader, "watch-complete"},
+		{workload.BrokenWatchReplay, nemesis.KillLeader, "watch-order"},
 	}
 	for _, c := range cases {
 		t.Run(c.broken, func(t *testing.T) {

@@ -45,6 +45,8 @@ var commands = []command{
 	keepaliveCommand,
 	verifyCommand,
 	lockCommand,
+	watchCommand,
+	electCommand,
 	selftestCommand,
 	membersCommand,
 	leaderCommand,

@@ -142,6 +142,7 @@ type lockSession struct {
 	t      lockTiming
 	wait   time.Duration
 	sigs   chan os.Signal
+	value  string // published with the grant (elect --value)
 }
 
 // lockReport is the JSON document lock writes to stderr with -o json.
@@ -221,7 +222,9 @@ func (s *lockSession) acquire(ctx context.Context) (*api.Grant, time.Time, error
 	res := make(chan result, 1)
 	sent := time.Now()
 	go func() {
-		g, err := s.c.Acquire(actx, acquireRequest(s.key, s.holder, s.t.ttl, s.wait))
+		req := acquireRequest(s.key, s.holder, s.t.ttl, s.wait)
+		req.Value = s.value
+		g, err := s.c.Acquire(actx, req)
 		res <- result{g, err}
 	}()
 	select {

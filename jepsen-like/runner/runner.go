@@ -303,6 +303,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 
 	churn := startChurn(ctx, cfg, b.Endpoints(), rec)
 	wl.Start(ctx)
+	watchers := workload.StartWatchers(ctx, b.Endpoints(), cfg.Broken, log.Named("watch"))
 	if len(names) > 0 {
 		for _, err := range env.Schedule(ctx, cfg.Schedule, names, cfg.Time, cfg.Quiet) {
 			log.Warn("nemesis", "error", err)
@@ -331,11 +332,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 	converge(b, cfg, final)
 	readFinal(rec, b, final)
 
+	streams, observers := watchers.Stop(b.Endpoints(), 30*time.Second)
 	ops, faults := rec.Ops(), rec.Faults()
 	ops, churnOps := checker.SplitPrefix(ops, workload.ChurnPrefix)
 	final.Reclaim = churn != nil
 	results := checker.All(ops, final, checker.Options{TTL: cfg.TTL, LinearizableTimeout: cfg.LinearizableTimeout, Faults: faults, Availability: availability(cfg)})
 	results = append(results, churn.check(cfg, churnOps, final, log)...)
+	results = append(results, checker.Watch(ops, streams, observers)...)
 	r := &Result{Dir: cfg.Results, Results: results, Ops: len(ops), Faults: len(faults), Skipped: skipped}
 	for _, c := range results {
 		if c.Pass {

@@ -1,0 +1,485 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/fenced/fenced/cluster"
+	"github.com/fenced/fenced/fence"
+	"github.com/fenced/fenced/fsm"
+)
+
+// IndexHeader carries, on the answer of a blocking read, the index to pass
+// as ?index= next time.
+const IndexHeader = "X-Fenced-Index"
+
+// Watch defaults and bounds.
+const (
+	// DefaultBlockWait is how long a blocking read waits without ?wait=.
+	DefaultBlockWait = 30 * time.Second
+	// DefaultProgress is how often a watch stream, when nothing else
+	// happens, confirms with the leader that it is current and says so
+	// with a sync event.
+	DefaultProgress = 10 * time.Second
+	// MinProgress and MaxProgress bound ?progress=.
+	MinProgress = 100 * time.Millisecond
+	MaxProgress = time.Minute
+)
+
+// ErrCompacted: a watch asked for history the node no longer holds (HTTP
+// 410, code "compacted"). Read the current state and watch from its index.
+var ErrCompacted = fsm.ErrCompacted
+
+// WatchEvent is one event of a watch stream (the data of a server-sent
+// event, whose name is Type). Changes of keys carry the key's grant after
+// the change; "state" gives a key's current state when a stream starts
+// without a resume index; "sync" says every change up to Index was sent;
+// "reset" says the stream ends and the watcher must resync from a fresh
+// read (Reason: lagged, restored).
+type WatchEvent struct {
+	Type      string      `json:"type"`
+	Index     uint64      `json:"index"`
+	Key       string      `json:"key,omitempty"`
+	Holder    string      `json:"holder,omitempty"`
+	Token     fence.Token `json:"token,omitempty"`
+	State     string      `json:"state,omitempty"`
+	TTL       string      `json:"ttl,omitempty"`
+	LockDelay string      `json:"lock_delay,omitempty"`
+	// PrevHolder and PrevToken name the grant a handoff ended; Ended says
+	// how it ended (released, force_released, expired).
+	PrevHolder string      `json:"prev_holder,omitempty"`
+	PrevToken  fence.Token `json:"prev_token,omitempty"`
+	Ended      string      `json:"ended,omitempty"`
+	Reason     string      `json:"reason,omitempty"`
+	Value      string      `json:"value,omitempty"`
+}
+
+// Watch event types beyond the changes of fsm.EventType.
+const (
+	WatchState = "state"
+	WatchSync  = "sync"
+	WatchReset = "reset"
+	// WatchError is the Go client's last event of a watch the cluster
+	// refused for good; Reason says why. Servers never send it.
+	WatchError = "error"
+)
+
+// IndexedKey is the answer of a blocking read: the key, and the index to
+// pass as ?index= to wait for its next change.
+type IndexedKey struct {
+	KeyInfo
+	WatchIndex uint64 `json:"watch_index"`
+}
+
+// ReadIndexResponse is the answer of GET /v1/watch/index.
+type ReadIndexResponse struct {
+	Index uint64 `json:"index"`
+}
+
+// watchNode is what watches need of a node beyond Node.
+type watchNode interface {
+	ReadIndex(ctx context.Context) (uint64, error)
+	WaitApplied(ctx context.Context, index uint64) error
+	Feed() *fsm.Feed
+	FSM() *fsm.FSM
+}
+
+func (s *Server) watchNode() (watchNode, error) {
+	wn, ok := s.node.(watchNode)
+	if !ok {
+		return nil, fmt.Errorf("%w: this node does not serve watches", ErrUnavailable)
+	}
+	return wn, nil
+}
+
+func eventOf(ev fsm.Event) WatchEvent {
+	we := WatchEvent{Type: string(ev.Type), Index: ev.Index, Key: ev.Key, Holder: ev.Holder, Token: ev.Token, State: ev.State.String(),
+		TTL: ev.TTL.String(), PrevHolder: ev.PrevHolder, PrevToken: ev.PrevToken, Ended: string(ev.Ended), Value: ev.Value}
+	if ev.LockDelay > 0 {
+		we.LockDelay = ev.LockDelay.String()
+	}
+	return we
+}
+
+func stateOf(k fsm.KeyState, index uint64) WatchEvent {
+	return WatchEvent{Type: WatchState, Index: index, Key: k.Key, Holder: k.Holder, Token: k.Token, State: k.State.String(), TTL: k.TTL.String(), Value: k.Value}
+}
+
+// parseIndex reads a log index given as decimal text; "" is 0.
+func parseIndex(what, v string) (uint64, error) {
+	if v == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseUint(v, 10, 64)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s %q is not a log index", cluster.ErrBadRequest, what, v)
+	}
+	return n, nil
+}
+
+// keyRead serves GET /v1/keys/{key}: a plain read, or with ?index= or
+// ?wait= a blocking one.
+func (s *Server) keyRead(w http.ResponseWriter, r *http.Request) {
+	q := r.URL.Query()
+	if !q.Has("index") && !q.Has("wait") {
+		s.read(s.key)(w, r)
+		return
+	}
+	forwarded := r.Header.Get(forwardedHeader) != ""
+	if !s.node.Ready() && !forwarded {
+		s.proxy(w, r, nil, false)
+		return
+	}
+	out, index, err := s.blockingKey(r)
+	if (errors.Is(err, cluster.ErrNotLeader) || errors.Is(err, cluster.ErrNotReady)) && !forwarded {
+		s.proxy(w, r, nil, false)
+		return
+	}
+	if index > 0 {
+		w.Header().Set(IndexHeader, strconv.FormatUint(index, 10))
+	}
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	writeJSON(w, http.StatusOK, out)
+}
+
+// blockingKey waits until the key changed after ?index= (or ?wait= ends),
+// then reads it linearizably. The index it answers is taken before the
+// read, so the state is at least as new as it: a later wait from it never
+// misses a change, at worst it returns at once.
+func (s *Server) blockingKey(r *http.Request) (*IndexedKey, uint64, error) {
+	name := r.PathValue("key")
+	q := r.URL.Query()
+	if err := checkName("key", name, MaxKeyLen, true); err != nil {
+		return nil, 0, err
+	}
+	index, err := parseIndex("index", q.Get("index"))
+	if err != nil {
+		return nil, 0, err
+	}
+	wait, err := parseDuration("wait", q.Get("wait"), DefaultBlockWait, 0, MaxWait)
+	if err != nil {
+		return nil, 0, err
+	}
+	wn, err := s.watchNode()
+	if err != nil {
+		return nil, 0, err
+	}
+	if index > 0 && wait > 0 {
+		// A history that no longer reaches back to index fails the
+		// subscription: the answer is then immediate.
+		if sub, err := wn.Feed().Subscribe(name, true, index); err == nil {
+			ctx, cancel := context.WithTimeout(r.Context(), wait)
+			_, _ = sub.Next(ctx)
+			cancel()
+			sub.Close()
+		}
+		if err := r.Context().Err(); err != nil {
+			return nil, 0, err
+		}
+	}
+	last := wn.Feed().Last()
+	k, ok, err := s.node.Key(r.Context(), name)
+	if err != nil {
+		return nil, 0, err
+	}
+	if !ok {
+		return nil, last, fsm.ErrUnknownKey
+	}
+	return &IndexedKey{KeyInfo: keyInfoOf(k), WatchIndex: last}, last, nil
+}
+
+// readIndexHandler serves GET /v1/watch/index on the leader.
+func (s *Server) readIndexHandler(ctx context.Context, _ []byte, _ *http.Request) (any, error) {
+	wn, err := s.watchNode()
+	if err != nil {
+		return nil, err
+	}
+	idx, err := wn.ReadIndex(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return ReadIndexResponse{Index: idx}, nil
+}
+
+// readIndex returns the index a linearizable read would be served at, from
+// this node when it leads, else from the leader, and waits until this node
+// applied it.
+func (s *Server) readIndex(ctx context.Context, r *http.Request, wn watchNode) (uint64, error) {
+	idx, err := wn.ReadIndex(ctx)
+	if errors.Is(err, cluster.ErrNotLeader) || errors.Is(err, cluster.ErrNotReady) {
+		idx, err = s.leaderReadIndex(ctx, r)
+	}
+	if err != nil {
+		return 0, err
+	}
+	return idx, wn.WaitApplied(ctx, idx)
+}
+
+// leaderReadIndex asks the leader for its read index, as a forwarded
+// request: only to a leader that proves its id, and never with the
+// client's credentials.
+func (s *Server) leaderReadIndex(ctx context.Context, r *http.Request) (uint64, error) {
+	if r.Header.Get(forwardedHeader) != "" {
+		return 0, cluster.ErrNotLeader
+	}
+	lid, addr := s.node.Leader()
+	if lid == "" || addr == "" {
+		return 0, fmt.Errorf("%w: no known leader", ErrUnavailable)
+	}
+	base := s.leaderURL(addr)
+	fwd, err := s.forwarder(lid, base)
+	if err != nil {
+		return 0, err
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/watch/index", nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set(forwardedHeader, "1")
+	s.forwardIdentity(req, r)
+	resp, err := fwd.Do(req)
+	if err != nil {
+		return 0, fmt.Errorf("%w: leader %s unreachable", ErrUnavailable, lid)
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return 0, fmt.Errorf("%w: leader %s answered %d to a read index", ErrUnavailable, lid, resp.StatusCode)
+	}
+	var out ReadIndexResponse
+	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+		return 0, fmt.Errorf("%w: leader %s: %v", ErrUnavailable, lid, err)
+	}
+	return out.Index, nil
+}
+
+// watchRequest is a parsed GET /v1/watch.
+type watchRequest struct {
+	match    string // prefix, or the key when exact
+	exact    bool
+	from     uint64
+	fresh    bool // no resume index: start with the current state
+	progress time.Duration
+}
+
+func parseWatch(r *http.Request) (watchRequest, error) {
+	q := r.URL.Query()
+	var wr watchRequest
+	prefix, key := q.Get("prefix"), q.Get("key")
+	if err := firstOf(checkName("prefix", prefix, MaxPrefixLen, false), checkName("key", key, MaxKeyLen, false)); err != nil {
+		return wr, err
+	}
+	if prefix != "" && key != "" {
+		return wr, fmt.Errorf("%w: give prefix or key, not both", cluster.ErrBadRequest)
+	}
+	wr.match, wr.exact = prefix, key != ""
+	if wr.exact {
+		wr.match = key
+	}
+	from := q.Get("from")
+	if id := r.Header.Get("Last-Event-ID"); id != "" {
+		from = id // a reconnecting EventSource resumes after its last event
+	}
+	wr.fresh = from == ""
+	var err error
+	if wr.from, err = parseIndex("from", strings.TrimSpace(from)); err != nil {
+		return wr, err
+	}
+	wr.progress, err = parseDuration("progress", q.Get("progress"), DefaultProgress, MinProgress, MaxProgress)
+	return wr, err
+}
+
+// watch serves GET /v1/watch as server-sent events. Any node serves it, from
+// its own applied state, once it applied the index a linearizable read
+// would be served at; every progress interval it confirms again with the
+// leader and sends a sync event, and it ends the stream when it cannot.
+func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
+	wr, err := parseWatch(r)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	wn, err := s.watchNode()
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	ctx := r.Context()
+	if _, err := s.readIndex(ctx, r, wn); err != nil {
+		writeErr(w, err)
+		return
+	}
+	var state []fsm.KeyState
+	if wr.fresh {
+		state, wr.from = wn.FSM().KeysAt(wr.match, wr.exact)
+	}
+	sub, err := wn.Feed().Subscribe(wr.match, wr.exact, wr.from)
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
+	defer sub.Close()
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
+	w.WriteHeader(http.StatusOK)
+	sw := &sseWriter{cache: &s.frames, w: w, rc: http.NewResponseController(w)}
+	for _, k := range state {
+		sw.event("", WatchState, stateOf(k, wr.from))
+	}
+	if !s.sendPoll(sw, sub) {
+		return
+	}
+	// One timer for the stream, not one per event: a thousand watchers of
+	// a key each take every event.
+	quiet := time.NewTimer(wr.progress)
+	defer quiet.Stop()
+	for {
+		b, err := sub.Poll()
+		if err != nil {
+			sw.reset(err)
+			return
+		}
+		if len(b.Events) > 0 {
+			if !sw.events(b) || !sw.flush() {
+				return
+			}
+			quiet.Reset(wr.progress)
+			continue
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-sub.Ready():
+		case <-quiet.C:
+			// Quiet: confirm this node is current, then say so.
+			pctx, cancel := context.WithTimeout(ctx, wr.progress)
+			_, err := s.readIndex(pctx, r, wn)
+			cancel()
+			if err != nil {
+				s.log.Debug("watch ends: cannot confirm it is current", "error", err)
+				return
+			}
+			if !s.sendPoll(sw, sub) {
+				return
+			}
+			quiet.Reset(wr.progress)
+		}
+	}
+}
+
+// sendPoll sends what the subscription buffered and a sync event.
+func (s *Server) sendPoll(sw *sseWriter, sub *fsm.Sub) bool {
+	b, err := sub.Poll()
+	if err != nil {
+		sw.reset(err)
+		return false
+	}
+	sw.events(b)
+	sw.event(strconv.FormatUint(b.Through, 10), WatchSync, WatchEvent{Type: WatchSync, Index: b.Through})
+	return sw.flush()
+}
+
+// sseWriter writes server-sent events and remembers the first error.
+type sseWriter struct {
+	cache *frameCache
+	w     http.ResponseWriter
+	rc    *http.ResponseController
+	err   error
+}
+
+func (sw *sseWriter) event(id, name string, v WatchEvent) {
+	if sw.err != nil {
+		return
+	}
+	data, err := json.Marshal(v)
+	if err != nil {
+		sw.err = err
+		return
+	}
+	var b []byte
+	if id != "" {
+		b = append(b, "id: "+id+"\n"...)
+	}
+	b = append(b, "event: "+name+"\ndata: "...)
+	b = append(b, data...)
+	b = append(b, "\n\n"...)
+	_, sw.err = sw.w.Write(b)
+}
+
+func (sw *sseWriter) events(b fsm.Batch) bool {
+	for _, ev := range b.Events {
+		if sw.err != nil {
+			break
+		}
+		_, sw.err = sw.w.Write(sw.cache.frame(ev))
+	}
+	return sw.err == nil
+}
+
+// frameCache keeps the encoded frames of recent events: a thousand watchers
+// of one key get the same bytes, encoded once.
+type frameCache struct {
+	mu     sync.Mutex
+	frames map[uint64][]byte
+	order  []uint64 // indexes in insertion order, for eviction
+}
+
+const frameCacheSize = 1024
+
+func (c *frameCache) frame(ev fsm.Event) []byte {
+	c.mu.Lock()
+	b, ok := c.frames[ev.Index]
+	c.mu.Unlock()
+	if ok {
+		return b
+	}
+	data, _ := json.Marshal(eventOf(ev)) // a WatchEvent always encodes
+	b = make([]byte, 0, len(data)+64)
+	b = append(b, "id: "+strconv.FormatUint(ev.Index, 10)+"\nevent: "+string(ev.Type)+"\ndata: "...)
+	b = append(b, data...)
+	b = append(b, "\n\n"...)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.frames == nil {
+		c.frames = make(map[uint64][]byte, frameCacheSize)
+	}
+	if _, ok := c.frames[ev.Index]; !ok {
+		if len(c.order) >= frameCacheSize {
+			delete(c.frames, c.order[0])
+			c.order = c.order[1:]
+		}
+		c.frames[ev.Index] = b
+		c.order = append(c.order, ev.Index)
+	}
+	return b
+}
+
+func (sw *sseWriter) flush() bool {
+	if sw.err == nil {
+		sw.err = sw.rc.Flush()
+	}
+	return sw.err == nil
+}
+
+// reset tells the watcher the stream ends and it must resync.
+func (sw *sseWriter) reset(err error) {
+	reason := "closed"
+	switch {
+	case errors.Is(err, fsm.ErrLagged):
+		reason = "lagged"
+	case errors.Is(err, fsm.ErrReset):
+		reason = "restored"
+	}
+	sw.event("", WatchReset, WatchEvent{Type: WatchReset, Reason: reason})
+	sw.flush()
+}

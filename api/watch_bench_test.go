@@ -1,0 +1,254 @@
+package api
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"path/filepath"
+	"sort"
+	"strconv"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fenced/fenced/cluster"
+	"github.com/fenced/fenced/internal/testutil"
+)
+
+// BenchmarkWatchFanout measures the delivery of watch events to 1,000
+// watchers of one key, and to 1,000 watchers of a key each: the latency from
+// the entry's apply on the node (seen by an in-process subscription) to its
+// arrival at each watcher through HTTP and the Go client, and the CPU time of
+// the whole process (server and watchers) per event per watcher. Each
+// iteration commits 100 grants and 100 releases, one every 100ms (one key)
+// or 10ms (a key per watcher).
+//
+//	go test -run '^$' -bench BenchmarkWatchFanout -benchtime 1x ./api/
+func BenchmarkWatchFanout(b *testing.B) {
+	for _, tc := range []struct {
+		name     string
+		watchers int
+		keys     int
+		every    time.Duration
+		raw      bool
+	}{
+		{"1000-watchers-1-key", 1000, 1, 100 * time.Millisecond, false},
+		{"1000-watchers-1000-keys", 1000, 1000, 10 * time.Millisecond, false},
+		// Watchers that only read the frames' ids: the node's share of
+		// the fan-out, with little of the watchers' decoding.
+		{"1000-raw-readers-1-key", 1000, 1, 100 * time.Millisecond, true},
+	} {
+		b.Run(tc.name, func(b *testing.B) { benchFanout(b, tc.watchers, tc.keys, tc.every, tc.raw) })
+	}
+}
+
+func benchNode(b *testing.B) (string, *cluster.Node) {
+	b.Helper()
+	addrs := testutil.FreeAddrs(b, 1)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		b.Fatal(err)
+	}
+	log := hclog.New(&hclog.LoggerOptions{Level: hclog.Error})
+	n, err := cluster.New(cluster.Config{ID: "n1", DataDir: filepath.Join(b.TempDir(), "n1"), RaftBind: addrs[0], HTTPAdvertise: ln.Addr().String(),
+		Peers: []cluster.Peer{{ID: "n1", Addr: addrs[0]}}, NoSync: true, Logger: log,
+		HeartbeatTimeout: 500 * time.Millisecond, ElectionTimeout: 500 * time.Millisecond, LeaderLeaseTimeout: 250 * time.Millisecond})
+	if err != nil {
+		b.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(NewServer(n, log))
+	srv.Listener.Close()
+	srv.Listener = ln
+	srv.Start()
+	b.Cleanup(func() { srv.Close(); n.Close() })
+	testutil.Eventually(b, 15*time.Second, func() error {
+		if !n.Ready() {
+			return fmt.Errorf("not ready")
+		}
+		return nil
+	})
+	return srv.URL, n
+}
+
+// arrival is one event's arrival at a watcher.
+type arrival struct {
+	index uint64
+	at    time.Time
+}
+
+// benchFanout commits an event every interval (so that the latency is the
+// delivery's, not a backlog's) and collects every delivery.
+func benchFanout(b *testing.B, watchers, keys int, every time.Duration, raw bool) {
+	url, node := benchNode(b)
+	// Many streams: give the client enough connections.
+	c := NewClient([]string{url}, WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: watchers + 16, MaxConnsPerHost: 0}}))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	key := func(i int) string { return fmt.Sprintf("bench/%04d", i%keys) }
+	var mu sync.Mutex
+	arrivals := make([][]arrival, watchers)
+	var started sync.WaitGroup
+	for w := 0; w < watchers; w++ {
+		started.Add(1)
+		if raw {
+			go rawReader(b, ctx, url, key(w), &started, func(index uint64, at time.Time) {
+				mu.Lock()
+				arrivals[w] = append(arrivals[w], arrival{index, at})
+				mu.Unlock()
+			})
+			continue
+		}
+		ch := c.Watch(ctx, WatchOptions{Key: key(w)})
+		go func(w int) {
+			first := true
+			for ev := range ch {
+				if first && ev.Type == WatchSync {
+					first = false
+					started.Done()
+					continue
+				}
+				if ev.Type == "granted" || ev.Type == "released" {
+					now := time.Now()
+					mu.Lock()
+					arrivals[w] = append(arrivals[w], arrival{ev.Index, now})
+					mu.Unlock()
+				}
+			}
+		}(w)
+	}
+	started.Wait()
+	// The probe: an in-process subscription that notes when each entry is
+	// applied.
+	probe, err := node.Feed().Subscribe("bench/", false, node.Feed().Last())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer probe.Close()
+	applied := map[uint64]time.Time{}
+	var pmu sync.Mutex
+	go func() {
+		for {
+			bt, err := probe.Next(ctx)
+			if err != nil {
+				return
+			}
+			now := time.Now()
+			pmu.Lock()
+			for _, ev := range bt.Events {
+				applied[ev.Index] = now
+			}
+			pmu.Unlock()
+		}
+	}()
+	const perIter = 100
+	var ru0, ru1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	b.ResetTimer()
+	events := 0
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for i := 0; i < b.N; i++ {
+		for j := 0; j < perIter; j++ {
+			<-tick.C
+			k := key(j)
+			g, err := c.Acquire(ctx, AcquireRequest{Key: k, Holder: "h", TTL: "1m"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			<-tick.C
+			if _, err := c.Release(ctx, ReleaseRequest{Key: k, Holder: "h", Token: g.Token}); err != nil {
+				b.Fatal(err)
+			}
+			events += 2
+		}
+	}
+	// Every watcher of a key gets that key's events.
+	want := events * watchers / keys
+	if keys > 1 {
+		want = events // each event goes to the one watcher of its key
+	}
+	testutil.Eventually(b, 2*time.Minute, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		got := 0
+		for _, a := range arrivals {
+			got += len(a)
+		}
+		if got < want {
+			return fmt.Errorf("%d of %d deliveries", got, want)
+		}
+		return nil
+	})
+	b.StopTimer()
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	cpu := time.Duration(ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano()) * time.Nanosecond
+	var lat []time.Duration
+	pmu.Lock()
+	mu.Lock()
+	for _, as := range arrivals {
+		for _, a := range as {
+			if at, ok := applied[a.index]; ok {
+				lat = append(lat, a.at.Sub(at))
+			}
+		}
+	}
+	mu.Unlock()
+	pmu.Unlock()
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	if len(lat) == 0 {
+		b.Fatal("no latencies")
+	}
+	q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))]) / float64(time.Millisecond) }
+	b.ReportMetric(q(0.50), "p50-ms")
+	b.ReportMetric(q(0.99), "p99-ms")
+	b.ReportMetric(q(1), "max-ms")
+	b.ReportMetric(float64(cpu.Microseconds())/float64(want), "cpu-us/delivery")
+	b.ReportMetric(float64(len(lat)), "deliveries")
+}
+
+// rawReader reads a watch stream and notes the arrival of each change by its
+// id line alone, without decoding the JSON.
+func rawReader(b *testing.B, ctx context.Context, url, key string, started *sync.WaitGroup, note func(uint64, time.Time)) {
+	req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url+"/v1/watch?key="+key, nil)
+	resp, err := http.DefaultTransport.RoundTrip(req)
+	if err != nil {
+		b.Error(err)
+		started.Done()
+		return
+	}
+	defer resp.Body.Close()
+	br := bufio.NewReaderSize(resp.Body, 4096)
+	synced := false
+	var id []byte
+	for {
+		line, err := br.ReadSlice('\n')
+		if err != nil {
+			return
+		}
+		if rest, ok := bytes.CutPrefix(line, []byte("id: ")); ok {
+			id = append(id[:0], bytes.TrimSpace(rest)...)
+			continue
+		}
+		name, ok := bytes.CutPrefix(line, []byte("event: "))
+		if !ok {
+			continue
+		}
+		if bytes.HasPrefix(name, []byte("sync")) {
+			if !synced {
+				synced = true
+				started.Done()
+			}
+			continue
+		}
+		if n, err := strconv.ParseUint(string(id), 10, 64); err == nil && synced {
+			note(n, time.Now())
+		}
+	}
+}

@@ -1,0 +1,422 @@
+package fsm
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/fenced/fenced/fence"
+)
+
+// EventType names one kind of change of a key, as watchers see it.
+type EventType string
+
+// The changes a watcher hears of. Each committed entry changes at most one
+// key, so a change is named by its entry's log index alone.
+const (
+	// EventGranted: a new grant (a new holder, a new token).
+	EventGranted EventType = "granted"
+	// EventRenewed: the holder acquired its own grant again; the token is
+	// unchanged, the TTL and lock-delay may be new.
+	EventRenewed EventType = "renewed"
+	// EventReleased: the holder released its grant.
+	EventReleased EventType = "released"
+	// EventForceReleased: an operator ended the grant.
+	EventForceReleased EventType = "force_released"
+	// EventExpired: the lease ran out on the leader's clock. When LockDelay
+	// is set, the key's lock-delay starts with this event; it ends on the
+	// leader's clock, which is not a log entry (see docs/WATCH.md).
+	EventExpired EventType = "expired"
+	// EventHandedOff: the grant ended (Ended says how) and the first waiter
+	// got the key in the same entry; Prev* name the ended grant.
+	EventHandedOff EventType = "handed_off"
+	// EventDeleted: the key was forgotten (reclaimed). Reserved for the
+	// command that reclaims keys; no command emits it yet.
+	EventDeleted EventType = "deleted"
+)
+
+// Event is one committed change of a key, with the key's grant after it.
+// Its content depends only on the log, so every node derives the same event
+// for the same entry.
+type Event struct {
+	// Index is the log index of the entry that made the change.
+	Index  uint64
+	Type   EventType
+	Key    string
+	Holder string
+	Token  fence.Token
+	TTL    time.Duration
+	// LockDelay of the grant; with EventExpired, the lock-delay that starts.
+	LockDelay time.Duration
+	// State is the key's state after the change.
+	State State
+	// Value is what the holder published with the grant.
+	Value string
+	// PrevHolder and PrevToken name the grant that ended, for a handoff.
+	PrevHolder string
+	PrevToken  fence.Token
+	// Ended is how the previous grant of a handoff ended (released,
+	// force_released or expired).
+	Ended EventType
+}
+
+// change returns the change one applied command made to a key, if any.
+func change(cmd Command, res *Result, index uint64) (Event, bool) {
+	if res == nil || res.Err != nil && res.Next == nil {
+		return Event{}, false
+	}
+	var ended EventType
+	switch c := cmd.(type) {
+	case Acquire:
+		if !res.Changed {
+			return Event{}, false
+		}
+		if res.Renewed {
+			return eventOf(EventRenewed, res.Key, index), true
+		}
+		return eventOf(EventGranted, res.Key, index), true
+	case Release:
+		ended = EventReleased
+		if c.Force {
+			ended = EventForceReleased
+		}
+	case Expire:
+		ended = EventExpired
+	default:
+		// A reclamation forgets keys whose last grant already ended (their
+		// end was an event); it is not reported yet: one entry forgets many
+		// keys, and a stream's ids are one per log index (see WATCH.md).
+		return Event{}, false
+	}
+	if !res.Changed {
+		return Event{}, false
+	}
+	if n := res.Next; n != nil && n.Err == nil && n.Changed {
+		ev := eventOf(EventHandedOff, n.Key, index)
+		ev.PrevHolder, ev.PrevToken, ev.Ended = res.Key.Holder, res.Key.Token, ended
+		return ev, true
+	}
+	return eventOf(ended, res.Key, index), true
+}
+
+func eventOf(t EventType, k KeyState, index uint64) Event {
+	return Event{Index: index, Type: t, Key: k.Key, Holder: k.Holder, Token: k.Token, TTL: k.TTL, LockDelay: k.LockDelay, State: k.State, Value: k.Value}
+}
+
+// Errors a subscription ends with.
+var (
+	// ErrCompacted: the history a subscription needs (from its index on) is
+	// no longer held; read the current state and watch from its index.
+	ErrCompacted = errors.New("fsm: the watch history from that index is no longer held")
+	// ErrLagged: the watcher fell too far behind and its buffer was dropped;
+	// it skipped nothing, but must resync from a fresh read.
+	ErrLagged = errors.New("fsm: the watcher fell too far behind")
+	// ErrReset: the state was replaced by a snapshot, so the history has a
+	// gap; resync from a fresh read.
+	ErrReset = errors.New("fsm: the state was replaced from a snapshot")
+	// ErrClosed: the subscription was closed.
+	ErrClosed = errors.New("fsm: subscription closed")
+)
+
+// Defaults of a Feed.
+const (
+	// DefaultHistory is the number of recent events a node keeps for
+	// watchers that resume.
+	DefaultHistory = 65536
+	// DefaultPending is how many undelivered events a watcher may have
+	// beyond its initial backlog before it is told it lagged.
+	DefaultPending = 4096
+)
+
+// Feed is the FSM's event feed: a bounded ring of recent events and the
+// subscriptions that hear of new ones. The events are deterministic; the
+// ring is per node (each node keeps what it applied since it started or
+// restored its last snapshot).
+type Feed struct {
+	mu    sync.Mutex
+	ring  []Event
+	start int // position of the oldest event in ring
+	n     int // events held
+	since uint64
+	last  atomic.Uint64
+	// noted is the index of the last command entry applied to the state,
+	// written under the FSM's lock (see KeysAt).
+	noted   atomic.Uint64
+	pending int
+	subs    map[*Sub]struct{}
+}
+
+func newFeed() *Feed {
+	return &Feed{ring: make([]Event, DefaultHistory), pending: DefaultPending, subs: make(map[*Sub]struct{})}
+}
+
+// Feed returns the FSM's event feed.
+func (f *FSM) Feed() *Feed { return f.feed }
+
+// SetLimits sets the number of events kept for resumes and the pending
+// bound per watcher (values <= 0 keep the current ones). It empties the
+// history, so call it before the FSM applies anything.
+func (fd *Feed) SetLimits(history, pending int) {
+	fd.mu.Lock()
+	defer fd.mu.Unlock()
+	if history > 0 {
+		fd.ring, fd.start, fd.n = make([]Event, history), 0, 0
+		fd.since = fd.last.Load()
+	}
+	if pending > 0 {
+		fd.pending = pending
+	}
+}
+
+// Last returns the index of the last entry whose events were published:
+// every change up to it is in the state.
+func (fd *Feed) Last() uint64 { return fd.last.Load() }
+
+// Since returns the index after which every event is still held.
+func (fd *Feed) Since() uint64 {
+	fd.mu.Lock()
+	defer fd.mu.Unlock()
+	return fd.since
+}
+
+// note appends the change a command made, if any, to changes.
+func (fd *Feed) note(changes []Event, cmd Command, res *Result, index uint64) []Event {
+	fd.noted.Store(index)
+	if ev, ok := change(cmd, res, index); ok {
+		changes = append(changes, ev)
+	}
+	return changes
+}
+
+// publish records the changes of entries up to last and hands them to the
+// subscriptions that match.
+func (fd *Feed) publish(changes []Event, last uint64) {
+	fd.mu.Lock()
+	defer fd.mu.Unlock()
+	for _, ev := range changes {
+		fd.push(ev)
+		for s := range fd.subs {
+			if s.matches(ev) && !s.offer(ev) {
+				delete(fd.subs, s)
+			}
+		}
+	}
+	if last > fd.last.Load() {
+		fd.last.Store(last)
+	}
+}
+
+func (fd *Feed) push(ev Event) {
+	if len(fd.ring) == 0 {
+		fd.since = ev.Index
+		return
+	}
+	if fd.n == len(fd.ring) {
+		// The oldest event goes: a resume needs an index at or after it.
+		fd.since = fd.ring[fd.start].Index
+		fd.start = (fd.start + 1) % len(fd.ring)
+		fd.n--
+	}
+	fd.ring[(fd.start+fd.n)%len(fd.ring)] = ev
+	fd.n++
+}
+
+// reset empties the history after the state was replaced (a snapshot was
+// restored, or the FSM was emptied) at index applied; every subscription
+// ends with ErrReset.
+func (fd *Feed) reset(applied uint64) {
+	fd.mu.Lock()
+	defer fd.mu.Unlock()
+	fd.start, fd.n, fd.since = 0, 0, applied
+	fd.last.Store(applied)
+	fd.noted.Store(applied)
+	for s := range fd.subs {
+		s.fail(ErrReset)
+		delete(fd.subs, s)
+	}
+}
+
+// Subscribe starts a subscription to the changes of keys with prefix (or of
+// the key itself when exact) made by entries after index from. The events
+// after from that the history holds are its first events. It fails with
+// ErrCompacted when the history no longer reaches back to from.
+func (fd *Feed) Subscribe(prefix string, exact bool, from uint64) (*Sub, error) {
+	fd.mu.Lock()
+	defer fd.mu.Unlock()
+	if from < fd.since {
+		return nil, ErrCompacted
+	}
+	s := &Sub{feed: fd, prefix: prefix, exact: exact, from: from, pending: fd.pending, wake: make(chan struct{}, 1)}
+	for i := 0; i < fd.n; i++ {
+		if ev := fd.ring[(fd.start+i)%len(fd.ring)]; ev.Index > from && s.matches(ev) {
+			s.buf = append(s.buf, ev)
+		}
+	}
+	s.max = len(s.buf) + fd.pending
+	fd.subs[s] = struct{}{}
+	return s, nil
+}
+
+// Changed reports whether the history holds a change of key after index
+// from; known is false when it no longer reaches back to from.
+func (fd *Feed) Changed(key string, from uint64) (changed, known bool) {
+	fd.mu.Lock()
+	defer fd.mu.Unlock()
+	if from < fd.since {
+		return false, false
+	}
+	for i := fd.n - 1; i >= 0; i-- {
+		ev := fd.ring[(fd.start+i)%len(fd.ring)]
+		if ev.Index <= from {
+			break
+		}
+		if ev.Key == key {
+			return true, true
+		}
+	}
+	return false, true
+}
+
+// Sub is one subscription to a Feed. It buffers up to a bound of events the
+// watcher has not taken; past it the subscription ends with ErrLagged
+// rather than drop an event.
+type Sub struct {
+	feed   *Feed
+	prefix string
+	exact  bool
+	from   uint64
+	wake   chan struct{}
+	// pending bounds the buffer once the initial backlog was taken.
+	pending int
+
+	mu  sync.Mutex
+	max int
+	buf []Event
+	err error
+}
+
+func (s *Sub) matches(ev Event) bool {
+	if ev.Index <= s.from {
+		return false
+	}
+	if s.exact {
+		return ev.Key == s.prefix
+	}
+	return strings.HasPrefix(ev.Key, s.prefix)
+}
+
+// offer buffers an event; false when the watcher lagged and the
+// subscription ended.
+func (s *Sub) offer(ev Event) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return false
+	}
+	if len(s.buf) >= s.max {
+		s.buf, s.err = nil, ErrLagged
+		return false
+	}
+	s.buf = append(s.buf, ev)
+	s.signal()
+	return true
+}
+
+func (s *Sub) fail(err error) {
+	s.mu.Lock()
+	if s.err == nil {
+		s.buf, s.err = nil, err
+	}
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *Sub) signal() {
+	select {
+	case s.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Batch is what Next and Poll return: events in log order, and the index
+// through which the subscription has seen every change (Through is at least
+// the index of the last event, and at least the index it started from).
+type Batch struct {
+	Events  []Event
+	Through uint64
+}
+
+// Next waits until events are buffered and returns them. It returns
+// ErrLagged, ErrReset or ErrClosed when the subscription ended, and ctx's
+// error when ctx ends first.
+func (s *Sub) Next(ctx context.Context) (Batch, error) {
+	for {
+		b, err := s.Poll()
+		if err != nil || len(b.Events) > 0 {
+			return b, err
+		}
+		select {
+		case <-s.wake:
+		case <-ctx.Done():
+			return Batch{}, ctx.Err()
+		}
+	}
+}
+
+// Poll returns the buffered events, maybe none, without waiting, and the
+// index through which the subscription has seen every change: a progress
+// mark a watcher may resume from.
+func (s *Sub) Poll() (Batch, error) {
+	// Last is read before the buffer: every event up to it is buffered by
+	// now.
+	through := max(s.feed.Last(), s.from)
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return Batch{}, s.err
+	}
+	evs := s.buf
+	s.buf, s.max = nil, s.pending
+	if len(evs) > 0 {
+		through = max(through, evs[len(evs)-1].Index)
+	}
+	return Batch{Events: evs, Through: through}, nil
+}
+
+// Ready returns a channel that has a value when events were buffered (or
+// the subscription ended) since Poll last ran: wait on it, then Poll.
+func (s *Sub) Ready() <-chan struct{} { return s.wake }
+
+// Close ends the subscription.
+func (s *Sub) Close() {
+	s.feed.mu.Lock()
+	delete(s.feed.subs, s)
+	s.feed.mu.Unlock()
+	s.fail(ErrClosed)
+}
+
+// KeysAt returns the keys with prefix (or the key itself when exact), in
+// no particular order, and the index of the last entry whose changes they
+// hold: a watch from that index continues the state exactly, without a
+// change missed or told twice.
+func (f *FSM) KeysAt(prefix string, exact bool) ([]KeyState, uint64) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	cut := f.feed.noted.Load()
+	if exact {
+		if k, ok := f.get(prefix); ok {
+			return []KeyState{k}, cut
+		}
+		return nil, cut
+	}
+	var out []KeyState
+	for name, e := range f.keys {
+		if strings.HasPrefix(name, prefix) {
+			out = append(out, e.keyState(name))
+		}
+	}
+	return out, cut
+}

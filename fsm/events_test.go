@@ -1,0 +1,201 @@
+package fsm
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"testing"
+	"time"
+)
+
+// drain polls a subscription once and returns its events' types by index.
+func drain(t *testing.T, s *Sub) Batch {
+	t.Helper()
+	b, err := s.Poll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+func TestEventsOfEveryChange(t *testing.T) {
+	a := &applier{f: New(Config{})}
+	s, err := a.f.Feed().Subscribe("", false, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := a.at(1, Acquire{Key: "k", Holder: "h1", TTL: time.Second})
+	a.at(1, Acquire{Key: "k", Holder: "h1", TTL: 2 * time.Second})
+	a.at(1, Acquire{Key: "k", Holder: "h2", TTL: time.Second}) // refused: no event
+	a.at(1, Release{Key: "k", Holder: "h1", Token: g.Key.Token})
+	a.at(1, Release{Key: "k", Holder: "h1", Token: g.Key.Token}) // repeated: no event
+	g2 := a.at(2, Acquire{Key: "k", Holder: "h2", TTL: time.Second, LockDelay: time.Second})
+	a.at(2, Expire{Key: "k", Token: g2.Key.Token})
+	g3 := a.at(2, Acquire{Key: "k", Holder: "h3", TTL: time.Second})
+	next := Acquire{Key: "k", Holder: "h4", TTL: time.Second}
+	a.at(3, Release{Key: "k", Token: g3.Key.Token, Force: true, Next: &next})
+	a.at(3, SetMember{ID: "n", HTTPAddr: "x:1"})
+	b := drain(t, s)
+	want := []EventType{EventGranted, EventRenewed, EventReleased, EventGranted, EventExpired, EventGranted, EventHandedOff}
+	if len(b.Events) != len(want) {
+		t.Fatalf("events %+v, want types %v", b.Events, want)
+	}
+	var last uint64
+	for i, ev := range b.Events {
+		if ev.Type != want[i] || ev.Index <= last {
+			t.Fatalf("event %d is %+v, want %s after index %d", i, ev, want[i], last)
+		}
+		last = ev.Index
+	}
+	if ev := b.Events[4]; ev.LockDelay != time.Second || ev.State != Expired {
+		t.Fatalf("expiry event %+v does not start the lock-delay", ev)
+	}
+	if ev := b.Events[6]; ev.PrevToken != g3.Key.Token || ev.PrevHolder != "h3" || ev.Ended != EventForceReleased || ev.Holder != "h4" || ev.Token <= g3.Key.Token {
+		t.Fatalf("handoff event %+v", ev)
+	}
+	if b.Through != a.index {
+		t.Fatalf("through %d, want %d", b.Through, a.index)
+	}
+}
+
+func TestSubscribeResumesAndFilters(t *testing.T) {
+	a := &applier{f: New(Config{})}
+	a.at(1, Acquire{Key: "a/1", Holder: "h", TTL: time.Second})
+	a.at(1, Acquire{Key: "b/1", Holder: "h", TTL: time.Second})
+	a.at(1, Acquire{Key: "a/2", Holder: "h", TTL: time.Second})
+	s, err := a.f.Feed().Subscribe("a/", false, 1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := drain(t, s)
+	if len(b.Events) != 1 || b.Events[0].Key != "a/2" || b.Through != 3 {
+		t.Fatalf("resume from 1 gave %+v", b)
+	}
+	exact, _ := a.f.Feed().Subscribe("a/1", true, 0)
+	a.at(1, Acquire{Key: "a/10", Holder: "h", TTL: time.Second})
+	if b := drain(t, exact); len(b.Events) != 1 || b.Events[0].Key != "a/1" {
+		t.Fatalf("exact subscription gave %+v", b)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if b, err := s.Next(ctx); err != nil || len(b.Events) != 1 || b.Events[0].Key != "a/10" {
+		t.Fatalf("next gave %+v, %v", b, err)
+	}
+}
+
+func TestSubscribeBeforeHistoryIsCompacted(t *testing.T) {
+	a := &applier{f: New(Config{})}
+	a.f.Feed().SetLimits(2, 0)
+	for i := 0; i < 4; i++ {
+		a.at(1, Acquire{Key: "k", Holder: "h", TTL: time.Duration(i+1) * time.Second})
+	}
+	if _, err := a.f.Feed().Subscribe("k", true, 1); !errors.Is(err, ErrCompacted) {
+		t.Fatalf("subscribe from 1 with 2 events of history: %v, want ErrCompacted", err)
+	}
+	if _, known := a.f.Feed().Changed("k", 1); known {
+		t.Fatal("Changed claims to know the history before the ring")
+	}
+	s, err := a.f.Feed().Subscribe("k", true, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := drain(t, s); len(b.Events) != 2 || b.Events[0].Index != 3 {
+		t.Fatalf("resume from 2 gave %+v", b)
+	}
+}
+
+func TestSlowWatcherIsToldItLagged(t *testing.T) {
+	a := &applier{f: New(Config{})}
+	a.f.Feed().SetLimits(0, 3)
+	s, _ := a.f.Feed().Subscribe("", false, 0)
+	for i := 0; i < 4; i++ {
+		a.at(1, Acquire{Key: "k", Holder: "h", TTL: time.Duration(i+1) * time.Second})
+	}
+	if _, err := s.Poll(); !errors.Is(err, ErrLagged) {
+		t.Fatalf("a watcher 4 events behind with room for 3: %v, want ErrLagged", err)
+	}
+	// One that keeps up is never told so.
+	s2, _ := a.f.Feed().Subscribe("", false, a.index)
+	for i := 0; i < 10; i++ {
+		a.at(1, Acquire{Key: "k", Holder: "h", TTL: time.Duration(i+1) * time.Second})
+		if b := drain(t, s2); len(b.Events) != 1 {
+			t.Fatalf("got %+v", b)
+		}
+	}
+}
+
+func TestRestoreResetsWatchers(t *testing.T) {
+	a := &applier{f: New(Config{})}
+	a.at(1, Acquire{Key: "k", Holder: "h", TTL: time.Second})
+	var buf bytes.Buffer
+	if err := a.f.Image().Encode(&buf); err != nil {
+		t.Fatal(err)
+	}
+	g := New(Config{})
+	s, _ := g.Feed().Subscribe("", false, 0)
+	if err := g.Restore(nopCloser{bytes.NewReader(buf.Bytes())}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Poll(); !errors.Is(err, ErrReset) {
+		t.Fatalf("watcher across a restore: %v, want ErrReset", err)
+	}
+	if _, err := g.Feed().Subscribe("", false, 0); !errors.Is(err, ErrCompacted) {
+		t.Fatalf("resume from before the restored snapshot: %v, want ErrCompacted", err)
+	}
+	if _, err := g.Feed().Subscribe("", false, a.index); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func TestValueIsKeptEncodedAndSnapshotted(t *testing.T) {
+	a := &applier{f: New(Config{})}
+	g := a.at(1, Acquire{Key: "leader", Holder: "n1", TTL: time.Second, Value: "10.0.0.1:80"})
+	if g.Err != nil || g.Key.Value != "10.0.0.1:80" {
+		t.Fatalf("grant %+v", g)
+	}
+	// The holder replaces its value and keeps its token (proclaim).
+	p := a.at(1, Acquire{Key: "leader", Holder: "n1", TTL: time.Second, Value: "10.0.0.1:81"})
+	if !p.Renewed || p.Key.Token != g.Key.Token || p.Key.Value != "10.0.0.1:81" {
+		t.Fatalf("proclaim %+v", p)
+	}
+	if r := a.at(1, Acquire{Key: "big", Holder: "h", TTL: time.Second, Value: string(make([]byte, MaxValueLen+1))}); !errors.Is(r.Err, ErrInvalid) {
+		t.Fatalf("a value over the bound: %v", r.Err)
+	}
+	// Without a value an acquire keeps version 2; with one it is version 3.
+	if b := Encode(Acquire{Key: "k", Holder: "h", TTL: time.Second}); b[1] != version2 {
+		t.Fatalf("acquire without a value is version %d", b[1])
+	}
+	enc := Encode(Acquire{Key: "k", Holder: "h", TTL: time.Second, Value: "v"})
+	if enc[1] != version3 {
+		t.Fatalf("acquire with a value is version %d", enc[1])
+	}
+	if c, err := Decode(enc); err != nil || c.(Acquire).Value != "v" {
+		t.Fatalf("decode: %+v %v", c, err)
+	}
+	empty := Encode(Acquire{Key: "k", Holder: "h", TTL: time.Second})
+	empty[1] = version3
+	empty = append(empty, 0)
+	if _, err := Decode(empty); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("a version-3 acquire with an empty value decodes: %v", err)
+	}
+	var buf bytes.Buffer
+	if err := a.f.Image().Encode(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if buf.Bytes()[4] != snapVersion3 {
+		t.Fatalf("snapshot with a value is version %d", buf.Bytes()[4])
+	}
+	g2 := New(Config{})
+	if err := g2.Restore(nopCloser{bytes.NewReader(buf.Bytes())}); err != nil {
+		t.Fatal(err)
+	}
+	if k, _ := g2.Get("leader"); k.Value != "10.0.0.1:81" {
+		t.Fatalf("restored value %q", k.Value)
+	}
+	b := &applier{f: New(Config{})}
+	b.at(1, Acquire{Key: "k", Holder: "h", TTL: time.Second})
+	buf.Reset()
+	if err := b.f.Image().Encode(&buf); err != nil || buf.Bytes()[4] != snapVersion2 {
+		t.Fatalf("snapshot without values: version %d, %v", buf.Bytes()[4], err)
+	}
+}

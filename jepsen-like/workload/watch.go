@@ -1,0 +1,156 @@
+package workload
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/hashicorp/go-hclog"
+
+	"github.com/fenced/fenced/api"
+)
+
+// Positive controls of the watch checkers.
+const (
+	// BrokenWatchDrop: the watchers drop every fifth grant they receive,
+	// as a watcher that silently skips a change would.
+	BrokenWatchDrop = "watch-drop"
+	// BrokenWatchReplay: the watchers receive an old event again after a
+	// later one, as a server that replays its history would send it.
+	BrokenWatchReplay = "watch-replay"
+)
+
+func init() { BrokenModes = append(BrokenModes, BrokenWatchDrop, BrokenWatchReplay) }
+
+// WatchProgress is how often the watchers' quiet streams confirm they are
+// current: short, so a node cut off is left quickly.
+const WatchProgress = 500 * time.Millisecond
+
+// Watchers follow the workload's keys through faults: one watch stream per
+// node (each prefers another node, and moves on when it fails) over every
+// key, and one election observer per node on the first key, which the
+// workload's clients contend for as candidates would.
+type Watchers struct {
+	broken string
+	log    hclog.Logger
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+
+	mu      sync.Mutex
+	streams [][]api.WatchEvent
+	leaders [][]api.Leader
+}
+
+// StartWatchers starts the watchers; they run until Stop.
+func StartWatchers(ctx context.Context, endpoints []string, broken string, log hclog.Logger) *Watchers {
+	ctx, cancel := context.WithCancel(ctx)
+	w := &Watchers{broken: broken, log: log, cancel: cancel,
+		streams: make([][]api.WatchEvent, len(endpoints)), leaders: make([][]api.Leader, len(endpoints))}
+	for i := range endpoints {
+		rot := append(append([]string(nil), endpoints[i:]...), endpoints[:i]...)
+		c := api.NewClient(rot, api.WithHTTPClient(&http.Client{Transport: &http.Transport{
+			DialContext: (&net.Dialer{Timeout: time.Second}).DialContext, MaxIdleConnsPerHost: 4}}))
+		w.wg.Add(2)
+		go func() {
+			defer w.wg.Done()
+			w.follow(i, c.Watch(ctx, api.WatchOptions{Prefix: "jepsen/", Progress: WatchProgress}))
+		}()
+		go func() {
+			defer w.wg.Done()
+			for l := range c.NewElection(KeyName(0), "", api.ElectionOptions{}).Observe(ctx) {
+				w.mu.Lock()
+				w.leaders[i] = append(w.leaders[i], l)
+				w.mu.Unlock()
+			}
+		}()
+	}
+	return w
+}
+
+func (w *Watchers) follow(i int, ch <-chan api.WatchEvent) {
+	grants, changes := 0, 0
+	var old *api.WatchEvent
+	for ev := range ch {
+		change := ev.Type != api.WatchState && ev.Type != api.WatchSync && ev.Type != api.WatchReset
+		if change {
+			changes++
+		}
+		if w.broken == BrokenWatchDrop && (ev.Type == "granted" || ev.Type == "handed_off") {
+			if grants++; grants%5 == 0 {
+				continue
+			}
+		}
+		w.mu.Lock()
+		w.streams[i] = append(w.streams[i], ev)
+		if w.broken == BrokenWatchReplay && change {
+			if changes == 2 {
+				e := ev
+				old = &e
+			}
+			if changes == 5 && old != nil {
+				w.streams[i] = append(w.streams[i], *old)
+			}
+		}
+		w.mu.Unlock()
+	}
+}
+
+// last returns the highest index stream i delivered (an event or a sync).
+func (w *Watchers) last(i int) uint64 {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var m uint64
+	for _, ev := range w.streams[i] {
+		m = max(m, ev.Index)
+	}
+	return m
+}
+
+// Stop waits (up to wait) until every stream delivered everything up to a
+// linearizable read made now, then ends the watchers and returns what each
+// stream and each observer received.
+func (w *Watchers) Stop(endpoints []string, wait time.Duration) ([][]api.WatchEvent, [][]api.Leader) {
+	ctx, cancel := context.WithTimeout(context.Background(), wait)
+	defer cancel()
+	c := api.NewClient(endpoints)
+	if k, err := c.KeyWait(ctx, KeyName(0), 0, 0); err == nil {
+		for i := range w.streams {
+			for w.last(i) < k.WatchIndex && ctx.Err() == nil {
+				select {
+				case <-ctx.Done():
+				case <-time.After(50 * time.Millisecond):
+				}
+			}
+			if w.last(i) < k.WatchIndex {
+				w.log.Warn("watch stream did not catch up", "stream", i, "last", w.last(i), "want", k.WatchIndex)
+			}
+		}
+	} else {
+		w.log.Warn("final read for the watchers", "error", err)
+	}
+	w.cancel()
+	w.wg.Wait()
+	w.log.Info("watchers done", "haul", w.String())
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.streams, w.leaders
+}
+
+// String describes the watchers' haul, for the log.
+func (w *Watchers) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	n, resets := 0, 0
+	for _, s := range w.streams {
+		n += len(s)
+		for _, ev := range s {
+			if ev.Type == api.WatchReset {
+				resets++
+			}
+		}
+	}
+	return fmt.Sprintf("%d streams, %d events, %d resets", len(w.streams), n, resets)
+}
