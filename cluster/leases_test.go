@@ -70,8 +70,9 @@ func TestLeaseTableExpiresEachLeaseOnceAfterItsDeadline(t *testing.T) {
 			notBefore[k.Key] = dl
 		case 2: // re-armed by an acquire with a shorter TTL
 			k.TTL, k.Armed = 5*time.Millisecond, k.Armed+1000
+			armed := time.Now() // before the table reads its clock
 			l.granted(k)
-			notBefore[k.Key] = time.Now().Add(k.TTL)
+			notBefore[k.Key] = armed.Add(k.TTL)
 		default:
 			dl, ok := l.live(k.Key, k.Token)
 			if !ok {
@@ -120,22 +121,43 @@ func TestLeaseTableExpiresEachLeaseOnceAfterItsDeadline(t *testing.T) {
 	}
 }
 
-// TestLeaseTableDeactivatedProposesNothing: a table deactivated (leadership
-// lost) proposes no expiry, even for leases already due.
+// TestLeaseTableDeactivatedProposesNothing: a deactivated table (leadership
+// lost) keeps no timer and no lease, and a late timer callback of an earlier
+// generation proposes nothing in a later one's name.
 func TestLeaseTableDeactivatedProposesNothing(t *testing.T) {
 	log := &expiryLog{at: map[string]time.Time{}, gen: map[string]uint64{}, n: map[string]int{}}
 	l := newLeases(hclog.NewNullLogger(), log.expire)
-	l.activate(1, []fsm.KeyState{{Key: "a", Holder: "h", Token: 1, TTL: time.Millisecond, State: fsm.Held}}, nil)
+	l.activate(1, []fsm.KeyState{{Key: "a", Holder: "h", Token: 1, TTL: time.Hour, State: fsm.Held}}, nil)
 	l.deactivate()
+	l.mu.Lock()
+	timer, leases := l.timer, len(l.heap)+len(l.byKey)+len(l.byHolder)
+	l.mu.Unlock()
+	if timer != nil || leases != 0 {
+		t.Fatalf("deactivated table kept a timer (%v) or %d lease entries", timer != nil, leases)
+	}
 	l.activate(2, []fsm.KeyState{{Key: "b", Holder: "h", Token: 2, TTL: time.Millisecond, State: fsm.Held}}, nil)
+	// Hold generation 2's own timer back, so that only the calls below fire.
+	l.mu.Lock()
+	l.timer.Stop()
+	l.mu.Unlock()
 	testutil.Eventually(t, 10*time.Second, func() error {
-		if _, c := log.get("b"); c != 1 {
-			return fmt.Errorf("b: %d expiries", c)
+		if _, live := l.live("b", 2); live {
+			return fmt.Errorf("b is not due yet")
 		}
 		return nil
 	})
-	if _, c := log.get("a"); c != 0 {
-		t.Fatalf("a lease of a deactivated generation was expired %d times", c)
+	l.fire(1) // a callback of generation 1, late: b is due, but not its to end
+	if _, c := log.get("b"); c != 0 {
+		t.Fatalf("a late callback of generation 1 expired b")
+	}
+	l.fire(2)
+	if _, c := log.get("b"); c != 1 {
+		t.Fatalf("b: %d expiries by its own generation, want 1", c)
+	}
+	log.mu.Lock()
+	defer log.mu.Unlock()
+	if log.n["a"] != 0 || log.gen["b"] != 2 {
+		t.Fatalf("expiries %v of generations %v; want only b, by generation 2", log.n, log.gen)
 	}
 }
 
