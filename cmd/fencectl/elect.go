@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
-	"strings"
 	"syscall"
 	"time"
 
@@ -97,16 +96,8 @@ func (c *electCmd) run(ctx context.Context, e *env, args []string) error {
 	if err := checkTTLWait(c.ttl, 0); err != nil {
 		return usageErr("elect", err.Error())
 	}
-	if c.shell {
-		argv = []string{"/bin/sh", "-c", strings.Join(argv, " ")}
-	}
-	holder := c.holder
-	if holder == "" {
-		holder = defaultHolder()
-	}
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
+	argv, holder, sigs, stop := prepareSession(c.shell, argv, c.holder)
+	defer stop()
 	s := &lockSession{e: e, c: e.client(), key: name, holder: holder, t: t, wait: api.MaxWait, sigs: sigs, value: c.value}
 	return c.campaign(ctx, s, argv)
 }

@@ -102,18 +102,8 @@ func (l *lockCmd) run(ctx context.Context, e *env, args []string) error {
 	if err := checkTTLWait(l.ttl, l.wait); err != nil {
 		return usageErr("lock", err.Error())
 	}
-	if l.shell {
-		argv = []string{"/bin/sh", "-c", strings.Join(argv, " ")}
-	}
-	holder := l.holder
-	if holder == "" {
-		holder = defaultHolder()
-	}
-	// Signals are taken before anything is acquired, so none can end
-	// fencectl between a grant and its release.
-	sigs := make(chan os.Signal, 8)
-	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
-	defer signal.Stop(sigs)
+	argv, holder, sigs, stop := prepareSession(l.shell, argv, l.holder)
+	defer stop()
 	s := &lockSession{e: e, c: e.client(), key: key, holder: holder, t: t, wait: l.wait, sigs: sigs}
 	return s.run(ctx, argv)
 }
@@ -396,4 +386,20 @@ func startFailure(name string, err error) error {
 		code = 127
 	}
 	return &exitError{code: code, msg: fmt.Sprintf("cannot run %s: %v", name, err)}
+}
+
+// prepareSession readies a command run under a grant (lock, elect): COMMAND's
+// argv (through /bin/sh -c with --shell), the holder (a default one when none
+// was given), and the signals, taken before anything is acquired so that none
+// can end fencectl between a grant and its release; stop gives them back.
+func prepareSession(shell bool, argv []string, holder string) ([]string, string, chan os.Signal, func()) {
+	if shell {
+		argv = []string{"/bin/sh", "-c", strings.Join(argv, " ")}
+	}
+	if holder == "" {
+		holder = defaultHolder()
+	}
+	sigs := make(chan os.Signal, 8)
+	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM, syscall.SIGHUP)
+	return argv, holder, sigs, func() { signal.Stop(sigs) }
 }
