@@ -49,6 +49,10 @@ type outcome struct {
 	finalSnap  float64
 	restart    time.Duration
 	restartErr error
+	// cpuPerOp is the CPU time of the three nodes together per
+	// acquire+release cycle while the clients ran: less sensitive than the
+	// rate to what else the machine runs.
+	cpuPerOp time.Duration
 }
 
 func main() {
@@ -78,10 +82,10 @@ func main() {
 		outs = append(outs, o)
 	}
 	fmt.Println()
-	fmt.Println("| mode | keys | acquire+release/s | errors | leader RSS max | keys at end | RSS at end | snapshot at end | follower restart |")
-	fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- | --- |")
+	fmt.Println("| mode | keys | acquire+release/s | nodes' CPU/cycle | errors | leader RSS max | keys at end | RSS at end | snapshot at end | follower restart |")
+	fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, o := range outs {
-		fmt.Printf("| %s | %d | %.0f | %d | %.0f MB | %d | %.0f MB | %.1f MB | %v |\n", o.mode, o.keys, o.rate, o.errors, o.maxRSS, o.finalKeys, o.finalRSS, o.finalSnap, o.restart.Round(10*time.Millisecond))
+		fmt.Printf("| %s | %d | %.0f | %v | %d | %.0f MB | %d | %.0f MB | %.1f MB | %v |\n", o.mode, o.keys, o.rate, o.cpuPerOp.Round(time.Microsecond), o.errors, o.maxRSS, o.finalKeys, o.finalRSS, o.finalSnap, o.restart.Round(10*time.Millisecond))
 	}
 }
 
@@ -108,6 +112,7 @@ func run(bin, mode string, retention time.Duration, n, clients int, every, tail 
 	cl := api.NewClient([]string{lead.HTTPAddr}, api.WithHTTPClient(hc))
 
 	var next, done, errs atomic.Int64
+	cpu0 := clusterCPU(c)
 	start := time.Now()
 	stopSampling := make(chan struct{})
 	var samplesMu sync.Mutex
@@ -163,6 +168,9 @@ func run(bin, mode string, retention time.Duration, n, clients int, every, tail 
 	wg.Wait()
 	o.elapsed = time.Since(start)
 	o.keys, o.errors = done.Load(), errs.Load()
+	if o.keys > 0 {
+		o.cpuPerOp = (clusterCPU(c) - cpu0) / time.Duration(o.keys)
+	}
 	o.rate = float64(o.keys) / o.elapsed.Seconds()
 	// Let the last keys' retention pass and a snapshot be taken.
 	time.Sleep(retention + tail)
@@ -240,4 +248,27 @@ func snapMB(dataDir string) float64 {
 		return 0
 	}
 	return float64(newest.Size()) / (1 << 20)
+}
+
+// clusterCPU sums the user and system CPU time of every running node, from
+// /proc/PID/stat (in clock ticks of 10 ms, the Linux default).
+func clusterCPU(c *proccluster.Cluster) time.Duration {
+	var total time.Duration
+	for _, n := range c.Nodes {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", n.PID()))
+		if err != nil {
+			continue
+		}
+		// Fields after the parenthesised command name; utime and stime
+		// are the 14th and 15th fields of the line.
+		s := string(b)
+		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
+		if len(f) < 13 {
+			continue
+		}
+		ut, _ := strconv.ParseInt(f[11], 10, 64)
+		st, _ := strconv.ParseInt(f[12], 10, 64)
+		total += time.Duration(ut+st) * 10 * time.Millisecond
+	}
+	return total
 }
