@@ -257,10 +257,16 @@ func (k *contract) documented() []string {
 // with the reason. The test fails if one of them is provoked after all, so
 // the list stays true.
 var notDriven = map[string]string{
-	"GET /v1/cluster 403":    needsCert,
-	"GET /v1/keys 403":       needsCert,
-	"GET /v1/keys/{key} 403": needsCert,
-	"POST /v1/verify 403":    needsCert,
+	"GET /v1/cluster 403":     needsCert,
+	"GET /v1/keys 403":        needsCert,
+	"GET /v1/keys/{key} 403":  needsCert,
+	"POST /v1/verify 403":     needsCert,
+	"GET /v1/watch 403":       needsCert,
+	"GET /v1/watch/index 403": needsCert,
+	"GET /v1/watch 200":       "a stream that does not end; api/watch_test.go reads its events",
+	"GET /v1/watch 410":       "needs a resume from before the node's history of 65,536 events; TestWatchOfCompactedHistory provokes it",
+	"GET /v1/watch 503":       "the failing node stub serves no watches; TestWatchStreamThroughFollowerResumes covers a node that cannot confirm",
+	"GET /v1/watch/index 503": "the failing node stub serves no read index; a follower asks the leader for it (TestWatchStreamThroughFollowerResumes)",
 }
 
 const needsCert = "only a certificate identity with no role (or the peer role) is refused here; the contract test authenticates with bearer tokens"
@@ -315,10 +321,13 @@ func driveCluster(k *contract) {
 	for _, p := range []string{"/healthz", "/readyz", "/metrics", "/v1/openapi.yaml", "/v1/cluster", "/v1/debug/state"} {
 		k.do(base, contractCall{method: "GET", path: p, status: 200})
 	}
+	k.do(base, contractCall{method: "GET", path: "/v1/watch/index", status: 200})
+	k.do(base, contractCall{method: "GET", path: "/v1/watch?prefix=a&key=b", status: 400, code: "bad_request", badRequest: true})
 
 	var g Grant
 	must(k.t, json.Unmarshal(post("/v1/acquire", `{"key":"orders/db","holder":"alice","ttl":"30s","request_id":"r1"}`, 200, ""), &g))
 	post("/v1/acquire", `{"key":"orders/db","holder":"alice","ttl":"30s"}`, 200, "")
+	k.do(base, contractCall{method: "GET", path: "/v1/keys/orders%2Fdb?index=1&wait=10ms", status: 200}) // a blocking read
 	post("/v1/acquire", `{"key":"orders/db","holder":"bob","ttl":"30s"}`, 409, "held")
 	post("/v1/acquire", `{"key":"other","holder":"bob","ttl":"2s","lock_delay":"1s","wait":"0s"}`, 200, "")
 	bad("/v1/acquire", `{"holder":"bob"}`, "bad_request")
@@ -396,7 +405,7 @@ func driveSecure(k *contract) {
 		c.header, c.status, c.code = nil, 401, "unauthenticated"
 		k.do(base, c)
 	}
-	for _, p := range []string{"/v1/keys", "/v1/keys/k1", "/v1/cluster"} {
+	for _, p := range []string{"/v1/keys", "/v1/keys/k1", "/v1/cluster", "/v1/watch", "/v1/watch/index"} {
 		k.do(base, contractCall{method: "GET", path: p, status: 401, code: "unauthenticated"})
 	}
 	k.do(base, contractCall{method: "POST", path: "/v1/verify", body: `{"key":"k1","token":"1"}`, status: 401, code: "unauthenticated"})
@@ -431,6 +440,8 @@ func driveSecure(k *contract) {
 		{method: "GET", path: "/v1/snapshot"},
 		{method: "POST", path: "/v1/snapshot/restore", body: `x`},
 		{method: "GET", path: "/v1/debug/state"},
+		{method: "GET", path: "/v1/watch"},
+		{method: "GET", path: "/v1/watch/index"},
 	} {
 		c.header = client
 		c.status, c.code = 429, "rate_limited"
