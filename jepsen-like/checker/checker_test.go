@@ -339,3 +339,18 @@ func TestConvergenceAndRecovery(t *testing.T) {
 	expect(t, Convergence(nil), false)
 	expect(t, Recovery(nil, nil, nil), false)
 }
+
+// Keys the churn workload reclaims up to the final reads may differ between
+// the reads through two nodes; every other key must not.
+func TestConvergenceLeavesChurningKeys(t *testing.T) {
+	a := []api.KeyInfo{{Key: "jepsen/k0", Token: 1 << 32, State: "held"}, {Key: "jepsen/churn/k1", Token: 1 << 32, State: "released"}}
+	b := []api.KeyInfo{{Key: "jepsen/k0", Token: 1 << 32, State: "held"}}
+	final := &Final{Converged: true, Keys: map[string][]api.KeyInfo{"n1": a, "n2": b}, Churning: "jepsen/churn/"}
+	if r := Convergence(final); !r.Pass {
+		t.Fatalf("a churn key reclaimed between two reads failed convergence: %+v", r)
+	}
+	final.Churning = ""
+	if r := Convergence(final); r.Pass {
+		t.Fatal("without churn, keys that differ between nodes must fail convergence")
+	}
+}

@@ -336,6 +336,9 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 	ops, faults := rec.Ops(), rec.Faults()
 	ops, churnOps := checker.SplitPrefix(ops, workload.ChurnPrefix)
 	final.Reclaim = churn != nil
+	if churn != nil {
+		final.Churning = workload.ChurnPrefix
+	}
 	results := checker.All(ops, final, checker.Options{TTL: cfg.TTL, LinearizableTimeout: cfg.LinearizableTimeout, Faults: faults, Availability: availability(cfg)})
 	results = append(results, churn.check(cfg, churnOps, final, log)...)
 	results = append(results, checker.Watch(ops, streams, observers)...)
