@@ -261,19 +261,33 @@ func (c *Client) Keys(ctx context.Context, prefix string, limit int) ([]KeyInfo,
 // When the list was cut at limit, Truncated is set and Next is the after of
 // the next page.
 func (c *Client) KeysPage(ctx context.Context, prefix, after string, limit int) (*KeysResponse, error) {
-	q := url.Values{}
-	if prefix != "" {
-		q.Set("prefix", prefix)
+	return c.ListKeys(ctx, KeysQuery{Prefix: prefix, After: after, Limit: limit})
+}
+
+// KeysQuery selects the keys ListKeys lists: those with Prefix, in State
+// when it is set (held, released or expired), whose names come after After,
+// at most Limit of them (every one when 0).
+type KeysQuery struct {
+	Prefix, State, After string
+	Limit                int
+}
+
+// ListKeys lists keys, read linearizably and in name order, as q selects.
+// When the list was cut at q.Limit, Truncated is set and Next is the After
+// of the next page.
+func (c *Client) ListKeys(ctx context.Context, q KeysQuery) (*KeysResponse, error) {
+	v := url.Values{}
+	for name, val := range map[string]string{"prefix": q.Prefix, "state": q.State, "after": q.After} {
+		if val != "" {
+			v.Set(name, val)
+		}
 	}
-	if after != "" {
-		q.Set("after", after)
-	}
-	if limit > 0 {
-		q.Set("limit", fmt.Sprint(limit))
+	if q.Limit > 0 {
+		v.Set("limit", fmt.Sprint(q.Limit))
 	}
 	path := "/v1/keys"
-	if len(q) > 0 {
-		path += "?" + q.Encode()
+	if len(v) > 0 {
+		path += "?" + v.Encode()
 	}
 	var out KeysResponse
 	if err := c.do(ctx, http.MethodGet, path, nil, &out, false); err != nil {

@@ -84,3 +84,41 @@ func TestMetricLabelsCoverCodes(t *testing.T) {
 		}
 	}
 }
+
+// GET /v1/keys?state= lists only the keys in that state, paging over them
+// alone; an unknown state is a 400.
+func TestKeysStateFilter(t *testing.T) {
+	nodes := startCluster(t, 1)
+	c := NewClient([]string{nodes[0].url})
+	ctx := context.Background()
+	for i := 0; i < 4; i++ {
+		g, err := c.Acquire(ctx, AcquireRequest{Key: fmt.Sprintf("st/%d", i), Holder: "h"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%2 == 1 {
+			if _, err := c.Release(ctx, ReleaseRequest{Key: g.Key, Holder: "h", Token: g.Token}); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	kr, err := c.ListKeys(ctx, KeysQuery{Prefix: "st/", State: "released", Limit: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(kr.Keys) != 1 || kr.Keys[0].Key != "st/1" || !kr.Truncated || kr.Next != "st/1" {
+		t.Fatalf("first page of released keys: %+v", kr)
+	}
+	kr, err = c.ListKeys(ctx, KeysQuery{Prefix: "st/", State: "released", After: kr.Next, Limit: 1})
+	if err != nil || len(kr.Keys) != 1 || kr.Keys[0].Key != "st/3" || kr.Truncated {
+		t.Fatalf("second page of released keys: %+v %v", kr, err)
+	}
+	resp, err := http.Get(nodes[0].url + "/v1/keys?state=gone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if resp.StatusCode != http.StatusBadRequest {
+		t.Fatalf("unknown state: %d, want 400", resp.StatusCode)
+	}
+}

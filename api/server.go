@@ -641,6 +641,12 @@ func (s *Server) keys(ctx context.Context, _ []byte, r *http.Request) (any, erro
 	if err := checkName("after", after, MaxKeyLen, false); err != nil {
 		return nil, err
 	}
+	state := q.Get("state")
+	switch state {
+	case "", fsm.Held.String(), fsm.Released.String(), fsm.Expired.String():
+	default:
+		return nil, fmt.Errorf("%w: state must be held, released or expired", cluster.ErrBadRequest)
+	}
 	limit := 0
 	if l := q.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
@@ -650,9 +656,10 @@ func (s *Server) keys(ctx context.Context, _ []byte, r *http.Request) (any, erro
 		limit = n
 	}
 	// One more than the page, to know whether the listing goes on; every
-	// key of the prefix when the page starts after a cursor.
+	// key of the prefix when the page starts after a cursor or keeps one
+	// state only.
 	want := 0
-	if limit > 0 && after == "" {
+	if limit > 0 && after == "" && state == "" {
 		want = limit + 1
 	}
 	ks, err := s.node.Keys(ctx, prefix, want)
@@ -661,7 +668,7 @@ func (s *Server) keys(ctx context.Context, _ []byte, r *http.Request) (any, erro
 	}
 	out := KeysResponse{Keys: make([]KeyInfo, 0, min(len(ks), max(limit, 16)))}
 	for _, k := range ks {
-		if after != "" && k.Key <= after {
+		if after != "" && k.Key <= after || state != "" && k.State.String() != state {
 			continue
 		}
 		if limit > 0 && len(out.Keys) == limit {

@@ -36,11 +36,13 @@ fencectl keys --limit 20 -o json | jq -r '.keys[] | select(.state == "held") | .
 type keysCmd struct {
 	limit int
 	after string
+	state string
 }
 
 func (k *keysCmd) flags(fs *pflag.FlagSet) {
 	fs.IntVar(&k.limit, "limit", 0, "list at most this many keys (0: all)")
 	fs.StringVar(&k.after, "after", "", "list the keys whose names come after this one (the cursor of the previous page)")
+	fs.StringVar(&k.state, "state", "", "list only the keys in this state: held, released or expired")
 }
 
 func (k *keysCmd) run(ctx context.Context, e *env, args []string) error {
@@ -50,13 +52,18 @@ func (k *keysCmd) run(ctx context.Context, e *env, args []string) error {
 	if k.limit < 0 {
 		return usageErr("keys", "--limit must not be negative")
 	}
+	switch k.state {
+	case "", "held", "released", "expired":
+	default:
+		return usageErr("keys", "--state must be held, released or expired")
+	}
 	prefix := ""
 	if len(args) == 1 {
 		prefix = args[0]
 	}
 	ctx, cancel := e.withTimeout(ctx, 0)
 	defer cancel()
-	kr, err := e.client().KeysPage(ctx, prefix, k.after, k.limit)
+	kr, err := e.client().ListKeys(ctx, api.KeysQuery{Prefix: prefix, State: k.state, After: k.after, Limit: k.limit})
 	if err != nil {
 		return explain(err, subject{key: prefix}, e)
 	}
