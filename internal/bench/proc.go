@@ -145,3 +145,22 @@ func isLocal(host string) bool {
 	}
 	return false
 }
+
+// ProcessRSS returns the resident set size of process pid, from the VmRSS
+// line of /proc/PID/status.
+func ProcessRSS(pid int) (uint64, error) {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		return 0, fmt.Errorf("%w: %v", ErrNoProc, err)
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("%w: /proc/%d/status: VmRSS %q", ErrNoProc, pid, v)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, fmt.Errorf("%w: /proc/%d/status: no VmRSS", ErrNoProc, pid)
+}

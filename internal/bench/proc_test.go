@@ -47,3 +47,16 @@ func TestProcessesCPUAndListeningPIDs(t *testing.T) {
 		t.Fatalf("ListeningPIDs of a closed port and a remote address = %v", pids)
 	}
 }
+
+func TestProcessRSS(t *testing.T) {
+	if runtime.GOOS != "linux" {
+		t.Skip("needs /proc")
+	}
+	rss, err := ProcessRSS(os.Getpid())
+	if err != nil || rss < 1<<20 {
+		t.Fatalf("this test's RSS: %d, %v", rss, err)
+	}
+	if _, err := ProcessRSS(-1); err == nil {
+		t.Fatal("no error for a process that does not exist")
+	}
+}

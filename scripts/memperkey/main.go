@@ -14,7 +14,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"flag"
 	"fmt"
@@ -29,6 +28,7 @@ import (
 	"time"
 
 	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/internal/bench"
 	"github.com/fenced/fenced/internal/proccluster"
 )
 
@@ -228,21 +228,10 @@ func perKey(a, b uint64, keys int) float64 { return (float64(a) - float64(b)) / 
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
 
-// rss reads VmRSS of a process from /proc.
+// rss is a process's resident set size, 0 when /proc cannot tell.
 func rss(pid int) uint64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, _ := strconv.ParseUint(strings.TrimSuffix(strings.TrimSpace(v), " kB"), 10, 64)
-			return kb << 10
-		}
-	}
-	return 0
+	n, _ := bench.ProcessRSS(pid)
+	return n
 }
 
 // heap reads HeapInuse and HeapAlloc from the runtime.MemStats that a node's

@@ -8,7 +8,6 @@
 package main
 
 import (
-	"bufio"
 	"context"
 	"errors"
 	"flag"
@@ -24,6 +23,7 @@ import (
 	"time"
 
 	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/internal/bench"
 	"github.com/fenced/fenced/internal/proccluster"
 )
 
@@ -218,21 +218,10 @@ func restartFollower(ctx context.Context, c *proccluster.Cluster, lead *procclus
 	return 0, errors.New("follower did not catch up")
 }
 
-// rssMB reads a process's resident set from /proc.
+// rssMB is a process's resident set size in MiB, 0 when /proc cannot tell.
 func rssMB(pid int) float64 {
-	f, err := os.Open(fmt.Sprintf("/proc/%d/status", pid))
-	if err != nil {
-		return 0
-	}
-	defer f.Close()
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		if v, ok := strings.CutPrefix(sc.Text(), "VmRSS:"); ok {
-			kb, _ := strconv.ParseFloat(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 64)
-			return kb / 1024
-		}
-	}
-	return 0
+	n, _ := bench.ProcessRSS(pid)
+	return float64(n) / (1 << 20)
 }
 
 // snapMB returns the size of the newest snapshot in a data dir.
@@ -250,25 +239,14 @@ func snapMB(dataDir string) float64 {
 	return float64(newest.Size()) / (1 << 20)
 }
 
-// clusterCPU sums the user and system CPU time of every running node, from
-// /proc/PID/stat (in clock ticks of 10 ms, the Linux default).
+// clusterCPU sums the user and system CPU time of every running node; a
+// node /proc cannot tell about counts nothing.
 func clusterCPU(c *proccluster.Cluster) time.Duration {
 	var total time.Duration
 	for _, n := range c.Nodes {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", n.PID()))
-		if err != nil {
-			continue
+		if t, err := bench.ProcessesCPU([]int{n.PID()}); err == nil {
+			total += t
 		}
-		// Fields after the parenthesised command name; utime and stime
-		// are the 14th and 15th fields of the line.
-		s := string(b)
-		f := strings.Fields(s[strings.LastIndexByte(s, ')')+1:])
-		if len(f) < 13 {
-			continue
-		}
-		ut, _ := strconv.ParseInt(f[11], 10, 64)
-		st, _ := strconv.ParseInt(f[12], 10, 64)
-		total += time.Duration(ut+st) * 10 * time.Millisecond
 	}
 	return total
 }
