@@ -84,6 +84,9 @@ type leases struct {
 	byKey map[string]*lease
 	// byHolder holds each holder's leases.
 	byHolder map[string]*holderLeases
+	// under counts the live leases of the holders below each namespace:
+	// for holder "a/b/c", the namespaces "a" and "a/b" (namespaceCount).
+	under map[string]int
 	// heap orders the leases by due, earliest first.
 	heap []*lease
 	// timer fires at the earliest due; timerAt is when (0: stopped).
@@ -94,7 +97,7 @@ type leases struct {
 }
 
 func newLeases(log hclog.Logger, expire func(gen uint64, e fsm.Expire, lockDelay time.Duration)) *leases {
-	return &leases{log: log, expire: expire, base: time.Now(), byKey: map[string]*lease{}, byHolder: map[string]*holderLeases{}, delays: map[string]time.Time{}}
+	return &leases{log: log, expire: expire, base: time.Now(), byKey: map[string]*lease{}, byHolder: map[string]*holderLeases{}, under: map[string]int{}, delays: map[string]time.Time{}}
 }
 
 // now returns the table's clock.
@@ -162,6 +165,7 @@ func (l *leases) stopLocked() {
 	l.timerAt = 0
 	l.byKey = map[string]*lease{}
 	l.byHolder = map[string]*holderLeases{}
+	l.under = map[string]int{}
 	l.heap = nil
 	l.delays = map[string]time.Time{}
 }
@@ -233,7 +237,21 @@ func (l *leases) insertLocked(k fsm.KeyState, now int64) *lease {
 	}
 	h.first = ls
 	h.n++
+	l.countUnder(k.Holder, 1)
 	return ls
+}
+
+// countUnder adds d to the count of every namespace above holder.
+func (l *leases) countUnder(holder string, d int) {
+	for i := 0; i < len(holder); i++ {
+		if holder[i] != '/' {
+			continue
+		}
+		ns := holder[:i]
+		if l.under[ns] += d; l.under[ns] == 0 {
+			delete(l.under, ns)
+		}
+	}
 }
 
 func (l *leases) removeLocked(ls *lease) {
@@ -245,6 +263,7 @@ func (l *leases) removeLocked(ls *lease) {
 		if h.n--; h.n == 0 {
 			delete(l.byHolder, ls.holder)
 		}
+		l.countUnder(ls.holder, -1)
 	}
 	if ls.prev != nil {
 		ls.prev.next = ls.next
