@@ -81,25 +81,17 @@ func (n *Node) Status() Status {
 	return st
 }
 
-// isMember reports whether id is in the Raft configuration.
+// isMember reports whether id is in the Raft configuration. Raft answers
+// GetConfiguration from memory at once, also while it restarts or stops, so
+// there is nothing to wait for (a wait would take raft's restart for a
+// configuration without this node).
 func (n *Node) isMember(id string) bool {
-	in, _ := n.inConfiguration(id)
-	return in
-}
-
-// inConfiguration reports whether id is in the Raft configuration, and
-// whether the configuration could be read at all (not while raft restarts).
-func (n *Node) inConfiguration(id string) (in, known bool) {
-	f := n.r().GetConfiguration()
-	if n.wait(f) != nil {
-		return false, false
-	}
-	for _, s := range f.Configuration().Servers {
+	for _, s := range n.r().GetConfiguration().Configuration().Servers {
 		if string(s.ID) == id {
-			return true, true
+			return true
 		}
 	}
-	return false, true
+	return false
 }
 
 // InConfiguration reports whether this node is a member of the Raft
@@ -272,19 +264,12 @@ func (n *Node) RecordJoined() { n.raiseMemberRecord(recordJoined) }
 // Self returns this node's place in the cluster. A node that is in its latest
 // configuration records that it has been a member.
 func (n *Node) Self() Self {
-	in, known := n.inConfiguration(n.cfg.ID)
-	if in {
+	if n.InConfiguration() {
 		n.raiseMemberRecord(recordMember)
 		return SelfMember
 	}
 	switch n.memberRecord.Load() {
 	case recordMember:
-		if !known {
-			// Only a configuration read without this node removes it; one
-			// that cannot be read for a moment (raft restarting for a new
-			// term) says nothing.
-			return SelfMember
-		}
 		return SelfRemoved
 	case recordJoined:
 		return SelfJoining
