@@ -8,11 +8,11 @@ import (
 	"github.com/fenced/fenced/internal/testutil"
 )
 
-// A node that cannot read its configuration for a moment (raft restarting to
-// start a new term, or stopping) is not thereby removed: only a configuration
-// it read without itself says so. Taking an unreadable configuration for one
-// without the node made a single-node cluster call itself removed, and answer
-// not_member, each time it exhausted the seq space of a term.
+// A node whose raft is restarting (to start a new term) or stopping is not
+// thereby removed: only a configuration without itself says so. Reading the
+// configuration through a wait that raft's restart ends made a single-node
+// cluster call itself removed, and answer not_member, each time it exhausted
+// the seq space of a term.
 func TestUnreadableConfigurationIsNotARemoval(t *testing.T) {
 	tc := newTestCluster(t, 1)
 	_, lead := tc.leader()
