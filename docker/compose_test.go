@@ -258,6 +258,19 @@ func (p *project) status(ctx context.Context, svc string) (*api.Status, error) {
 	return api.NewClient(nil).NodeStatus(ctx, "http://"+p.http[svc])
 }
 
+// statuses asks every service in svcs for its status.
+func (p *project) statuses(ctx context.Context, svcs []string) (map[string]*api.Status, error) {
+	views := map[string]*api.Status{}
+	for _, s := range svcs {
+		st, err := p.status(ctx, s)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", s, err)
+		}
+		views[s] = st
+	}
+	return views, nil
+}
+
 // waitAgreed waits until every given service answers, the leader they all
 // name is among them and reports itself ready in a term above minTerm, and
 // every member's HTTP address is known. It returns the leader's status.
@@ -265,13 +278,9 @@ func (p *project) waitAgreed(ctx context.Context, svcs []string, minTerm uint64,
 	p.t.Helper()
 	var leader *api.Status
 	testutil.Eventually(p.t, timeout, func() error {
-		views := map[string]*api.Status{}
-		for _, s := range svcs {
-			st, err := p.status(ctx, s)
-			if err != nil {
-				return fmt.Errorf("%s: %w", s, err)
-			}
-			views[s] = st
+		views, err := p.statuses(ctx, svcs)
+		if err != nil {
+			return err
 		}
 		lead := views[svcs[0]].LeaderID
 		ls, ok := views[service(lead)]

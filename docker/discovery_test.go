@@ -61,13 +61,9 @@ func (p *project) waitMembers(ctx context.Context, svcs []string, timeout time.D
 	sort.Strings(want)
 	var leader *api.Status
 	testutil.Eventually(p.t, timeout, func() error {
-		views := map[string]*api.Status{}
-		for _, s := range svcs {
-			st, err := p.status(ctx, s)
-			if err != nil {
-				return fmt.Errorf("%s: %w", s, err)
-			}
-			views[s] = st
+		views, err := p.statuses(ctx, svcs)
+		if err != nil {
+			return err
 		}
 		ls, ok := views[views[svcs[0]].LeaderID]
 		if !ok {
