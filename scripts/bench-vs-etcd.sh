@@ -4,8 +4,8 @@
 # cluster with the client on the same machine talking to the leader. Prints
 # one line per run: SYSTEM WORKLOAD CLIENTS OPS_PER_SEC P50_MS P99_MS.
 #
-#   scripts/bench-vs-etcd.sh            # DURATION=5s RUNS=3 TRANSPORTS=lean
-#   TRANSPORTS="lean std" scripts/bench-vs-etcd.sh
+#   scripts/bench-vs-etcd.sh            # DURATION=5s RUNS=3 TRANSPORTS="std lean"
+#   TRANSPORTS=std scripts/bench-vs-etcd.sh
 #   WORKLOADS="verify keepalive" RUNS=5 scripts/bench-vs-etcd.sh
 #
 # WORKLOADS limits the run to the pairs of these fenced workloads (acquire,
@@ -23,7 +23,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-5s}
 RUNS=${RUNS:-3}
-TRANSPORTS=${TRANSPORTS:-lean}
+TRANSPORTS=${TRANSPORTS:-std lean}
 WORKLOADS=${WORKLOADS:-acquire cycle contended verify keepalive}
 for port in 7810 7811 7820 7821 7830 7831 23800 23801 23810 23811 23820 23821; do
 	if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then
@@ -91,8 +91,8 @@ etcd_run() { # WORKLOAD CLIENTS
 }
 
 for pair in "txn acquire 1" "txn acquire 64" "lock cycle 1" "lock cycle 64" \
-	"contended contended 16" "read verify 1" "read verify 64" \
-	"keepalive keepalive 1" "keepalive keepalive 64"; do
+	"contended contended 16" "read verify 1" "read verify 16" "read verify 64" \
+	"keepalive keepalive 1" "keepalive keepalive 16" "keepalive keepalive 64"; do
 	set -- $pair
 	case " $WORKLOADS " in *" $2 "*) ;; *) continue ;; esac
 	for _ in $(seq "$RUNS"); do
