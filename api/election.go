@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/fenced/fenced/fence"
+	"github.com/fenced/fenced/fsm"
 )
 
 // ErrNoLeader: the election's key is not held by anyone.
@@ -236,6 +237,11 @@ type observer struct {
 func (o *observer) next(name string, ev WatchEvent) (Leader, bool) {
 	switch ev.Type {
 	case WatchSync, WatchReset, WatchError:
+		return Leader{}, false
+	case string(fsm.EventLockDelayEnded):
+		// The key may be granted again: news for candidates, not for
+		// observers. The grant it names ended with an earlier event (or
+		// before the stream's state), which said there was no leader.
 		return Leader{}, false
 	}
 	l := Leader{Name: name, Token: ev.Token, Index: ev.Index}

@@ -38,8 +38,10 @@ const (
 var ErrCompacted = fsm.ErrCompacted
 
 // WatchEvent is one event of a watch stream (the data of a server-sent
-// event, whose name is Type). Changes of keys carry the key's grant after
-// the change; "state" gives a key's current state when a stream starts
+// event, whose name is Type). Changes of keys (the types of fsm.EventType:
+// granted, renewed, released, force_released, expired, lock_delay_ended,
+// handed_off) carry the key's grant after the change; lock_delay_ended
+// names the expired grant whose lock-delay ran out, with no new grant; "state" gives a key's current state when a stream starts
 // without a resume index; "sync" says every change up to Index was sent;
 // "reset" says the stream ends and the watcher must resync from a fresh
 // read (Reason: lagged, restored).

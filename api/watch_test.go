@@ -401,6 +401,12 @@ func TestObserverNeverReportsAnOlderLeader(t *testing.T) {
 		{WatchEvent{Type: WatchReset}, false},
 		{WatchEvent{Type: WatchState, Holder: "a", Token: 1<<32 | 1, State: "held"}, false},
 		{WatchEvent{Type: "renewed", Holder: "b", Token: 2<<32 | 1, State: "held", Value: "v"}, true},
+		// The end of a lock-delay reports no leader: not even "none" again
+		// after the expiry said so, nor a grant that already ended.
+		{WatchEvent{Type: "lock_delay_ended", Holder: "b", Token: 2<<32 | 1, State: "expired"}, false},
+		{WatchEvent{Type: "expired", Holder: "b", Token: 2<<32 | 1, State: "expired", LockDelay: "1s"}, true},
+		{WatchEvent{Type: "lock_delay_ended", Holder: "b", Token: 2<<32 | 1, State: "expired"}, false},
+		{WatchEvent{Type: "granted", Holder: "c", Token: 2<<32 | 2, State: "held"}, true},
 	}
 	for i, s := range steps {
 		if _, ok := o.next("e", s.ev); ok != s.want {
@@ -490,5 +496,45 @@ func TestSlowWatcherGetsResetLagged(t *testing.T) {
 	out := w.String()
 	if !strings.Contains(out, "event: reset\ndata: ") || !strings.Contains(out, `"reason":"lagged"`) || strings.Contains(out, "lag/5") {
 		t.Fatalf("a watcher that stalled past its bound got:\n%s", out)
+	}
+}
+
+// The end of a lock-delay reaches watchers over SSE: granted, expired with
+// the lock-delay that starts, then lock_delay_ended of the same grant.
+func TestWatchSeesLockDelayEnd(t *testing.T) {
+	nodes := startCluster(t, 3)
+	_, fol := leaderOf(t, nodes)
+	c := NewClient([]string{fol.url})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ch := c.Watch(ctx, WatchOptions{Key: "d"})
+	collect(t, ch, 30*time.Second, hasSync)
+	g, err := c.Acquire(ctx, AcquireRequest{Key: "d", Holder: "h", TTL: "100ms", LockDelay: "1s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	evs := changes(collect(t, ch, 30*time.Second, func(evs []WatchEvent) bool { return len(changes(evs)) >= 3 }))
+	want := []string{"granted", "expired", "lock_delay_ended"}
+	for i, ev := range evs[:3] {
+		if ev.Type != want[i] || ev.Token != g.Token || ev.Holder != "h" {
+			t.Fatalf("events %+v, want %v of token %s", evs, want, g.Token)
+		}
+	}
+	if evs[1].LockDelay != "1s" || evs[2].State != "expired" || evs[2].LockDelay != "" {
+		t.Fatalf("expiry %+v, delay end %+v", evs[1], evs[2])
+	}
+	// On the wire: the event's name and its data.
+	raw, err := http.Get(fol.url + "/v1/watch?key=d&from=" + strconv.FormatUint(evs[1].Index, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer raw.Body.Close()
+	var name, data string
+	_ = readSSE(raw.Body, func(id, n string, d []byte) error {
+		name, data = n, string(d)
+		return io.EOF
+	})
+	if name != "lock_delay_ended" || !strings.Contains(data, `"type":"lock_delay_ended"`) || !strings.Contains(data, `"token":"`+g.Token.String()+`"`) {
+		t.Fatalf("first event after the expiry: %s %s", name, data)
 	}
 }

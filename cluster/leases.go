@@ -75,6 +75,8 @@ func (h *holderLeases) len() int {
 type leases struct {
 	log    hclog.Logger
 	expire func(gen uint64, e fsm.Expire, lockDelay time.Duration)
+	// endDelay, if set, proposes the end of a lock-delay that ran out.
+	endDelay func(gen uint64, e fsm.DelayEnd)
 	// base is the zero of the table's clock: deadlines are kept as
 	// nanoseconds since base, read from the monotonic clock.
 	base time.Time
@@ -92,12 +94,17 @@ type leases struct {
 	// timer fires at the earliest due; timerAt is when (0: stopped).
 	timer   *time.Timer
 	timerAt int64
-	// delays holds the end of each key's lock-delay after an expiry.
-	delays map[string]time.Time
+	// delays holds each key's lock-delay after an expiry; delayQ orders
+	// their ends for the one timer of all of them, delayTimer, armed for
+	// delayTimerAt (0: stopped). See delays.go.
+	delays       map[string]lockDelay
+	delayQ       delayQueue
+	delayTimer   *time.Timer
+	delayTimerAt int64
 }
 
-func newLeases(log hclog.Logger, expire func(gen uint64, e fsm.Expire, lockDelay time.Duration)) *leases {
-	return &leases{log: log, expire: expire, base: time.Now(), byKey: map[string]*lease{}, byHolder: map[string]*holderLeases{}, under: map[string]int{}, delays: map[string]time.Time{}}
+func newLeases(log hclog.Logger, expire func(gen uint64, e fsm.Expire, lockDelay time.Duration), endDelay func(gen uint64, e fsm.DelayEnd)) *leases {
+	return &leases{log: log, expire: expire, endDelay: endDelay, base: time.Now(), byKey: map[string]*lease{}, byHolder: map[string]*holderLeases{}, under: map[string]int{}, delays: map[string]lockDelay{}}
 }
 
 // now returns the table's clock.
@@ -108,8 +115,9 @@ func (l *leases) now() int64 { return int64(time.Since(l.base)) }
 func (l *leases) at(t int64) time.Time { return l.base.Add(time.Duration(t)) }
 
 // activate arms a full TTL for every live grant, from now, for generation gen,
-// and a full lock-delay for every expired grant that has one: a new leader
-// cannot know when an expiry happened, so it assumes just now.
+// and a full lock-delay for every expired grant whose delay the log does not
+// record as ended: a new leader cannot know when an expiry happened, so it
+// assumes just now.
 func (l *leases) activate(gen uint64, live, delayed []fsm.KeyState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -130,9 +138,8 @@ func (l *leases) activate(gen uint64, live, delayed []fsm.KeyState) {
 		l.down(i)
 	}
 	l.resetTimerLocked()
-	wall := l.at(now)
 	for _, k := range delayed {
-		l.delays[k.Key] = wall.Add(k.LockDelay)
+		l.delayLocked(k.Key, k.Token, now+int64(k.LockDelay))
 	}
 	l.log.Info("leases re-armed for a full TTL", "generation", gen, "live", len(live), "took", time.Duration(l.now()-start))
 }
@@ -167,7 +174,7 @@ func (l *leases) stopLocked() {
 	l.byHolder = map[string]*holderLeases{}
 	l.under = map[string]int{}
 	l.heap = nil
-	l.delays = map[string]time.Time{}
+	l.stopDelaysLocked()
 }
 
 // granted arms (or re-arms, for a renewal by acquire) the lease of a grant.
@@ -187,24 +194,8 @@ func (l *leases) ended(k fsm.KeyState) {
 		l.removeLocked(ls)
 	}
 	if l.gen != 0 && k.State == fsm.Expired && k.LockDelay > 0 {
-		l.delays[k.Key] = time.Now().Add(k.LockDelay)
+		l.delayLocked(k.Key, k.Token, l.now()+int64(k.LockDelay))
 	}
-}
-
-// delayed returns how long a key's lock-delay still lasts.
-func (l *leases) delayed(key string) (time.Duration, bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	until, ok := l.delays[key]
-	if !ok {
-		return 0, false
-	}
-	left := time.Until(until)
-	if left <= 0 {
-		delete(l.delays, key)
-		return 0, false
-	}
-	return left, true
 }
 
 func (l *leases) armLocked(k fsm.KeyState) {
@@ -329,7 +320,7 @@ func (l *leases) fire(gen uint64) {
 			// the expiry is applied the key looks free, and an acquire
 			// checking between that moment and ended() would find no delay
 			// to honour.
-			l.delays[ls.key] = l.at(now).Add(ls.delay())
+			l.delayLocked(ls.key, ls.token, now+int64(ls.delay()))
 		}
 		ends = append(ends, ending{fsm.Expire{Key: ls.key, Token: ls.token, Armed: ls.armed}, ls.delay()})
 	}
@@ -392,14 +383,6 @@ func (l *leases) heapRemove(i int) {
 		l.down(i)
 		l.up(i)
 	}
-}
-
-// undelay drops the lock-delay of key: an expiry that was proposed did not
-// end the grant (the holder renewed it first), so no delay is owed.
-func (l *leases) undelay(key string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.delays, key)
 }
 
 // live reports whether the grant has a live lease, and its deadline.

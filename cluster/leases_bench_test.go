@@ -27,7 +27,7 @@ func benchKeys(n int) []fsm.KeyState {
 }
 
 func benchLeases() *leases {
-	return newLeases(hclog.NewNullLogger(), func(uint64, fsm.Expire, time.Duration) {})
+	return newLeases(hclog.NewNullLogger(), func(uint64, fsm.Expire, time.Duration) {}, nil)
 }
 
 // BenchmarkLeaseArm arms one lease per operation in a table that grows to

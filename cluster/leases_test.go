@@ -43,7 +43,7 @@ func (e *expiryLog) get(key string) (time.Time, int) {
 // released leases never expire.
 func TestLeaseTableExpiresEachLeaseOnceAfterItsDeadline(t *testing.T) {
 	log := &expiryLog{at: map[string]time.Time{}, gen: map[string]uint64{}, n: map[string]int{}}
-	l := newLeases(hclog.NewNullLogger(), log.expire)
+	l := newLeases(hclog.NewNullLogger(), log.expire, nil)
 	rng := rand.New(rand.NewSource(1))
 	const n = 300
 	ks := make([]fsm.KeyState, n)
@@ -126,7 +126,7 @@ func TestLeaseTableExpiresEachLeaseOnceAfterItsDeadline(t *testing.T) {
 // generation proposes nothing in a later one's name.
 func TestLeaseTableDeactivatedProposesNothing(t *testing.T) {
 	log := &expiryLog{at: map[string]time.Time{}, gen: map[string]uint64{}, n: map[string]int{}}
-	l := newLeases(hclog.NewNullLogger(), log.expire)
+	l := newLeases(hclog.NewNullLogger(), log.expire, nil)
 	l.activate(1, []fsm.KeyState{{Key: "a", Holder: "h", Token: 1, TTL: time.Hour, State: fsm.Held}}, nil)
 	l.deactivate()
 	l.mu.Lock()

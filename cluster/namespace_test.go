@@ -17,7 +17,7 @@ import (
 // holder under "name/") stays what a look at every holder would say, as
 // leases come and go.
 func TestNamespaceCountFollowsLeases(t *testing.T) {
-	l := newLeases(hclog.NewNullLogger(), func(uint64, fsm.Expire, time.Duration) {})
+	l := newLeases(hclog.NewNullLogger(), func(uint64, fsm.Expire, time.Duration) {}, nil)
 	holders := []string{"alice", "alice/w1", "alice/w1/t", "alice2", "alice2/x", "bob", "bob/a"}
 	names := []string{"alice", "alice/w1", "alice2", "bob", "carol"}
 	rng := rand.New(rand.NewSource(1))

@@ -70,7 +70,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.Named("cluster"), waiters: newWaitq(), stop: make(chan struct{})}
 	n.fsm = fsm.New(fsm.Config{MaxSeq: cfg.MaxSeq, Observer: n, ReclaimIgnoresEpoch: cfg.ReclaimIgnoresEpoch})
-	n.leases = newLeases(n.log.Named("leases"), n.proposeExpire)
+	n.leases = newLeases(n.log.Named("leases"), n.proposeExpire, n.proposeDelayEnd)
 	n.confirm = &confirmer{verify: func() error { return translateRead(n.wait(n.r().VerifyLeader())) }}
 	store, stopStoreMetrics, err := openStore(cfg.DataDir, cfg.Store, cfg.NoSync, cfg.Logger)
 	if err != nil {
@@ -388,6 +388,30 @@ func (n *Node) proposeExpire(gen uint64, e fsm.Expire, lockDelay time.Duration) 
 			}
 			backoff = min(2*backoff, time.Second)
 		}
+	}()
+}
+
+// proposeDelayEnd records in the log that a key's lock-delay ran out on
+// this leader's clock, so watchers hear of it and a later leader does not
+// keep the key again. It is tried once: if it fails, the next leader keeps
+// the key for a full delay from its takeover and proposes the end then. A
+// waiter's acquire may commit first; the entry is then a no-op (the FSM
+// checks that the expired grant is still the key's).
+func (n *Node) proposeDelayEnd(gen uint64, e fsm.DelayEnd) {
+	if k, ok := n.fsm.Get(e.Key); !ok || k.Token != e.Token || k.State != fsm.Expired || k.LockDelay == 0 {
+		return // granted again, or already recorded: nothing to say
+	}
+	n.wg.Add(1)
+	go func() {
+		defer n.wg.Done()
+		if n.ready.Load() != gen {
+			return
+		}
+		if _, err := n.apply(e); err != nil {
+			n.log.Debug("the end of a lock-delay was not recorded; the next leader records it", "key", e.Key, "token", e.Token, "error", err)
+			return
+		}
+		n.log.Debug("lock-delay ended", "key", e.Key, "token", e.Token)
 	}()
 }
 

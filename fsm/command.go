@@ -46,7 +46,7 @@ var ErrCorrupt = errors.New("fsm: corrupt command")
 
 // Command is one change of the replicated state. It is implemented by
 // Acquire, Release, Expire, SetMember, DelMember, RaiseFloor, Barrier,
-// SetClusterID and Reclaim.
+// SetClusterID, Reclaim and DelayEnd.
 type Command interface {
 	encode(b []byte) []byte
 }
@@ -228,6 +228,8 @@ func Decode(b []byte) (Command, error) {
 		c = SetClusterID{ID: d.str()}
 	case typeReclaim:
 		c = d.reclaim()
+	case typeDelayEnd:
+		c = d.delayEnd()
 	default:
 		return nil, fmt.Errorf("%w: unknown type %d", ErrCorrupt, b[0])
 	}

@@ -27,9 +27,16 @@ const (
 	// EventForceReleased: an operator ended the grant.
 	EventForceReleased EventType = "force_released"
 	// EventExpired: the lease ran out on the leader's clock. When LockDelay
-	// is set, the key's lock-delay starts with this event; it ends on the
-	// leader's clock, which is not a log entry (see docs/WATCH.md).
+	// is set, the key's lock-delay starts with this event.
 	EventExpired EventType = "expired"
+	// EventLockDelayEnded: the lock-delay that an expiry started ran out on
+	// the leader's clock, and the key may be granted again. Holder and
+	// Token name the grant that expired (no new grant), State is expired,
+	// LockDelay is 0. The leader commits it when the delay ends, so it
+	// follows the delay's end by up to a commit (see docs/WATCH.md). When a
+	// waiter's acquire commits first, its grant says the delay is over and
+	// this event does not come.
+	EventLockDelayEnded EventType = "lock_delay_ended"
 	// EventHandedOff: the grant ended (Ended says how) and the first waiter
 	// got the key in the same entry; Prev* name the ended grant.
 	EventHandedOff EventType = "handed_off"
@@ -85,6 +92,11 @@ func change(cmd Command, res *Result, index uint64) (Event, bool) {
 		}
 	case Expire:
 		ended = EventExpired
+	case DelayEnd:
+		if !res.Changed {
+			return Event{}, false
+		}
+		return eventOf(EventLockDelayEnded, res.Key, index), true
 	default:
 		// A reclamation forgets keys whose last grant already ended (their
 		// end was an event); it is not reported yet: one entry forgets many

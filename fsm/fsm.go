@@ -58,7 +58,8 @@ type KeyState struct {
 	// before a renewal cannot end the renewed lease.
 	Armed uint64
 	// LockDelay is how long the leader keeps the key from other holders after
-	// this grant expires (not after a release); 0 is off.
+	// this grant expires (not after a release); 0 is off. A DelayEnd entry
+	// sets it to 0 once the delay after the expiry ran out.
 	LockDelay time.Duration
 	// Value is what the holder published with the grant.
 	Value string
@@ -370,6 +371,8 @@ func (f *FSM) apply(cmd Command, pos logPos, events []event) (*Result, []event) 
 		return &Result{}, events
 	case Reclaim:
 		return f.reclaim(c, pos), events
+	case DelayEnd:
+		return f.delayEnd(c), events
 	case RaiseFloor:
 		if c.Floor > f.floor {
 			f.floor = c.Floor
@@ -540,7 +543,8 @@ func (f *FSM) Live() []KeyState {
 	return out
 }
 
-// LockDelayed returns every expired key whose grant had a lock-delay.
+// LockDelayed returns every expired key whose lock-delay is not recorded
+// as ended (DelayEnd): the keys a new leader keeps for a full lock-delay.
 func (f *FSM) LockDelayed() []KeyState {
 	f.mu.RLock()
 	defer f.mu.RUnlock()

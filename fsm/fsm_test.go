@@ -265,6 +265,7 @@ func TestCommandRoundTrip(t *testing.T) {
 		DelMember{ID: "n1"},
 		RaiseFloor{Floor: 77},
 		Barrier{},
+		DelayEnd{Key: "k", Token: 1<<40 | 7},
 	}
 	for _, c := range cmds {
 		got, err := Decode(Encode(c))
@@ -299,9 +300,10 @@ func genCommand(t *rapid.T, f *FSM) Command {
 	key := rapid.SampledFrom([]string{"a", "b", "c"}).Draw(t, "key")
 	holder := rapid.SampledFrom([]string{"h1", "h2", "h3"}).Draw(t, "holder")
 	cur, _ := f.Get(key)
-	switch rapid.IntRange(0, 4).Draw(t, "kind") {
+	switch rapid.IntRange(0, 5).Draw(t, "kind") {
 	case 0, 1:
-		return Acquire{Key: key, Holder: holder, TTL: time.Second, RequestID: rapid.SampledFrom([]string{"", "r1", "r2"}).Draw(t, "rid")}
+		return Acquire{Key: key, Holder: holder, TTL: time.Second, RequestID: rapid.SampledFrom([]string{"", "r1", "r2"}).Draw(t, "rid"),
+			LockDelay: time.Duration(rapid.IntRange(0, 1).Draw(t, "delay")) * time.Second}
 	case 2:
 		if rapid.Bool().Draw(t, "current") {
 			rel := Release{Key: key, Holder: cur.Holder, Token: cur.Token}
@@ -313,6 +315,8 @@ func genCommand(t *rapid.T, f *FSM) Command {
 		return Release{Key: key, Holder: holder, Token: fence.Token(rapid.Uint64Range(1, 1<<40).Draw(t, "tok"))}
 	case 3:
 		return Expire{Key: key, Token: cur.Token}
+	case 4:
+		return DelayEnd{Key: key, Token: cur.Token}
 	default:
 		return RaiseFloor{Floor: rapid.Uint64Range(0, 3).Draw(t, "floor")}
 	}
@@ -436,6 +440,7 @@ func FuzzDecode(f *testing.F) {
 	f.Add(Encode(Release{Key: "k", Holder: "h", Token: 9}))
 	f.Add(Encode(RaiseFloor{Floor: 1}))
 	f.Add(Encode(Reclaim{Floor: 2, Keys: []ReclaimKey{{"k", 9}}}))
+	f.Add(Encode(DelayEnd{Key: "k", Token: 9}))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		c, err := Decode(b)
 		if err != nil {

@@ -54,6 +54,8 @@ func FuzzApply(f *testing.F) {
 		SetClusterID{ID: "c2"},
 		Reclaim{Keys: []ReclaimKey{{"gone", 3<<32 | 1}, {"old", 3<<32 | 1}, {"k", 3<<32 | 1}}},
 		Reclaim{Floor: 2, Keys: []ReclaimKey{{"gone", 3<<32 | 1}}},
+		DelayEnd{Key: "old", Token: 3<<32 | 1},
+		DelayEnd{Key: "k", Token: 3<<32 | 1},
 	} {
 		f.Add(uint64(4), Encode(c))
 	}

@@ -22,7 +22,8 @@ var watchCommand = command{
 Follows the keys whose names start with PREFIX (every key without one; --key
 follows one key alone) and prints a line per change, in log order, until
 interrupted: granted, renewed, released, force_released, expired (with the
-lock-delay that starts, if any) and handed_off (with the grant that ended).
+lock-delay that starts, if any), lock_delay_ended (the key may be granted
+again) and handed_off (with the grant that ended).
 Without --from it first prints the current state of the keys (state lines)
 and a sync line; with --from it resumes after that log index.
 

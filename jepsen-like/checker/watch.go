@@ -15,7 +15,8 @@ import (
 //     twice, none out of order, also across resumes and resyncs), and a
 //     stream's progress marks never go back;
 //   - watch-tokens: per stream and key, the tokens of grants strictly
-//     increase;
+//     increase, and a lock_delay_ended names the grant the stream last saw
+//     expire (it never carries a new grant);
 //   - watch-committed: every event of a log index is the same on every
 //     stream (events are derived from the log), and a grant's holder is the
 //     holder the acquire that got its token was answered with;
@@ -38,6 +39,10 @@ func isChange(ev api.WatchEvent) bool {
 
 func isGrant(ev api.WatchEvent) bool { return ev.Type == "granted" || ev.Type == "handed_off" }
 
+// lockDelayEnded is the type of the event that says an expired grant's
+// lock-delay ran out.
+const lockDelayEnded = "lock_delay_ended"
+
 // WatchOrder checks that each stream's ids strictly increase.
 func WatchOrder(streams [][]api.WatchEvent) Result {
 	r := Result{Name: "watch-order"}
@@ -57,12 +62,26 @@ func WatchOrder(streams [][]api.WatchEvent) Result {
 	return r.finish("watch events")
 }
 
-// WatchTokens checks that each stream's grants of a key strictly increase.
+// WatchTokens checks that each stream's grants of a key strictly increase,
+// and that the end of a lock-delay follows the expiry of the same grant
+// (from an expired event, or a state that shows it), with nothing between.
 func WatchTokens(streams [][]api.WatchEvent) Result {
 	r := Result{Name: "watch-tokens"}
 	for s, evs := range streams {
 		high := map[string]fence.Token{}
+		// last is each key's last state on the stream: token and state.
+		last := map[string]api.WatchEvent{}
 		for _, ev := range evs {
+			if ev.Type == lockDelayEnded {
+				r.Checked++
+				if l, ok := last[ev.Key]; !ok || l.Token != ev.Token || l.State != "expired" || l.Type == lockDelayEnded || ev.State != "expired" {
+					r.violate("stream %d: lock_delay_ended of %s token %s at index %d does not follow the expiry of that grant (last: %s token %s %s)",
+						s, ev.Key, ev.Token, ev.Index, l.Type, l.Token, l.State)
+				}
+			}
+			if ev.Key != "" && (ev.Type == api.WatchState || isChange(ev)) {
+				last[ev.Key] = ev
+			}
 			switch {
 			case ev.Type == api.WatchState:
 				if ev.Token < high[ev.Key] {
@@ -78,7 +97,7 @@ func WatchTokens(streams [][]api.WatchEvent) Result {
 			}
 		}
 	}
-	return r.finish("grant events")
+	return r.finish("grant and lock-delay end events")
 }
 
 // ackedGrants returns, per key, the holder of each token an acquire was

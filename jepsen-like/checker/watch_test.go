@@ -65,12 +65,31 @@ func TestWatchCheckers(t *testing.T) {
 		{"lower token", [][]api.WatchEvent{append(append([]api.WatchEvent(nil), evs...), grantEv(11, "k", "d", 1<<32|3))}, nil, "watch-tokens"},
 		{"streams disagree", [][]api.WatchEvent{evs, append(append([]api.WatchEvent(nil), evs[:6]...), grantEv(10, "k", "x", 2<<32|1))}, nil, "watch-committed"},
 		{"older leader", nil, [][]api.Leader{{{Holder: "b", Token: 1<<32 | 2}, {Holder: "a", Token: 1<<32 | 1}}}, "election-observer"},
+		// The end of a lock-delay that no expiry of its grant came before,
+		// or one carrying a new grant.
+		{"delay end without expiry", [][]api.WatchEvent{append(append([]api.WatchEvent(nil), evs...),
+			api.WatchEvent{Type: "lock_delay_ended", Index: 11, Key: "k", Holder: "c", Token: 2<<32 | 1, State: "expired"})}, nil, "watch-tokens"},
+		{"delay end of a new grant", [][]api.WatchEvent{append(append([]api.WatchEvent(nil), evs...),
+			api.WatchEvent{Type: "expired", Index: 11, Key: "k", Holder: "c", Token: 2<<32 | 1, State: "expired", LockDelay: "1s"},
+			api.WatchEvent{Type: "lock_delay_ended", Index: 12, Key: "k", Holder: "d", Token: 2<<32 | 2, State: "expired"})}, nil, "watch-tokens"},
 		{"ended leadership again", nil, [][]api.Leader{{{Holder: "b", Token: 1<<32 | 2}, {Token: 1<<32 | 2}, {Holder: "b", Token: 1<<32 | 2}}}, "election-observer"},
 	}
 	for _, c := range cases {
 		if f := failed(Watch(ops, c.streams, c.obs)); !f[c.want] {
 			t.Errorf("%s: checker %s passed (failed: %v)", c.name, c.want, f)
 		}
+	}
+	// The end of a lock-delay after the expiry of its grant, seen as an
+	// event or in a resync's state, is no violation.
+	delayed := append(append([]api.WatchEvent(nil), evs...),
+		api.WatchEvent{Type: "expired", Index: 11, Key: "k", Holder: "c", Token: 2<<32 | 1, State: "expired", LockDelay: "1s"},
+		api.WatchEvent{Type: "lock_delay_ended", Index: 12, Key: "k", Holder: "c", Token: 2<<32 | 1, State: "expired"})
+	resynced := append(append([]api.WatchEvent(nil), evs...), api.WatchEvent{Type: api.WatchReset, Reason: "lagged"},
+		api.WatchEvent{Type: api.WatchState, Index: 11, Key: "k", Holder: "c", Token: 2<<32 | 1, State: "expired"},
+		api.WatchEvent{Type: api.WatchSync, Index: 11},
+		api.WatchEvent{Type: "lock_delay_ended", Index: 12, Key: "k", Holder: "c", Token: 2<<32 | 1, State: "expired"})
+	if f := failed(Watch(ops, [][]api.WatchEvent{delayed, resynced}, obs)); len(f) != 0 {
+		t.Fatalf("a lock-delay's end after its expiry fails %v", f)
 	}
 	// A reset is a resync, not a violation: the grants before it need not
 	// all be there.
