@@ -31,7 +31,6 @@ type Client struct {
 	endpoints []string
 	invalid   map[string]error
 	hc        *http.Client
-	http2     bool // WithHTTP2: h2c to plain-http endpoints
 	token     string
 
 	attemptTimeout time.Duration
@@ -119,7 +118,6 @@ func NewClient(endpoints []string, opts ...ClientOption) *Client {
 	for _, o := range opts {
 		o(c)
 	}
-	c.useHTTP2()
 	return c
 }
 

@@ -65,8 +65,7 @@ func (b *benchCmd) flags(fs *pflag.FlagSet) {
 	fs.BoolVar(&b.noHist, "no-histogram", false, "do not print the latency histogram")
 	fs.StringVar(&b.transport, "transport", transportLean, "how the benchmark client sends requests: "+transportLean+
 		" (each client's requests written and read on its own goroutine over a kept-alive connection, so the client takes little of the CPU it measures), or "+
-		transportStd+" (net/http's Transport, as api.Client uses it: an end-to-end figure for a Go application), or "+
-		transportH2C+" (net/http's Transport speaking HTTP/2 without TLS, api.WithHTTP2: all clients share one connection; plain-http endpoints only)")
+		transportStd+" (net/http's Transport, as api.Client uses it: an end-to-end figure for a Go application)")
 	fs.StringVar(&b.pids, "server-pids", serverPIDsAuto, "PIDs of the cluster's processes (comma-separated) whose CPU time (/proc/PID/stat) each result shows per operation, summed (SERVER CPU/OP); "+
 		serverPIDsAuto+": the processes of this machine that listen on the members' HTTP addresses (Linux); none: no server figure")
 	fs.StringVar(&b.cpuProf, "cpuprofile", "", "write a Go CPU profile of the benchmark client to this file (the server's is at /debug/pprof/ with --enable-pprof)")
@@ -89,14 +88,8 @@ func (b *benchCmd) run(ctx context.Context, e *env, args []string) error {
 	if b.duration <= 0 {
 		return usageErr("bench", "--duration must be positive")
 	}
-	switch b.transport {
-	case transportLean, transportStd:
-	case transportH2C:
-		if e.g.tls.cfg != nil || slices.ContainsFunc(e.client().Endpoints(), func(ep string) bool { return strings.HasPrefix(ep, "https://") }) {
-			return usageErr("bench", "--transport "+transportH2C+" is HTTP/2 without TLS: it needs plain-http endpoints")
-		}
-	default:
-		return usageErr("bench", fmt.Sprintf("--transport: %q is none of %s, %s, %s", b.transport, transportLean, transportStd, transportH2C))
+	if b.transport != transportLean && b.transport != transportStd {
+		return usageErr("bench", fmt.Sprintf("--transport: %q is neither %s nor %s", b.transport, transportLean, transportStd))
 	}
 	if b.cpuProf != "" {
 		stop, err := startCPUProfile(b.cpuProf)
@@ -211,16 +204,12 @@ func hostPorts(addrs []string) []string {
 const (
 	transportLean = "lean"
 	transportStd  = "std"
-	transportH2C  = "h2c"
 )
 
 // client returns the api.Client of one run.
 func (b *benchCmd) client(e *env) *api.Client {
-	switch b.transport {
-	case transportStd:
+	if b.transport == transportStd {
 		return e.client()
-	case transportH2C:
-		return e.client(api.WithHTTP2())
 	}
 	return e.client(api.WithHTTPClient(&http.Client{Transport: &synchttp.Transport{TLS: e.g.tls.cfg}}))
 }

@@ -409,16 +409,12 @@ func (s *security) reload(log hclog.Logger) {
 	}
 }
 
-// serveHTTP serves the API on ln, over TLS when configured. Without TLS it
-// takes HTTP/1.1 and unencrypted HTTP/2 (h2c, prior knowledge) on the same
-// port: many concurrent requests on one HTTP/2 connection are read and
-// written with far fewer system calls than one HTTP/1.1 connection each.
-// Over TLS it speaks HTTP/1.1 only.
+// serveHTTP serves the API on ln, over TLS when configured. HTTP/2 is off:
+// the limits fenced documents (header size, timeouts) are HTTP/1.1's.
 func serveHTTP(srv *http.Server, ln net.Listener, s *security) error {
 	cfg := s.serverTLS()
 	if cfg == nil {
-		srv.Protocols = api.ServerProtocols()
-		return srv.Serve(api.BufferedListener(ln))
+		return srv.Serve(ln)
 	}
 	srv.TLSConfig = cfg
 	srv.TLSNextProto = map[string]func(*http.Server, *tls.Conn, http.Handler){}
