@@ -1,6 +1,10 @@
 package api
 
-import "testing"
+import (
+	"encoding/json"
+	"net/http"
+	"testing"
+)
 
 // BenchmarkDecode measures the strict decoder on the hot path's bodies.
 func BenchmarkDecode(b *testing.B) {
@@ -33,3 +37,76 @@ func BenchmarkDecode(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkHotAnswers compares, for verify and keepalive, the fast paths
+// (decodeFlatStrings, appendJSON) with encoding/json doing the same work.
+func BenchmarkHotAnswers(b *testing.B) {
+	verifyBody := []byte(`{"key":"orders-db","token":"8589934593","holder":"bob/worker-1"}`)
+	keepaliveBody := []byte(`{"holder":"bob/worker-1"}`)
+	verdict := VerifyResponse{Allow: true, Reason: "ok"}
+	renewed := KeepaliveResponse{Holder: "bob/worker-1", Renewed: []RenewResponse{{Key: "orders-db", Holder: "bob/worker-1", Token: 8589934593, TTL: "30s"}}}
+	b.Run("verify/decode", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			var req VerifyRequest
+			if err := decode(verifyBody, &req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("verify/flat", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			var req VerifyRequest
+			if !decodeFlatStrings(verifyBody, []string{"key", "token", "holder"}, []*string{&req.Key, &req.Token, &req.Holder}) {
+				b.Fatal("refused")
+			}
+		}
+	})
+	b.Run("keepalive/decode", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			var req KeepaliveRequest
+			if err := decode(keepaliveBody, &req); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("keepalive/flat", func(b *testing.B) {
+		b.ReportAllocs()
+		for i := 0; i < b.N; i++ {
+			var req KeepaliveRequest
+			if !decodeFlatStrings(keepaliveBody, []string{"holder"}, []*string{&req.Holder}) {
+				b.Fatal("refused")
+			}
+		}
+	})
+	for _, a := range []struct {
+		name string
+		v    jsonAppender
+	}{{"verify", verdict}, {"keepalive", renewed}} {
+		w := &sinkWriter{h: http.Header{}}
+		b.Run(a.name+"/encode-json", func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(200)
+				_ = json.NewEncoder(w).Encode(a.v)
+			}
+		})
+		b.Run(a.name+"/writeJSON", func(b *testing.B) {
+			b.ReportAllocs()
+			for i := 0; i < b.N; i++ {
+				writeJSON(w, 200, a.v)
+			}
+		})
+	}
+}
+
+// sinkWriter is a ResponseWriter that keeps nothing, so that a benchmark
+// counts only the encoding.
+type sinkWriter struct{ h http.Header }
+
+func (w *sinkWriter) Header() http.Header         { return w.h }
+func (w *sinkWriter) WriteHeader(int)             {}
+func (w *sinkWriter) Write(p []byte) (int, error) { return len(p), nil }

@@ -487,8 +487,10 @@ func (s *Server) renew(ctx context.Context, body []byte, _ *http.Request) (any, 
 
 func (s *Server) keepalive(ctx context.Context, body []byte, _ *http.Request) (any, error) {
 	var req KeepaliveRequest
-	if err := decode(body, &req); err != nil {
-		return nil, err
+	if !decodeFlatStrings(body, []string{"holder"}, []*string{&req.Holder}) {
+		if err := decode(body, &req); err != nil {
+			return nil, err
+		}
 	}
 	if err := checkName("holder", req.Holder, MaxHolderLen, true); err != nil {
 		return nil, err
@@ -554,10 +556,12 @@ func (s *Server) verify(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	var req VerifyRequest
-	if err := decode(body, &req); err != nil {
-		code, _ := codeOf(err)
-		refuse(http.StatusBadRequest, code, err)
-		return
+	if !decodeFlatStrings(body, []string{"key", "token", "holder"}, []*string{&req.Key, &req.Token, &req.Holder}) {
+		if err := decode(body, &req); err != nil {
+			code, _ := codeOf(err)
+			refuse(http.StatusBadRequest, code, err)
+			return
+		}
 	}
 	if err := firstOf(checkName("key", req.Key, MaxKeyLen, true), checkName("holder", req.Holder, MaxHolderLen, false)); err != nil {
 		refuse(http.StatusBadRequest, "bad_request", err)
@@ -747,6 +751,17 @@ func (s *Server) remove(ctx context.Context, body []byte, _ *http.Request) (any,
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
+	if a, ok := v.(jsonAppender); ok {
+		bp := answerBufs.Get().(*[]byte)
+		b := append(a.appendJSON((*bp)[:0]), '\n')
+		w.WriteHeader(status)
+		_, _ = w.Write(b)
+		if cap(b) <= maxPooledAnswer {
+			*bp = b[:0]
+			answerBufs.Put(bp)
+		}
+		return
+	}
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }

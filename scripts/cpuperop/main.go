@@ -2,10 +2,12 @@
 // alternating between them: for each run and each build it starts a fresh
 // 3-node cluster on free loopback ports, runs fencectl bench against the
 // leader with the nodes' PIDs, and prints one line per workload and client
-// count: BUILD WORKLOAD CLIENTS OPS/S SERVER_CPU_US_PER_OP CLIENT_CPU_US_PER_OP.
+// count: BUILD WORKLOAD CLIENTS OPS/S SERVER_CPU_US_PER_OP CLIENT_CPU_US_PER_OP
+// P50_MS P99_MS.
 //
 //	go run ./scripts/cpuperop -builds old=/tmp/fenced-old,new=/tmp/fenced-new
 //	go run ./scripts/cpuperop -workloads verify,keepalive -clients 16,64 -runs 3
+//	go run ./scripts/cpuperop -builds old=/tmp/fenced-old@std,new=/tmp/fenced-new@h2c
 //
 // CPU time per operation depends far less on what else runs on the machine
 // than operations per second do, which is why this is the figure to compare
@@ -30,12 +32,12 @@ import (
 )
 
 func main() {
-	builds := flag.String("builds", "", "comma-separated NAME=FENCED_BINARY (default: this module's build as 'this')")
+	builds := flag.String("builds", "", "comma-separated NAME=FENCED_BINARY[@TRANSPORT] (default: this module's build as 'this'); @TRANSPORT runs that build with that transport only")
 	fencectl := flag.String("fencectl", "", "fencectl binary (default: built from this module)")
 	workloads := flag.String("workloads", "verify,keepalive", "comma-separated fencectl bench workloads")
 	clients := flag.String("clients", "64", "fencectl bench --clients")
 	duration := flag.Duration("duration", 5*time.Second, "fencectl bench --duration")
-	transport := flag.String("transport", "std", "fencectl bench --transport")
+	transport := flag.String("transport", "std", "comma-separated fencectl bench --transport values; each build runs with each, alternating (the BUILD column then says build/transport)")
 	runs := flag.Int("runs", 3, "alternating runs of each build")
 	nodeArgs := flag.String("node-args", "", "extra arguments for every node, space-separated")
 	flag.StringVar(&profileDir, "profile-dir", "", "write a CPU profile of each node, taken over the middle of each run, to this directory (adds --enable-pprof)")
@@ -46,7 +48,9 @@ func main() {
 	}
 }
 
-type build struct{ name, bin string }
+// build is one fenced binary under a name; transport, when set, is the
+// only fencectl bench --transport it runs with (NAME=BIN@TRANSPORT).
+type build struct{ name, bin, transport string }
 
 // profileDir, when set, receives the nodes' CPU profiles.
 var profileDir string
@@ -93,11 +97,12 @@ func run(builds, ctl, workloads, clients, transport string, d time.Duration, run
 		if err != nil {
 			return err
 		}
-		bs = append(bs, build{"this", bin})
+		bs = append(bs, build{"this", bin, ""})
 	}
 	for _, b := range strings.Split(builds, ",") {
 		if name, bin, ok := strings.Cut(b, "="); ok {
-			bs = append(bs, build{name, bin})
+			bin, tr, _ := strings.Cut(bin, "@")
+			bs = append(bs, build{name, bin, tr})
 		}
 	}
 	if ctl == "" {
@@ -106,12 +111,23 @@ func run(builds, ctl, workloads, clients, transport string, d time.Duration, run
 			return err
 		}
 	}
-	fmt.Println("BUILD WORKLOAD CLIENTS OPS/S SERVER_CPU_US/OP CLIENT_CPU_US/OP")
+	fmt.Println("BUILD WORKLOAD CLIENTS OPS/S SERVER_CPU_US/OP CLIENT_CPU_US/OP P50_MS P99_MS")
+	transports := strings.Split(transport, ",")
 	for r := 0; r < runs; r++ {
 		for _, b := range bs {
-			for _, w := range strings.Split(workloads, ",") {
-				if err := once(b, ctl, w, clients, transport, d, nodeArgs); err != nil {
-					return fmt.Errorf("%s %s: %w", b.name, w, err)
+			ts := transports
+			if b.transport != "" {
+				ts = []string{b.transport}
+			}
+			for _, t := range ts {
+				name := b.name
+				if len(ts) > 1 {
+					name += "/" + t
+				}
+				for _, w := range strings.Split(workloads, ",") {
+					if err := once(build{name, b.bin, t}, ctl, w, clients, t, d, nodeArgs); err != nil {
+						return fmt.Errorf("%s %s: %w", name, w, err)
+					}
 				}
 			}
 		}
@@ -143,7 +159,7 @@ func once(b build, ctl, workload, clients, transport string, d time.Duration, no
 	for _, n := range c.Nodes {
 		pids = append(pids, strconv.Itoa(n.PID()))
 	}
-	wait := profileNodes(c, lead, b.name+"-"+workload, d)
+	wait := profileNodes(c, lead, strings.ReplaceAll(b.name, "/", "-")+"-"+workload, d)
 	defer wait()
 	out, err := exec.Command(ctl, "--endpoints", lead.HTTPAddr, "-o", "json", "bench", workload, "--clients", clients,
 		"--duration", d.String(), "--transport", transport, "--server-pids", strings.Join(pids, ",")).Output()
@@ -156,12 +172,14 @@ func once(b build, ctl, workload, clients, transport string, d time.Duration, no
 		OpsPerSec float64 `json:"ops_per_sec"`
 		Server    float64 `json:"server_cpu_per_op_ns"`
 		Client    float64 `json:"client_cpu_per_op_ns"`
+		P50       float64 `json:"p50_ns"`
+		P99       float64 `json:"p99_ns"`
 	}
 	if err := json.Unmarshal(out, &rs); err != nil {
 		return err
 	}
 	for _, r := range rs {
-		fmt.Printf("%s %s %d %.0f %.1f %.1f\n", b.name, r.Workload, r.Clients, r.OpsPerSec, r.Server/1e3, r.Client/1e3)
+		fmt.Printf("%s %s %d %.0f %.1f %.1f %.2f %.2f\n", b.name, r.Workload, r.Clients, r.OpsPerSec, r.Server/1e3, r.Client/1e3, r.P50/1e6, r.P99/1e6)
 	}
 	return nil
 }
