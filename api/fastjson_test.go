@@ -3,6 +3,7 @@ package api
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"testing"
 
 	"github.com/fenced/fenced/fence"
@@ -112,4 +113,45 @@ func checkFastDecode(t *testing.T, body []byte) bool {
 		}
 	}
 	return true
+}
+
+// filled returns a value of t with every field set to something that is not
+// its zero value (slices hold one such element), so that a field an
+// appender leaves out shows in its output.
+func filled(t reflect.Type) reflect.Value {
+	v := reflect.New(t).Elem()
+	switch t.Kind() {
+	case reflect.String:
+		v.SetString("x<&")
+	case reflect.Bool:
+		v.SetBool(true)
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64:
+		v.SetInt(7)
+	case reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
+		v.SetUint(1<<32 | 7)
+	case reflect.Slice:
+		v.Set(reflect.Append(reflect.MakeSlice(t, 0, 1), filled(t.Elem())))
+	case reflect.Struct:
+		for i := 0; i < t.NumField(); i++ {
+			if t.Field(i).IsExported() {
+				v.Field(i).Set(filled(t.Field(i).Type))
+			}
+		}
+	case reflect.Pointer:
+		v.Set(filled(t.Elem()).Addr())
+	}
+	return v
+}
+
+// TestAppendJSONCoversEveryField guards the hand-written encoders against a
+// field added to an answer later: with every field set, the output must
+// still be encoding/json's.
+func TestAppendJSONCoversEveryField(t *testing.T) {
+	for _, v := range []jsonAppender{VerifyResponse{}, KeepaliveResponse{}, RenewResponse{}} {
+		full := filled(reflect.TypeOf(v)).Interface()
+		want := encodingJSON(t, full)
+		if got := append(full.(jsonAppender).appendJSON(nil), '\n'); !bytes.Equal(got, want) {
+			t.Errorf("%T with every field set:\n got %s\nwant %s", v, got, want)
+		}
+	}
 }
