@@ -146,11 +146,42 @@ type Feed struct {
 	// written under the FSM's lock (see KeysAt).
 	noted   atomic.Uint64
 	pending int
-	subs    map[*Sub]struct{}
+	// The subscriptions, by what they follow: an event is offered to the
+	// watchers of its key and to the prefix watchers alone, not to every
+	// subscription.
+	byKey    map[string]map[*Sub]struct{}
+	prefixed map[*Sub]struct{}
 }
 
 func newFeed() *Feed {
-	return &Feed{ring: make([]Event, DefaultHistory), pending: DefaultPending, subs: make(map[*Sub]struct{})}
+	return &Feed{ring: make([]Event, DefaultHistory), pending: DefaultPending,
+		byKey: make(map[string]map[*Sub]struct{}), prefixed: make(map[*Sub]struct{})}
+}
+
+func (fd *Feed) add(s *Sub) {
+	if !s.exact {
+		fd.prefixed[s] = struct{}{}
+		return
+	}
+	set := fd.byKey[s.prefix]
+	if set == nil {
+		set = make(map[*Sub]struct{})
+		fd.byKey[s.prefix] = set
+	}
+	set[s] = struct{}{}
+}
+
+func (fd *Feed) remove(s *Sub) {
+	if !s.exact {
+		delete(fd.prefixed, s)
+		return
+	}
+	if set := fd.byKey[s.prefix]; set != nil {
+		delete(set, s)
+		if len(set) == 0 {
+			delete(fd.byKey, s.prefix)
+		}
+	}
 }
 
 // Feed returns the FSM's event feed.
@@ -198,14 +229,22 @@ func (fd *Feed) publish(changes []Event, last uint64) {
 	defer fd.mu.Unlock()
 	for _, ev := range changes {
 		fd.push(ev)
-		for s := range fd.subs {
-			if s.matches(ev) && !s.offer(ev) {
-				delete(fd.subs, s)
-			}
+		for s := range fd.byKey[ev.Key] {
+			fd.offer(s, ev)
+		}
+		for s := range fd.prefixed {
+			fd.offer(s, ev)
 		}
 	}
 	if last > fd.last.Load() {
 		fd.last.Store(last)
+	}
+}
+
+// offer hands ev to s if it follows it, and drops s when it lagged.
+func (fd *Feed) offer(s *Sub, ev Event) {
+	if s.matches(ev) && !s.offer(ev) {
+		fd.remove(s)
 	}
 }
 
@@ -233,10 +272,16 @@ func (fd *Feed) reset(applied uint64) {
 	fd.start, fd.n, fd.since = 0, 0, applied
 	fd.last.Store(applied)
 	fd.noted.Store(applied)
-	for s := range fd.subs {
-		s.fail(ErrReset)
-		delete(fd.subs, s)
+	for _, set := range fd.byKey {
+		for s := range set {
+			s.fail(ErrReset)
+		}
 	}
+	for s := range fd.prefixed {
+		s.fail(ErrReset)
+	}
+	clear(fd.byKey)
+	clear(fd.prefixed)
 }
 
 // Subscribe starts a subscription to the changes of keys with prefix (or of
@@ -256,7 +301,7 @@ func (fd *Feed) Subscribe(prefix string, exact bool, from uint64) (*Sub, error) 
 		}
 	}
 	s.max = len(s.buf) + fd.pending
-	fd.subs[s] = struct{}{}
+	fd.add(s)
 	return s, nil
 }
 
@@ -393,7 +438,7 @@ func (s *Sub) Ready() <-chan struct{} { return s.wake }
 // Close ends the subscription.
 func (s *Sub) Close() {
 	s.feed.mu.Lock()
-	delete(s.feed.subs, s)
+	s.feed.remove(s)
 	s.feed.mu.Unlock()
 	s.fail(ErrClosed)
 }
