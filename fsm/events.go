@@ -414,7 +414,13 @@ func (s *Sub) Next(ctx context.Context) (Batch, error) {
 // Poll returns the buffered events, maybe none, without waiting, and the
 // index through which the subscription has seen every change: a progress
 // mark a watcher may resume from.
-func (s *Sub) Poll() (Batch, error) {
+func (s *Sub) Poll() (Batch, error) { return s.PollInto(nil) }
+
+// PollInto is Poll that hands buf (its length ignored) to the subscription
+// to buffer the next events in: a watcher that polls per event passes the
+// events of its previous batch, once done with them, so that buffering an
+// event for each of a thousand watchers allocates nothing.
+func (s *Sub) PollInto(buf []Event) (Batch, error) {
 	// Last is read before the buffer: every event up to it is buffered by
 	// now.
 	through := max(s.feed.Last(), s.from)
@@ -424,7 +430,7 @@ func (s *Sub) Poll() (Batch, error) {
 		return Batch{}, s.err
 	}
 	evs := s.buf
-	s.buf, s.max = nil, s.pending
+	s.buf, s.max = buf[:0], s.pending
 	if len(evs) > 0 {
 		through = max(through, evs[len(evs)-1].Index)
 	}

@@ -17,6 +17,10 @@ type watcher struct {
 	got    []uint64
 	err    error
 	closed bool
+	// last is the batch last polled, still the watcher's until it hands
+	// it back with PollInto; lastIdx is what it held then.
+	last    []Event
+	lastIdx []uint64
 }
 
 func (w *watcher) follows(ev Event) bool {
@@ -33,13 +37,26 @@ func (w *watcher) poll() {
 	if w.err != nil || w.closed {
 		return
 	}
-	b, err := w.sub.Poll()
+	for i, ev := range w.last {
+		if ev.Index != w.lastIdx[i] {
+			panic(fmt.Sprintf("a batch changed while its watcher held it: %v, was %v", w.last, w.lastIdx))
+		}
+	}
+	var b Batch
+	var err error
+	if len(w.got)%2 == 0 {
+		b, err = w.sub.Poll()
+	} else {
+		b, err = w.sub.PollInto(w.last)
+	}
 	if err != nil {
 		w.err = err
 		return
 	}
+	w.last, w.lastIdx = b.Events, w.lastIdx[:0]
 	for _, ev := range b.Events {
 		w.got = append(w.got, ev.Index)
+		w.lastIdx = append(w.lastIdx, ev.Index)
 	}
 }
 
