@@ -157,6 +157,7 @@ func (c *Client) watchOnce(ctx context.Context, endpoint string, o WatchOptions,
 	var (
 		last uint64
 		dec  eventDecoder
+		ev   WatchEvent // one for the stream: decoding into it allocates nothing
 	)
 	sr := newSSEReader(resp.Body)
 	for {
@@ -165,7 +166,6 @@ func (c *Client) watchOnce(ctx context.Context, endpoint string, o WatchOptions,
 			return last, err
 		}
 		idle.touch()
-		var ev WatchEvent
 		if err := dec.decode(data, &ev); err != nil {
 			return last, fmt.Errorf("watch: bad event %q: %w", name, err)
 		}
