@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/fenced/fenced/cluster"
@@ -341,28 +342,38 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	if !s.sendPoll(sw, sub) {
 		return
 	}
-	// One timer for the stream, not one per event: a thousand watchers of
+	// One timer for the stream, not one per event, and not reset per event
+	// either: a delivery notes the time, and the timer, when it fires,
+	// waits out what is left of the quiet interval. A thousand watchers of
 	// a key each take every event.
 	quiet := time.NewTimer(wr.progress)
 	defer quiet.Stop()
+	sent := time.Now()
+	var spare []fsm.Event // the events of the last batch, written and done with
 	for {
-		b, err := sub.Poll()
-		if err != nil {
-			sw.reset(err)
-			return
-		}
-		if len(b.Events) > 0 {
-			if !sw.events(b) || !sw.flush() {
-				return
-			}
-			quiet.Reset(wr.progress)
-			continue
-		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-sub.Ready():
+			// Ready has a value whenever events were buffered since the
+			// last Poll, so a stream polls once per wake-up.
+			b, err := sub.PollInto(spare)
+			if err != nil {
+				sw.reset(err)
+				return
+			}
+			if len(b.Events) > 0 {
+				if !sw.events(b) || !sw.flush() {
+					return
+				}
+				sent = time.Now()
+			}
+			spare = b.Events
 		case <-quiet.C:
+			if since := time.Since(sent); since < wr.progress {
+				quiet.Reset(wr.progress - since)
+				continue
+			}
 			// Quiet: confirm this node is current, then say so.
 			pctx, cancel := context.WithTimeout(ctx, wr.progress)
 			_, err := s.readIndex(pctx, r, wn)
@@ -374,6 +385,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 			if !s.sendPoll(sw, sub) {
 				return
 			}
+			sent = time.Now()
 			quiet.Reset(wr.progress)
 		}
 	}
@@ -429,16 +441,26 @@ func (sw *sseWriter) events(b fsm.Batch) bool {
 }
 
 // frameCache keeps the encoded frames of recent events: a thousand watchers
-// of one key get the same bytes, encoded once.
+// of one key get the same bytes, encoded once. The newest frame is read
+// without the lock, as every watcher of a busy key asks for it at once.
 type frameCache struct {
+	newest atomic.Pointer[cachedFrame]
 	mu     sync.Mutex
 	frames map[uint64][]byte
 	order  []uint64 // indexes in insertion order, for eviction
 }
 
+type cachedFrame struct {
+	index uint64
+	b     []byte
+}
+
 const frameCacheSize = 1024
 
 func (c *frameCache) frame(ev fsm.Event) []byte {
+	if f := c.newest.Load(); f != nil && f.index == ev.Index {
+		return f.b
+	}
 	c.mu.Lock()
 	b, ok := c.frames[ev.Index]
 	c.mu.Unlock()
@@ -455,13 +477,17 @@ func (c *frameCache) frame(ev fsm.Event) []byte {
 	if c.frames == nil {
 		c.frames = make(map[uint64][]byte, frameCacheSize)
 	}
-	if _, ok := c.frames[ev.Index]; !ok {
-		if len(c.order) >= frameCacheSize {
-			delete(c.frames, c.order[0])
-			c.order = c.order[1:]
-		}
-		c.frames[ev.Index] = b
-		c.order = append(c.order, ev.Index)
+	if cached, ok := c.frames[ev.Index]; ok {
+		return cached
+	}
+	if len(c.order) >= frameCacheSize {
+		delete(c.frames, c.order[0])
+		c.order = c.order[1:]
+	}
+	c.frames[ev.Index] = b
+	c.order = append(c.order, ev.Index)
+	if f := c.newest.Load(); f == nil || f.index < ev.Index {
+		c.newest.Store(&cachedFrame{index: ev.Index, b: b})
 	}
 	return b
 }

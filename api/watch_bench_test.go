@@ -8,9 +8,12 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -47,6 +50,10 @@ func BenchmarkWatchFanout(b *testing.B) {
 	} {
 		b.Run(tc.name, func(b *testing.B) { benchFanout(b, tc.watchers, tc.keys, tc.every, tc.raw) })
 	}
+	// The Go client's watchers in a process of their own (this test binary
+	// run again): the node's CPU and the watchers' are told apart, though
+	// they still share the two cores.
+	b.Run("1000-watchers-1-key-other-process", func(b *testing.B) { benchFanoutProcess(b, 1000, 100*time.Millisecond) })
 }
 
 func benchNode(b *testing.B) (string, *cluster.Node) {
@@ -211,6 +218,171 @@ func benchFanout(b *testing.B, watchers, keys int, every time.Duration, raw bool
 	b.ReportMetric(q(1), "max-ms")
 	b.ReportMetric(float64(cpu.Microseconds())/float64(want), "cpu-us/delivery")
 	b.ReportMetric(float64(len(lat)), "deliveries")
+}
+
+// benchFanoutProcess is the first case of BenchmarkWatchFanout with the
+// watchers in another process: TestWatchFanoutWatchers run by this test
+// binary. Latency compares wall clocks of the two processes on one machine.
+func benchFanoutProcess(b *testing.B, watchers int, every time.Duration) {
+	url, node := benchNode(b)
+	c := NewClient([]string{url})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const key = "bench/0000"
+	const perIter = 100
+	want := 2 * perIter * b.N * watchers
+	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run", "^TestWatchFanoutWatchers$")
+	cmd.Env = append(os.Environ(), "FENCED_FANOUT_URL="+url, "FENCED_FANOUT_KEY="+key,
+		"FENCED_FANOUT_WATCHERS="+strconv.Itoa(watchers), "FENCED_FANOUT_WANT="+strconv.Itoa(want))
+	cmd.Stderr = os.Stderr
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := cmd.Start(); err != nil {
+		b.Fatal(err)
+	}
+	defer cmd.Wait() //nolint:errcheck // it ends with its output
+	lines := bufio.NewScanner(out)
+	for lines.Scan() && lines.Text() != "ready" {
+	}
+	probe, err := node.Feed().Subscribe("bench/", false, node.Feed().Last())
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer probe.Close()
+	applied := map[uint64]int64{}
+	var pmu sync.Mutex
+	go func() {
+		for {
+			bt, err := probe.Next(ctx)
+			if err != nil {
+				return
+			}
+			now := time.Now().UnixNano()
+			pmu.Lock()
+			for _, ev := range bt.Events {
+				applied[ev.Index] = now
+			}
+			pmu.Unlock()
+		}
+	}()
+	var ru0, ru1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	b.ResetTimer()
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for i := 0; i < b.N*perIter; i++ {
+		<-tick.C
+		g, err := c.Acquire(ctx, AcquireRequest{Key: key, Holder: "h", TTL: "1m"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		<-tick.C
+		if _, err := c.Release(ctx, ReleaseRequest{Key: key, Holder: "h", Token: g.Token}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	// The watchers print each arrival ("index unix-nanos"), then their CPU
+	// ("cpu nanos") once they have every delivery.
+	var lat []time.Duration
+	var watcherCPU time.Duration
+	for lines.Scan() {
+		f := strings.Fields(lines.Text())
+		if len(f) != 2 {
+			continue
+		}
+		n, _ := strconv.ParseInt(f[1], 10, 64)
+		if f[0] == "cpu" {
+			watcherCPU = time.Duration(n)
+			break
+		}
+		idx, _ := strconv.ParseUint(f[0], 10, 64)
+		pmu.Lock()
+		if at, ok := applied[idx]; ok {
+			lat = append(lat, time.Duration(n-at))
+		}
+		pmu.Unlock()
+	}
+	b.StopTimer()
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	nodeCPU := time.Duration(ru1.Utime.Nano() + ru1.Stime.Nano() - ru0.Utime.Nano() - ru0.Stime.Nano())
+	if len(lat) == 0 {
+		b.Fatal("no latencies")
+	}
+	sort.Slice(lat, func(i, j int) bool { return lat[i] < lat[j] })
+	q := func(p float64) float64 { return float64(lat[int(p*float64(len(lat)-1))]) / float64(time.Millisecond) }
+	b.ReportMetric(q(0.50), "p50-ms")
+	b.ReportMetric(q(0.99), "p99-ms")
+	b.ReportMetric(q(1), "max-ms")
+	b.ReportMetric(float64(nodeCPU.Microseconds())/float64(want), "node-cpu-us/delivery")
+	b.ReportMetric(float64(watcherCPU.Microseconds())/float64(want), "watchers-cpu-us/delivery")
+	b.ReportMetric(float64(len(lat)), "deliveries")
+}
+
+// TestWatchFanoutWatchers is the watchers' process of
+// benchFanoutProcess; without its environment it does nothing.
+func TestWatchFanoutWatchers(t *testing.T) {
+	url := os.Getenv("FENCED_FANOUT_URL")
+	if url == "" {
+		t.Skip("run by BenchmarkWatchFanout")
+	}
+	watchers, _ := strconv.Atoi(os.Getenv("FENCED_FANOUT_WATCHERS"))
+	want, _ := strconv.Atoi(os.Getenv("FENCED_FANOUT_WANT"))
+	key := os.Getenv("FENCED_FANOUT_KEY")
+	c := NewClient([]string{url}, WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: watchers + 16}}))
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	arrivals := make([][]arrival, watchers)
+	var started sync.WaitGroup
+	got := make(chan struct{}, watchers)
+	for w := 0; w < watchers; w++ {
+		started.Add(1)
+		ch := c.Watch(ctx, WatchOptions{Key: key})
+		go func(w int) {
+			first := true
+			for ev := range ch {
+				if first && ev.Type == WatchSync {
+					first = false
+					started.Done()
+					continue
+				}
+				if ev.Type == "granted" || ev.Type == "released" {
+					now := time.Now()
+					mu.Lock()
+					arrivals[w] = append(arrivals[w], arrival{ev.Index, now})
+					mu.Unlock()
+					got <- struct{}{}
+				}
+			}
+		}(w)
+	}
+	started.Wait()
+	var ru0, ru1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	fmt.Println("ready")
+	deadline := time.After(5 * time.Minute)
+wait:
+	for i := 0; i < want; i++ {
+		select {
+		case <-got:
+		case <-deadline:
+			t.Errorf("%d of %d deliveries", i, want)
+			break wait
+		}
+	}
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru1)
+	out := bufio.NewWriter(os.Stdout)
+	mu.Lock()
+	for _, as := range arrivals {
+		for _, a := range as {
+			fmt.Fprintf(out, "%d %d\n", a.index, a.at.UnixNano())
+		}
+	}
+	mu.Unlock()
+	fmt.Fprintf(out, "cpu %d\n", ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano())
+	out.Flush()
 }
 
 // rawReader reads a watch stream and notes the arrival of each change by its

@@ -1,16 +1,15 @@
 package api
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/http"
 	"net/url"
 	"strconv"
-	"strings"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -133,8 +132,8 @@ func (c *Client) watchOnce(ctx context.Context, endpoint string, o WatchOptions,
 	}
 	sctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	idle := time.AfterFunc(3*progress+time.Second, cancel)
-	defer idle.Stop()
+	idle := newIdleTimer(3*progress+time.Second, cancel)
+	defer idle.stop()
 	req, err := http.NewRequestWithContext(sctx, http.MethodGet, endpoint+"/v1/watch?"+q.Encode(), nil)
 	if err != nil {
 		return 0, err
@@ -155,32 +154,72 @@ func (c *Client) watchOnce(ctx context.Context, endpoint string, o WatchOptions,
 		return 0, e
 	}
 	c.learnLeader("", endpoint)
-	var last uint64
-	err = readSSE(resp.Body, func(id, name string, data []byte) error {
-		idle.Reset(3*progress + time.Second)
-		var ev WatchEvent
-		if err := json.Unmarshal(data, &ev); err != nil {
-			return fmt.Errorf("watch: bad event %q: %w", name, err)
+	var (
+		last uint64
+		dec  eventDecoder
+		ev   WatchEvent // one for the stream: decoding into it allocates nothing
+	)
+	sr := newSSEReader(resp.Body)
+	for {
+		id, name, data, err := sr.next()
+		if err != nil {
+			return last, err
 		}
-		ev.Type = name
-		if name == WatchReset {
-			return c.emitReset(ctx, out, ev.Reason)
+		idle.touch()
+		if err := dec.decode(data, &ev); err != nil {
+			return last, fmt.Errorf("watch: bad event %q: %w", name, err)
+		}
+		ev.Type = eventName(name)
+		if ev.Type == WatchReset {
+			return last, c.emitReset(ctx, out, ev.Reason)
 		}
 		select {
 		case out <- ev:
 		case <-ctx.Done():
-			return ctx.Err()
+			return last, ctx.Err()
 		}
-		if id != "" {
-			n, err := strconv.ParseUint(id, 10, 64)
-			if err != nil {
-				return fmt.Errorf("watch: bad event id %q", id)
+		if len(id) > 0 {
+			n, ok := parseID(id)
+			if !ok {
+				return last, fmt.Errorf("watch: bad event id %q", id)
 			}
 			last = n
 		}
-		return nil
+	}
+}
+
+// idleTimer calls a function when it was not touched for a while. A touch
+// is a clock read, not a timer reset: a watcher touches it per event.
+type idleTimer struct {
+	limit time.Duration
+	seen  atomic.Int64 // UnixNano of the last touch
+	mu    sync.Mutex   // guards t against its own callback
+	t     *time.Timer
+}
+
+func newIdleTimer(limit time.Duration, fire func()) *idleTimer {
+	it := &idleTimer{limit: limit}
+	it.touch()
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	it.t = time.AfterFunc(limit, func() {
+		if quiet := time.Since(time.Unix(0, it.seen.Load())); quiet < it.limit {
+			it.mu.Lock()
+			it.t.Reset(it.limit - quiet)
+			it.mu.Unlock()
+			return
+		}
+		fire()
 	})
-	return last, err
+	return it
+}
+
+func (it *idleTimer) touch() { it.seen.Store(time.Now().UnixNano()) }
+
+func (it *idleTimer) stop() {
+	it.mu.Lock()
+	it.t.Stop()
+	it.mu.Unlock()
 }
 
 func (c *Client) emitReset(ctx context.Context, out chan<- WatchEvent, reason string) error {
@@ -190,42 +229,4 @@ func (c *Client) emitReset(ctx context.Context, out chan<- WatchEvent, reason st
 	case <-ctx.Done():
 		return ctx.Err()
 	}
-}
-
-// readSSE reads server-sent events (id, event and data fields; comments and
-// retry ignored) and hands each complete one to fn.
-func readSSE(r io.Reader, fn func(id, name string, data []byte) error) error {
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 0, 4096), 1<<20)
-	var id, name string
-	var data []byte
-	for sc.Scan() {
-		line := sc.Text()
-		if line == "" {
-			if len(data) > 0 {
-				if err := fn(id, name, data); err != nil {
-					return err
-				}
-			}
-			id, name, data = "", "", nil
-			continue
-		}
-		field, value, _ := strings.Cut(line, ":")
-		value = strings.TrimPrefix(value, " ")
-		switch field {
-		case "id":
-			id = value
-		case "event":
-			name = value
-		case "data":
-			if len(data) > 0 {
-				data = append(data, '\n')
-			}
-			data = append(data, value...)
-		}
-	}
-	if err := sc.Err(); err != nil {
-		return err
-	}
-	return io.ErrUnexpectedEOF
 }

@@ -158,11 +158,42 @@ type Feed struct {
 	// written under the FSM's lock (see KeysAt).
 	noted   atomic.Uint64
 	pending int
-	subs    map[*Sub]struct{}
+	// The subscriptions, by what they follow: an event is offered to the
+	// watchers of its key and to the prefix watchers alone, not to every
+	// subscription.
+	byKey    map[string]map[*Sub]struct{}
+	prefixed map[*Sub]struct{}
 }
 
 func newFeed() *Feed {
-	return &Feed{ring: make([]Event, DefaultHistory), pending: DefaultPending, subs: make(map[*Sub]struct{})}
+	return &Feed{ring: make([]Event, DefaultHistory), pending: DefaultPending,
+		byKey: make(map[string]map[*Sub]struct{}), prefixed: make(map[*Sub]struct{})}
+}
+
+func (fd *Feed) add(s *Sub) {
+	if !s.exact {
+		fd.prefixed[s] = struct{}{}
+		return
+	}
+	set := fd.byKey[s.prefix]
+	if set == nil {
+		set = make(map[*Sub]struct{})
+		fd.byKey[s.prefix] = set
+	}
+	set[s] = struct{}{}
+}
+
+func (fd *Feed) remove(s *Sub) {
+	if !s.exact {
+		delete(fd.prefixed, s)
+		return
+	}
+	if set := fd.byKey[s.prefix]; set != nil {
+		delete(set, s)
+		if len(set) == 0 {
+			delete(fd.byKey, s.prefix)
+		}
+	}
 }
 
 // Feed returns the FSM's event feed.
@@ -210,14 +241,22 @@ func (fd *Feed) publish(changes []Event, last uint64) {
 	defer fd.mu.Unlock()
 	for _, ev := range changes {
 		fd.push(ev)
-		for s := range fd.subs {
-			if s.matches(ev) && !s.offer(ev) {
-				delete(fd.subs, s)
-			}
+		for s := range fd.byKey[ev.Key] {
+			fd.offer(s, ev)
+		}
+		for s := range fd.prefixed {
+			fd.offer(s, ev)
 		}
 	}
 	if last > fd.last.Load() {
 		fd.last.Store(last)
+	}
+}
+
+// offer hands ev to s if it follows it, and drops s when it lagged.
+func (fd *Feed) offer(s *Sub, ev Event) {
+	if s.matches(ev) && !s.offer(ev) {
+		fd.remove(s)
 	}
 }
 
@@ -245,10 +284,16 @@ func (fd *Feed) reset(applied uint64) {
 	fd.start, fd.n, fd.since = 0, 0, applied
 	fd.last.Store(applied)
 	fd.noted.Store(applied)
-	for s := range fd.subs {
-		s.fail(ErrReset)
-		delete(fd.subs, s)
+	for _, set := range fd.byKey {
+		for s := range set {
+			s.fail(ErrReset)
+		}
 	}
+	for s := range fd.prefixed {
+		s.fail(ErrReset)
+	}
+	clear(fd.byKey)
+	clear(fd.prefixed)
 }
 
 // Subscribe starts a subscription to the changes of keys with prefix (or of
@@ -268,7 +313,7 @@ func (fd *Feed) Subscribe(prefix string, exact bool, from uint64) (*Sub, error) 
 		}
 	}
 	s.max = len(s.buf) + fd.pending
-	fd.subs[s] = struct{}{}
+	fd.add(s)
 	return s, nil
 }
 
@@ -381,7 +426,13 @@ func (s *Sub) Next(ctx context.Context) (Batch, error) {
 // Poll returns the buffered events, maybe none, without waiting, and the
 // index through which the subscription has seen every change: a progress
 // mark a watcher may resume from.
-func (s *Sub) Poll() (Batch, error) {
+func (s *Sub) Poll() (Batch, error) { return s.PollInto(nil) }
+
+// PollInto is Poll that hands buf (its length ignored) to the subscription
+// to buffer the next events in: a watcher that polls per event passes the
+// events of its previous batch, once done with them, so that buffering an
+// event for each of a thousand watchers allocates nothing.
+func (s *Sub) PollInto(buf []Event) (Batch, error) {
 	// Last is read before the buffer: every event up to it is buffered by
 	// now.
 	through := max(s.feed.Last(), s.from)
@@ -391,7 +442,7 @@ func (s *Sub) Poll() (Batch, error) {
 		return Batch{}, s.err
 	}
 	evs := s.buf
-	s.buf, s.max = nil, s.pending
+	s.buf, s.max = buf[:0], s.pending
 	if len(evs) > 0 {
 		through = max(through, evs[len(evs)-1].Index)
 	}
@@ -405,7 +456,7 @@ func (s *Sub) Ready() <-chan struct{} { return s.wake }
 // Close ends the subscription.
 func (s *Sub) Close() {
 	s.feed.mu.Lock()
-	delete(s.feed.subs, s)
+	s.feed.remove(s)
 	s.feed.mu.Unlock()
 	s.fail(ErrClosed)
 }
