@@ -112,7 +112,7 @@ func decodeFlatStrings(body []byte, names []string, dst []*string) bool {
 		}
 		f := -1
 		for k, n := range names {
-			if n == name {
+			if n == string(name) {
 				f = k
 				break
 			}
@@ -128,7 +128,7 @@ func decodeFlatStrings(body []byte, names []string, dst []*string) bool {
 		if !ok {
 			return false
 		}
-		vals[f], seen[f] = val, true
+		vals[f], seen[f] = string(val), true
 		i = skipSpace(body, j)
 		if i >= len(body) {
 			return false
@@ -152,21 +152,23 @@ func decodeFlatStrings(body []byte, names []string, dst []*string) bool {
 	return true
 }
 
-// plainString reads the JSON string at body[i] if it holds only printable
-// ASCII without escapes, and returns it and the index after its quote.
-func plainString(body []byte, i int) (string, int, bool) {
-	if i >= len(body) || body[i] != '"' {
-		return "", 0, false
+// plainString reads the JSON string at data[i] if it holds only printable
+// ASCII without escapes, and returns its content and the index after its
+// closing quote. Both fast paths (request bodies and the Go client's watch
+// events) take only such strings and leave the rest to encoding/json.
+func plainString(data []byte, i int) ([]byte, int, bool) {
+	if i >= len(data) || data[i] != '"' {
+		return nil, 0, false
 	}
-	for j := i + 1; j < len(body); j++ {
-		switch c := body[j]; {
+	for j := i + 1; j < len(data); j++ {
+		switch c := data[j]; {
 		case c == '"':
-			return string(body[i+1 : j]), j + 1, true
+			return data[i+1 : j], j + 1, true
 		case c < 0x20 || c > 0x7e || c == '\\':
-			return "", 0, false
+			return nil, 0, false
 		}
 	}
-	return "", 0, false
+	return nil, 0, false
 }
 
 // skipSpace returns the index of the first byte at or after i that is not

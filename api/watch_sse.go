@@ -291,21 +291,3 @@ func (d *eventDecoder) set(ev *WatchEvent, name, v []byte) bool {
 	}
 	return true
 }
-
-// plainString reads a JSON string at data[i] that has no escapes, control
-// characters or non-ASCII bytes, and returns its content and the position
-// after it.
-func plainString(data []byte, i int) ([]byte, int, bool) {
-	if i >= len(data) || data[i] != '"' {
-		return nil, 0, false
-	}
-	for j := i + 1; j < len(data); j++ {
-		switch c := data[j]; {
-		case c == '"':
-			return data[i+1 : j], j + 1, true
-		case c == '\\' || c < 0x20 || c >= 0x80:
-			return nil, 0, false
-		}
-	}
-	return nil, 0, false
-}
