@@ -107,24 +107,31 @@ func (l *leases) now() int64 { return int64(time.Since(l.base)) }
 // monotonic reading, so comparisons with time.Now stay monotonic).
 func (l *leases) at(t int64) time.Time { return l.base.Add(time.Duration(t)) }
 
-// activate arms a full TTL for every live grant, from now, for generation gen,
-// and a full lock-delay for every expired grant that has one: a new leader
-// cannot know when an expiry happened, so it assumes just now.
-func (l *leases) activate(gen uint64, live, delayed []fsm.KeyState) {
+// walkFunc walks the live grants: begin hears their number, fn each one
+// (fsm.FSM.WalkLive).
+type walkFunc func(begin func(n int), fn func(fsm.KeyState))
+
+// activate arms a full TTL for every live grant that walk yields, from now,
+// for generation gen, and a full lock-delay for every expired grant that has
+// one: a new leader cannot know when an expiry happened, so it assumes just
+// now. The table is filled straight from the walk: no list of every live
+// grant is made first.
+func (l *leases) activate(gen uint64, walk walkFunc, delayed []fsm.KeyState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.stopLocked()
 	l.gen = gen
 	now := l.now()
 	start := now
-	l.byKey = make(map[string]*lease, len(live))
-	l.heap = make([]*lease, 0, len(live))
-	for _, k := range live {
+	walk(func(n int) {
+		l.byKey = make(map[string]*lease, n)
+		l.heap = make([]*lease, 0, n)
+	}, func(k fsm.KeyState) {
 		if old := l.byKey[k.Key]; old != nil {
 			l.removeLocked(old) // the heap is put in order below
 		}
 		l.insertLocked(k, now)
-	}
+	})
 	// One heapify for all of them: O(n), where n pushes are O(n log n).
 	for i := len(l.heap)/2 - 1; i >= 0; i-- {
 		l.down(i)
@@ -134,7 +141,7 @@ func (l *leases) activate(gen uint64, live, delayed []fsm.KeyState) {
 	for _, k := range delayed {
 		l.delays[k.Key] = wall.Add(k.LockDelay)
 	}
-	l.log.Info("leases re-armed for a full TTL", "generation", gen, "live", len(live), "took", time.Duration(l.now()-start))
+	l.log.Info("leases re-armed for a full TTL", "generation", gen, "live", len(l.heap), "took", time.Duration(l.now()-start))
 }
 
 // deactivate stops the timer and forgets every lease at once: a node that

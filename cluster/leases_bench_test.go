@@ -35,7 +35,7 @@ func benchLeases() *leases {
 func BenchmarkLeaseArm(b *testing.B) {
 	ks := benchKeys(b.N)
 	l := benchLeases()
-	l.activate(1, nil, nil)
+	l.activate(1, walkList(nil), nil)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range ks {
@@ -53,7 +53,7 @@ func BenchmarkLeaseActivate(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		l.activate(uint64(i)+1, ks, nil)
+		l.activate(uint64(i)+1, walkList(ks), nil)
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(ks)), "ns/lease")
@@ -65,7 +65,7 @@ func BenchmarkLeaseActivate(b *testing.B) {
 func BenchmarkLeaseRenew(b *testing.B) {
 	ks := benchKeys(100000)
 	l := benchLeases()
-	l.activate(1, ks, nil)
+	l.activate(1, walkList(ks), nil)
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -83,7 +83,7 @@ func BenchmarkLeaseRenew(b *testing.B) {
 func BenchmarkLeaseRenewHolder(b *testing.B) {
 	ks := benchKeys(100000)
 	l := benchLeases()
-	l.activate(1, ks, nil)
+	l.activate(1, walkList(ks), nil)
 	holders := make([]string, 0, 64)
 	for i := 0; i < 64; i++ {
 		holders = append(holders, ks[i].Holder)

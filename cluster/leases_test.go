@@ -51,7 +51,7 @@ func TestLeaseTableExpiresEachLeaseOnceAfterItsDeadline(t *testing.T) {
 		ks[i] = fsm.KeyState{Key: fmt.Sprintf("k%d", i), Holder: fmt.Sprintf("h%d", i%7), Token: fence.Token(i + 1),
 			TTL: time.Duration(20+rng.Intn(200)) * time.Millisecond, State: fsm.Held, Armed: uint64(i + 1)}
 	}
-	l.activate(3, ks[:n/2], nil)
+	l.activate(3, walkList(ks[:n/2]), nil)
 	for _, k := range ks[n/2:] {
 		l.granted(k)
 	}
@@ -127,7 +127,7 @@ func TestLeaseTableExpiresEachLeaseOnceAfterItsDeadline(t *testing.T) {
 func TestLeaseTableDeactivatedProposesNothing(t *testing.T) {
 	log := &expiryLog{at: map[string]time.Time{}, gen: map[string]uint64{}, n: map[string]int{}}
 	l := newLeases(hclog.NewNullLogger(), log.expire)
-	l.activate(1, []fsm.KeyState{{Key: "a", Holder: "h", Token: 1, TTL: time.Hour, State: fsm.Held}}, nil)
+	l.activate(1, walkList([]fsm.KeyState{{Key: "a", Holder: "h", Token: 1, TTL: time.Hour, State: fsm.Held}}), nil)
 	l.deactivate()
 	l.mu.Lock()
 	timer, leases := l.timer, len(l.heap)+len(l.byKey)+len(l.byHolder)
@@ -135,7 +135,7 @@ func TestLeaseTableDeactivatedProposesNothing(t *testing.T) {
 	if timer != nil || leases != 0 {
 		t.Fatalf("deactivated table kept a timer (%v) or %d lease entries", timer != nil, leases)
 	}
-	l.activate(2, []fsm.KeyState{{Key: "b", Holder: "h", Token: 2, TTL: time.Millisecond, State: fsm.Held}}, nil)
+	l.activate(2, walkList([]fsm.KeyState{{Key: "b", Holder: "h", Token: 2, TTL: time.Millisecond, State: fsm.Held}}), nil)
 	// Hold generation 2's own timer back, so that only the calls below fire.
 	l.mu.Lock()
 	l.timer.Stop()
@@ -171,5 +171,15 @@ func TestLeaseDurationsRoundUp(t *testing.T) {
 	}
 	if s := unsafe.Sizeof(lease{}); s > 96 {
 		t.Errorf("a lease takes %d bytes, more than the 96-byte size class", s)
+	}
+}
+
+// walkList walks a list of live grants, as activate wants them.
+func walkList(live []fsm.KeyState) walkFunc {
+	return func(begin func(int), fn func(fsm.KeyState)) {
+		begin(len(live))
+		for _, k := range live {
+			fn(k)
+		}
 	}
 }

@@ -582,15 +582,31 @@ func (f *FSM) Keys(prefix string, limit int) []KeyState {
 
 // Live returns every key whose last grant is held.
 func (f *FSM) Live() []KeyState {
+	var out []KeyState
+	f.WalkLive(func(n int) { out = make([]KeyState, 0, n) }, func(k KeyState) { out = append(out, k) })
+	return out
+}
+
+// WalkLive calls begin with the number of keys whose last grant is held,
+// then fn with each of them, in no particular order, all under the state
+// machine's read lock: no entry is applied meanwhile, and neither function
+// may call the FSM. A new leader re-arms its leases with it without a list
+// of every live grant.
+func (f *FSM) WalkLive(begin func(n int), fn func(KeyState)) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	var out []KeyState
-	for name, e := range f.keys {
+	n := 0
+	for _, e := range f.keys {
 		if e.state == Held {
-			out = append(out, f.keyState(name, e))
+			n++
 		}
 	}
-	return out
+	begin(n)
+	for name, e := range f.keys {
+		if e.state == Held {
+			fn(f.keyState(name, e))
+		}
+	}
 }
 
 // LockDelayed returns every expired key whose grant had a lock-delay.
