@@ -169,8 +169,50 @@ func TestLeaseDurationsRoundUp(t *testing.T) {
 			t.Errorf("toMs(%v) = %d, want %d", in, got, want)
 		}
 	}
-	if s := unsafe.Sizeof(lease{}); s > 96 {
-		t.Errorf("a lease takes %d bytes, more than the 96-byte size class", s)
+	if s := unsafe.Sizeof(lease{}); s > 80 {
+		t.Errorf("a lease takes %d bytes, more than the 80-byte size class", s)
+	}
+}
+
+// A lease's lock-delay, kept beside the lease, goes with its expiry and
+// renewals, and leaves with the lease.
+func TestLeaseLockDelayFollowsItsLease(t *testing.T) {
+	var mu sync.Mutex
+	delays := map[string]time.Duration{}
+	l := newLeases(hclog.NewNullLogger(), func(_ uint64, x fsm.Expire, d time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		delays[x.Key] = d
+	})
+	l.activate(1, walkList([]fsm.KeyState{
+		{Key: "d", Holder: "h", Token: 1, TTL: 5 * time.Millisecond, LockDelay: 1500 * time.Microsecond, State: fsm.Held},
+		{Key: "plain", Holder: "h", Token: 2, TTL: 5 * time.Millisecond, State: fsm.Held},
+		{Key: "gone", Holder: "h", Token: 3, TTL: time.Hour, LockDelay: time.Second, State: fsm.Held},
+	}), nil)
+	if k, _, ok := l.renew("d", "h", 1); !ok || k.LockDelay != 2*time.Millisecond {
+		t.Fatalf("renewal of d: %+v %v", k, ok)
+	}
+	l.ended(fsm.KeyState{Key: "gone", Holder: "h", Token: 3, State: fsm.Released})
+	testutil.Eventually(t, 10*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(delays) < 2 {
+			return fmt.Errorf("expiries %v", delays)
+		}
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if delays["d"] != 2*time.Millisecond || delays["plain"] != 0 {
+		t.Fatalf("expiries proposed with lock-delays %v", delays)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, started := l.delays["d"]; !started {
+		t.Fatal("d's lock-delay did not start at its expiry")
+	}
+	if len(l.lockDelays) != 0 || len(l.byHolder) != 0 {
+		t.Fatalf("lock-delays %d and holders %d left behind", len(l.lockDelays), len(l.byHolder))
 	}
 }
 
