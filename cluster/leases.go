@@ -51,6 +51,9 @@ func (ls *lease) ttl() time.Duration { return time.Duration(ls.ttlMs) * time.Mil
 
 // delay returns the lock-delay of ls's grant. The caller holds l.mu.
 func (l *leases) delay(ls *lease) time.Duration {
+	if len(l.lockDelays) == 0 {
+		return 0 // most tables: no lookup on a renewal
+	}
 	return time.Duration(l.lockDelays[ls]) * time.Millisecond
 }
 
