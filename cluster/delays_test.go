@@ -63,7 +63,7 @@ func TestLeaseTableEndsEachLockDelayOnce(t *testing.T) {
 		taken = append(taken, fsm.KeyState{Key: fmt.Sprintf("t%d", i), Token: fence.Token(i + 1), State: fsm.Expired,
 			LockDelay: time.Duration(10+i*3) * time.Millisecond})
 	}
-	l.activate(4, nil, taken)
+	l.activate(4, walkList(nil), taken)
 	want := map[string]fence.Token{}
 	for _, k := range taken {
 		want[k.Key] = k.Token
@@ -126,7 +126,7 @@ func TestLeaseTableEndsEachLockDelayOnce(t *testing.T) {
 func TestLeaseTableDelayEndOfLostGeneration(t *testing.T) {
 	log := newDelayEndLog()
 	l := newLeases(hclog.NewNullLogger(), func(uint64, fsm.Expire, time.Duration) {}, log.end)
-	l.activate(1, nil, []fsm.KeyState{{Key: "a", Token: 1, State: fsm.Expired, LockDelay: time.Hour}})
+	l.activate(1, walkList(nil), []fsm.KeyState{{Key: "a", Token: 1, State: fsm.Expired, LockDelay: time.Hour}})
 	l.deactivate()
 	l.mu.Lock()
 	timer, kept := l.delayTimer, len(l.delays)+len(l.delayQ)
@@ -134,7 +134,7 @@ func TestLeaseTableDelayEndOfLostGeneration(t *testing.T) {
 	if timer != nil || kept != 0 {
 		t.Fatalf("deactivated table kept a delay timer (%v) or %d delays", timer != nil, kept)
 	}
-	l.activate(2, nil, []fsm.KeyState{{Key: "b", Token: 2, State: fsm.Expired, LockDelay: time.Millisecond}})
+	l.activate(2, walkList(nil), []fsm.KeyState{{Key: "b", Token: 2, State: fsm.Expired, LockDelay: time.Millisecond}})
 	l.mu.Lock()
 	l.delayTimer.Stop() // only the calls below fire
 	l.mu.Unlock()

@@ -19,10 +19,11 @@ import (
 // and in its holder's list, so a million leases need no timer and no map per
 // holder.
 type lease struct {
-	key    string
-	holder string
-	token  fence.Token
-	armed  uint64
+	key string
+	// h is the lease's holder and its list of leases.
+	h     *holderLeases
+	token fence.Token
+	armed uint64
 	// deadline is when the lease ends; due is when the heap next looks at
 	// it. A renewal moves only deadline, so it costs no heap work: when due
 	// comes, a lease whose deadline moved goes back in at its deadline.
@@ -32,9 +33,10 @@ type lease struct {
 	prev, next *lease
 	// slot is the lease's index in the heap, -1 once it left it.
 	slot int32
-	// ttlMs and delayMs (the lock-delay after an expiry) are in whole
-	// milliseconds, as the state machine keeps them: 96 bytes a lease.
-	ttlMs, delayMs uint32
+	// ttlMs is in whole milliseconds, as the state machine keeps it: 80
+	// bytes a lease. The few leases with a lock-delay keep it in
+	// leases.lockDelays.
+	ttlMs uint32
 }
 
 // toMs converts a duration to whole milliseconds, rounding up: a lease is
@@ -45,13 +47,21 @@ func toMs(d time.Duration) uint32 {
 	return uint32(min(max(ms, 0), 1<<32-1))
 }
 
-func (ls *lease) ttl() time.Duration   { return time.Duration(ls.ttlMs) * time.Millisecond }
-func (ls *lease) delay() time.Duration { return time.Duration(ls.delayMs) * time.Millisecond }
+func (ls *lease) ttl() time.Duration { return time.Duration(ls.ttlMs) * time.Millisecond }
+
+// delay returns the lock-delay of ls's grant. The caller holds l.mu.
+func (l *leases) delay(ls *lease) time.Duration {
+	if len(l.lockDelays) == 0 {
+		return 0 // most tables: no lookup on a renewal
+	}
+	return time.Duration(l.lockDelays[ls]) * time.Millisecond
+}
 
 // holderLeases is the list of one holder's leases, and their number.
 type holderLeases struct {
-	first *lease
-	n     int
+	holder string
+	first  *lease
+	n      int
 }
 
 func (h *holderLeases) head() *lease {
@@ -101,10 +111,13 @@ type leases struct {
 	delayQ       delayQueue
 	delayTimer   *time.Timer
 	delayTimerAt int64
+	// lockDelays holds the lock-delay (ms) of the leases whose grant has one.
+	lockDelays map[*lease]uint32
 }
 
 func newLeases(log hclog.Logger, expire func(gen uint64, e fsm.Expire, lockDelay time.Duration), endDelay func(gen uint64, e fsm.DelayEnd)) *leases {
-	return &leases{log: log, expire: expire, endDelay: endDelay, base: time.Now(), byKey: map[string]*lease{}, byHolder: map[string]*holderLeases{}, under: map[string]int{}, delays: map[string]lockDelay{}}
+	return &leases{log: log, expire: expire, endDelay: endDelay, base: time.Now(), byKey: map[string]*lease{}, byHolder: map[string]*holderLeases{}, under: map[string]int{},
+		delays: map[string]lockDelay{}, lockDelays: map[*lease]uint32{}}
 }
 
 // now returns the table's clock.
@@ -114,25 +127,31 @@ func (l *leases) now() int64 { return int64(time.Since(l.base)) }
 // monotonic reading, so comparisons with time.Now stay monotonic).
 func (l *leases) at(t int64) time.Time { return l.base.Add(time.Duration(t)) }
 
-// activate arms a full TTL for every live grant, from now, for generation gen,
-// and a full lock-delay for every expired grant whose delay the log does not
-// record as ended: a new leader cannot know when an expiry happened, so it
-// assumes just now.
-func (l *leases) activate(gen uint64, live, delayed []fsm.KeyState) {
+// walkFunc walks the live grants: begin hears their number, fn each one
+// (fsm.FSM.WalkLive).
+type walkFunc func(begin func(n int), fn func(fsm.KeyState))
+
+// activate arms a full TTL for every live grant that walk yields, from now,
+// for generation gen, and a full lock-delay for every expired grant whose
+// delay the log does not record as ended: a new leader cannot know when an
+// expiry happened, so it assumes just now. The table is filled straight
+// from the walk: no list of every live grant is made first.
+func (l *leases) activate(gen uint64, walk walkFunc, delayed []fsm.KeyState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.stopLocked()
 	l.gen = gen
 	now := l.now()
 	start := now
-	l.byKey = make(map[string]*lease, len(live))
-	l.heap = make([]*lease, 0, len(live))
-	for _, k := range live {
+	walk(func(n int) {
+		l.byKey = make(map[string]*lease, n)
+		l.heap = make([]*lease, 0, n)
+	}, func(k fsm.KeyState) {
 		if old := l.byKey[k.Key]; old != nil {
 			l.removeLocked(old) // the heap is put in order below
 		}
 		l.insertLocked(k, now)
-	}
+	})
 	// One heapify for all of them: O(n), where n pushes are O(n log n).
 	for i := len(l.heap)/2 - 1; i >= 0; i-- {
 		l.down(i)
@@ -141,7 +160,7 @@ func (l *leases) activate(gen uint64, live, delayed []fsm.KeyState) {
 	for _, k := range delayed {
 		l.delayLocked(k.Key, k.Token, now+int64(k.LockDelay))
 	}
-	l.log.Info("leases re-armed for a full TTL", "generation", gen, "live", len(live), "took", time.Duration(l.now()-start))
+	l.log.Info("leases re-armed for a full TTL", "generation", gen, "live", len(l.heap), "took", time.Duration(l.now()-start))
 }
 
 // deactivate stops the timer and forgets every lease at once: a node that
@@ -175,6 +194,7 @@ func (l *leases) stopLocked() {
 	l.under = map[string]int{}
 	l.heap = nil
 	l.stopDelaysLocked()
+	l.lockDelays = map[*lease]uint32{}
 }
 
 // granted arms (or re-arms, for a renewal by acquire) the lease of a grant.
@@ -212,17 +232,20 @@ func (l *leases) armLocked(k fsm.KeyState) {
 // insertLocked makes the lease of k, due a TTL after now, and appends it to
 // the heap without restoring the heap's order.
 func (l *leases) insertLocked(k fsm.KeyState, now int64) *lease {
-	ls := &lease{key: k.Key, holder: k.Holder, token: k.Token, armed: k.Armed, ttlMs: toMs(k.TTL), delayMs: toMs(k.LockDelay),
-		slot: int32(len(l.heap))}
+	ls := &lease{key: k.Key, token: k.Token, armed: k.Armed, ttlMs: toMs(k.TTL), slot: int32(len(l.heap))}
+	if d := toMs(k.LockDelay); d > 0 {
+		l.lockDelays[ls] = d
+	}
 	ls.deadline = now + int64(ls.ttl())
 	ls.due = ls.deadline
 	l.heap = append(l.heap, ls)
 	l.byKey[k.Key] = ls
 	h := l.byHolder[k.Holder]
 	if h == nil {
-		h = &holderLeases{}
+		h = &holderLeases{holder: k.Holder}
 		l.byHolder[k.Holder] = h
 	}
+	ls.h = h
 	if h.first != nil {
 		ls.next, h.first.prev = h.first, ls
 	}
@@ -247,14 +270,16 @@ func (l *leases) countUnder(holder string, d int) {
 
 func (l *leases) removeLocked(ls *lease) {
 	delete(l.byKey, ls.key)
-	if h := l.byHolder[ls.holder]; h != nil {
+	delete(l.lockDelays, ls)
+	if h := ls.h; h != nil {
 		if h.first == ls {
 			h.first = ls.next
 		}
 		if h.n--; h.n == 0 {
-			delete(l.byHolder, ls.holder)
+			delete(l.byHolder, h.holder)
 		}
-		l.countUnder(ls.holder, -1)
+		l.countUnder(h.holder, -1)
+		ls.h = nil
 	}
 	if ls.prev != nil {
 		ls.prev.next = ls.next
@@ -314,15 +339,16 @@ func (l *leases) fire(gen uint64) {
 			l.down(0)
 			continue
 		}
+		delay := l.delay(ls)
 		l.removeLocked(ls)
-		if ls.delayMs > 0 {
+		if delay > 0 {
 			// The lock-delay starts now, before the expiry is proposed: once
 			// the expiry is applied the key looks free, and an acquire
 			// checking between that moment and ended() would find no delay
 			// to honour.
-			l.delayLocked(ls.key, ls.token, now+int64(ls.delay()))
+			l.delayLocked(ls.key, ls.token, now+int64(delay))
 		}
-		ends = append(ends, ending{fsm.Expire{Key: ls.key, Token: ls.token, Armed: ls.armed}, ls.delay()})
+		ends = append(ends, ending{fsm.Expire{Key: ls.key, Token: ls.token, Armed: ls.armed}, delay})
 	}
 	l.resetTimerLocked()
 	l.mu.Unlock()
@@ -402,11 +428,11 @@ func (l *leases) renew(key, holder string, tok fence.Token) (fsm.KeyState, time.
 	defer l.mu.Unlock()
 	ls := l.byKey[key]
 	now := l.now()
-	if ls == nil || ls.token != tok || ls.holder != holder || ls.deadline <= now {
+	if ls == nil || ls.token != tok || ls.h.holder != holder || ls.deadline <= now {
 		return fsm.KeyState{}, time.Time{}, false
 	}
 	ls.deadline = now + int64(ls.ttl())
-	return ls.state(), l.at(ls.deadline), true
+	return l.state(ls), l.at(ls.deadline), true
 }
 
 // renewHolder extends every live lease of a holder.
@@ -424,13 +450,14 @@ func (l *leases) renewHolder(holder string) []RenewedLease {
 			continue
 		}
 		ls.deadline = now + int64(ls.ttl())
-		out = append(out, RenewedLease{Key: ls.state(), Deadline: l.at(ls.deadline)})
+		out = append(out, RenewedLease{Key: l.state(ls), Deadline: l.at(ls.deadline)})
 	}
 	return out
 }
 
-func (ls *lease) state() fsm.KeyState {
-	return fsm.KeyState{Key: ls.key, Holder: ls.holder, Token: ls.token, TTL: ls.ttl(), State: fsm.Held, Armed: ls.armed, LockDelay: ls.delay()}
+// state returns the grant of ls. The caller holds l.mu.
+func (l *leases) state(ls *lease) fsm.KeyState {
+	return fsm.KeyState{Key: ls.key, Holder: ls.h.holder, Token: ls.token, TTL: ls.ttl(), State: fsm.Held, Armed: ls.armed, LockDelay: l.delay(ls)}
 }
 
 // RenewedLease is a grant whose lease a renewal extended, and its new deadline.

@@ -51,7 +51,7 @@ func TestLeaseTableExpiresEachLeaseOnceAfterItsDeadline(t *testing.T) {
 		ks[i] = fsm.KeyState{Key: fmt.Sprintf("k%d", i), Holder: fmt.Sprintf("h%d", i%7), Token: fence.Token(i + 1),
 			TTL: time.Duration(20+rng.Intn(200)) * time.Millisecond, State: fsm.Held, Armed: uint64(i + 1)}
 	}
-	l.activate(3, ks[:n/2], nil)
+	l.activate(3, walkList(ks[:n/2]), nil)
 	for _, k := range ks[n/2:] {
 		l.granted(k)
 	}
@@ -127,7 +127,7 @@ func TestLeaseTableExpiresEachLeaseOnceAfterItsDeadline(t *testing.T) {
 func TestLeaseTableDeactivatedProposesNothing(t *testing.T) {
 	log := &expiryLog{at: map[string]time.Time{}, gen: map[string]uint64{}, n: map[string]int{}}
 	l := newLeases(hclog.NewNullLogger(), log.expire, nil)
-	l.activate(1, []fsm.KeyState{{Key: "a", Holder: "h", Token: 1, TTL: time.Hour, State: fsm.Held}}, nil)
+	l.activate(1, walkList([]fsm.KeyState{{Key: "a", Holder: "h", Token: 1, TTL: time.Hour, State: fsm.Held}}), nil)
 	l.deactivate()
 	l.mu.Lock()
 	timer, leases := l.timer, len(l.heap)+len(l.byKey)+len(l.byHolder)
@@ -135,7 +135,7 @@ func TestLeaseTableDeactivatedProposesNothing(t *testing.T) {
 	if timer != nil || leases != 0 {
 		t.Fatalf("deactivated table kept a timer (%v) or %d lease entries", timer != nil, leases)
 	}
-	l.activate(2, []fsm.KeyState{{Key: "b", Holder: "h", Token: 2, TTL: time.Millisecond, State: fsm.Held}}, nil)
+	l.activate(2, walkList([]fsm.KeyState{{Key: "b", Holder: "h", Token: 2, TTL: time.Millisecond, State: fsm.Held}}), nil)
 	// Hold generation 2's own timer back, so that only the calls below fire.
 	l.mu.Lock()
 	l.timer.Stop()
@@ -169,7 +169,59 @@ func TestLeaseDurationsRoundUp(t *testing.T) {
 			t.Errorf("toMs(%v) = %d, want %d", in, got, want)
 		}
 	}
-	if s := unsafe.Sizeof(lease{}); s > 96 {
-		t.Errorf("a lease takes %d bytes, more than the 96-byte size class", s)
+	if s := unsafe.Sizeof(lease{}); s > 80 {
+		t.Errorf("a lease takes %d bytes, more than the 80-byte size class", s)
+	}
+}
+
+// A lease's lock-delay, kept beside the lease, goes with its expiry and
+// renewals, and leaves with the lease.
+func TestLeaseLockDelayFollowsItsLease(t *testing.T) {
+	var mu sync.Mutex
+	delays := map[string]time.Duration{}
+	l := newLeases(hclog.NewNullLogger(), func(_ uint64, x fsm.Expire, d time.Duration) {
+		mu.Lock()
+		defer mu.Unlock()
+		delays[x.Key] = d
+	}, nil)
+	l.activate(1, walkList([]fsm.KeyState{
+		{Key: "d", Holder: "h", Token: 1, TTL: 5 * time.Millisecond, LockDelay: 1500 * time.Microsecond, State: fsm.Held},
+		{Key: "plain", Holder: "h", Token: 2, TTL: 5 * time.Millisecond, State: fsm.Held},
+		{Key: "gone", Holder: "h", Token: 3, TTL: time.Hour, LockDelay: time.Second, State: fsm.Held},
+	}), nil)
+	if k, _, ok := l.renew("d", "h", 1); !ok || k.LockDelay != 2*time.Millisecond {
+		t.Fatalf("renewal of d: %+v %v", k, ok)
+	}
+	l.ended(fsm.KeyState{Key: "gone", Holder: "h", Token: 3, State: fsm.Released})
+	testutil.Eventually(t, 10*time.Second, func() error {
+		mu.Lock()
+		defer mu.Unlock()
+		if len(delays) < 2 {
+			return fmt.Errorf("expiries %v", delays)
+		}
+		return nil
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	if delays["d"] != 2*time.Millisecond || delays["plain"] != 0 {
+		t.Fatalf("expiries proposed with lock-delays %v", delays)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if _, started := l.delays["d"]; !started {
+		t.Fatal("d's lock-delay did not start at its expiry")
+	}
+	if len(l.lockDelays) != 0 || len(l.byHolder) != 0 {
+		t.Fatalf("lock-delays %d and holders %d left behind", len(l.lockDelays), len(l.byHolder))
+	}
+}
+
+// walkList walks a list of live grants, as activate wants them.
+func walkList(live []fsm.KeyState) walkFunc {
+	return func(begin func(int), fn func(fsm.KeyState)) {
+		begin(len(live))
+		for _, k := range live {
+			fn(k)
+		}
 	}
 }

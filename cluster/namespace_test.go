@@ -35,7 +35,7 @@ func TestNamespaceCountFollowsLeases(t *testing.T) {
 		for _, name := range names {
 			want := 0
 			for _, ls := range live {
-				if ls.holder == name || strings.HasPrefix(ls.holder, name+"/") {
+				if ls.h.holder == name || strings.HasPrefix(ls.h.holder, name+"/") {
 					want++
 				}
 			}

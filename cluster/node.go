@@ -263,7 +263,7 @@ func (n *Node) establish(r *raft.Raft, gen uint64, gained time.Time) {
 	if !n.waitTakeover(gen, gained) {
 		return
 	}
-	n.leases.activate(gen, n.fsm.Live(), n.fsm.LockDelayed())
+	n.leases.activate(gen, n.fsm.WalkLive, n.fsm.LockDelayed())
 	n.reclaim.activate(gen)
 	if h := n.hook().beforeReady; h != nil {
 		h(gen)
@@ -350,7 +350,7 @@ func (n *Node) Ended(k fsm.KeyState) {
 // peer; if its state is replaced anyway, the lease table follows the new state.
 func (n *Node) Restored() {
 	if gen := n.ready.Load(); gen != 0 {
-		n.leases.activate(gen, n.fsm.Live(), n.fsm.LockDelayed())
+		n.leases.activate(gen, n.fsm.WalkLive, n.fsm.LockDelayed())
 		n.reclaim.activate(gen)
 	}
 }

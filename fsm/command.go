@@ -319,17 +319,22 @@ func (d *decoder) int64() int64 {
 }
 
 func (d *decoder) str() string {
+	return string(d.bytes())
+}
+
+// bytes is str without the copy: the bytes stay the buffer's.
+func (d *decoder) bytes() []byte {
 	n := d.uvarint()
 	if d.err != nil {
-		return ""
+		return nil
 	}
 	if n > uint64(len(d.buf)) {
 		d.fail("string length")
-		return ""
+		return nil
 	}
-	s := string(d.buf[:n])
+	b := d.buf[:n:n]
 	d.buf = d.buf[n:]
-	return s
+	return b
 }
 
 func (d *decoder) bool() bool {

@@ -478,7 +478,7 @@ func (f *FSM) KeysAt(prefix string, exact bool) ([]KeyState, uint64) {
 	var out []KeyState
 	for name, e := range f.keys {
 		if strings.HasPrefix(name, prefix) {
-			out = append(out, e.keyState(name))
+			out = append(out, f.keyState(name, e))
 		}
 	}
 	return out, cut

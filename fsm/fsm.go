@@ -65,53 +65,102 @@ type KeyState struct {
 	Value string
 }
 
-// entry is a key's state as the FSM stores it: KeyState without the key
-// (the map holds it), with durations in milliseconds, and with the holder
-// and the request id in one string, so that a million keys fit in a few
-// hundred megabytes: 56 bytes beside the key instead of 72, and one
-// allocation for both names instead of two.
+// entry is a key's state as the FSM stores it: KeyState in 48 bytes beside
+// the key, so that a million keys fit in a couple of hundred megabytes
+// (Go's maps keep keys and values inline, so every byte of an entry is paid
+// for in each slot, empty slots included). The holder, the request id and
+// the key are one string, whose tail is the map's key: one allocation per
+// key for all three names. What most keys do not have lives in FSM.extras:
+// a value, a holder longer than 64 KiB, an armed index far from the grant's.
 type entry struct {
-	// names is the holder followed by the request id; holderLen splits it.
+	// names is the holder, then the request id, then the key; holderLen
+	// splits the first two and the key's length the last.
 	names string
-	// value is what the holder published with the grant (usually empty).
-	value     string
-	token     fence.Token
-	index     uint64
-	armed     uint64
-	holderLen uint32
+	token fence.Token
+	index uint64
+	// armed is Armed - Index, when it fits (see extra).
+	armed     uint32
 	ttlMs     uint32
 	delayMs   uint32
+	holderLen uint16
 	state     State
+	// extra says that FSM.extras holds this key's value, holder length and
+	// armed index, which then override holderLen and armed.
+	extra bool
 }
 
-func (e *entry) holder() string    { return e.names[:e.holderLen] }
-func (e *entry) requestID() string { return e.names[e.holderLen:] }
+// extra is what an entry cannot hold inline.
+type extra struct {
+	value     string
+	armed     uint64
+	holderLen int
+}
 
 // maxMs is the longest duration an entry holds (about 49 days).
 const maxMs = time.Duration(1<<32-1) * time.Millisecond
 
-func (e entry) keyState(key string) KeyState {
-	return KeyState{Key: key, Holder: e.holder(), Token: e.token, TTL: time.Duration(e.ttlMs) * time.Millisecond,
-		State: e.state, RequestID: e.requestID(), Index: e.index, Armed: e.armed, LockDelay: time.Duration(e.delayMs) * time.Millisecond, Value: e.value}
-}
+// keyState expands the entry of key. key need only equal the map's key.
+func (f *FSM) keyState(key string, e entry) KeyState { return expand(key, e, f.extras) }
 
-func entryOf(k KeyState) entry {
-	return entryWith(k, joinNames(k.Holder, k.RequestID))
-}
-
-// entryWith is entryOf with the names string already made.
-func entryWith(k KeyState, names string) entry {
-	return entry{names: names, value: k.Value, holderLen: uint32(len(k.Holder)), token: k.Token, index: k.Index, armed: k.Armed,
-		ttlMs: uint32(k.TTL / time.Millisecond), delayMs: uint32(k.LockDelay / time.Millisecond), state: k.State}
-}
-
-// joinNames returns holder and request id as one string, without copying
-// when there is no request id.
-func joinNames(holder, requestID string) string {
-	if requestID == "" {
-		return holder
+// expand is keyState with the extras given.
+func expand(key string, e entry, extras map[string]extra) KeyState {
+	k := KeyState{Key: e.names[len(e.names)-len(key):], Token: e.token, TTL: time.Duration(e.ttlMs) * time.Millisecond, State: e.state,
+		Index: e.index, Armed: e.index + uint64(e.armed), LockDelay: time.Duration(e.delayMs) * time.Millisecond}
+	hl := int(e.holderLen)
+	if e.extra {
+		x := extras[key]
+		k.Value, k.Armed, hl = x.value, x.armed, x.holderLen
 	}
-	return holder + requestID
+	k.Holder, k.RequestID = e.names[:hl], e.names[hl:len(e.names)-len(key)]
+	return k
+}
+
+// holderLen returns the length of the holder in e's names.
+func (f *FSM) holderLen(key string, e entry) int {
+	if e.extra {
+		return f.extras[key].holderLen
+	}
+	return int(e.holderLen)
+}
+
+// requestID returns the request id of the entry of key.
+func (f *FSM) requestID(key string, e entry) string {
+	return e.names[f.holderLen(key, e) : len(e.names)-len(key)]
+}
+
+// joinNames returns holder, request id and key as one string.
+func joinNames(holder, requestID, key string) string {
+	return holder + requestID + key
+}
+
+// store puts k in the map with names (joinNames of k's names) and returns
+// k with its key, holder and request id pointing into names.
+func (f *FSM) store(k KeyState, names string) KeyState {
+	key := names[len(names)-len(k.Key):]
+	hl := len(k.Holder)
+	e := entry{names: names, token: k.Token, index: k.Index, ttlMs: uint32(k.TTL / time.Millisecond),
+		delayMs: uint32(k.LockDelay / time.Millisecond), state: k.State}
+	if k.Value == "" && hl <= 1<<16-1 && k.Armed >= k.Index && k.Armed-k.Index <= 1<<32-1 {
+		e.armed, e.holderLen = uint32(k.Armed-k.Index), uint16(hl)
+		if f.extras != nil {
+			delete(f.extras, key)
+		}
+	} else {
+		e.extra = true
+		if f.extras == nil {
+			f.extras = make(map[string]extra)
+		}
+		f.extras[key] = extra{value: k.Value, armed: k.Armed, holderLen: hl}
+	}
+	f.keys[key] = e
+	k.Key, k.Holder, k.RequestID = key, names[:hl], names[hl:len(names)-len(key)]
+	return k
+}
+
+// forget deletes key.
+func (f *FSM) forget(key string) {
+	delete(f.keys, key)
+	delete(f.extras, key)
 }
 
 func (f *FSM) get(key string) (KeyState, bool) {
@@ -119,24 +168,24 @@ func (f *FSM) get(key string) (KeyState, bool) {
 	if !ok {
 		return KeyState{}, false
 	}
-	return e.keyState(key), true
+	return f.keyState(key, e), true
 }
 
-// put stores k and returns it with its holder and request id pointing into
-// the stored names, so that the observers (the leader's lease table) share
-// them instead of keeping copies. A put that keeps a key's names (a
+// put stores k and returns it with its key, holder and request id pointing
+// into the stored names, so that the observers (the leader's lease table)
+// share them instead of keeping copies. A put that keeps a key's names (a
 // release, an expiry, a renewal by the same request) reuses them.
 func (f *FSM) put(k KeyState) KeyState {
 	var names string
-	if old, ok := f.keys[k.Key]; ok && old.holder() == k.Holder && old.requestID() == k.RequestID {
-		names = old.names
-	} else {
-		names = joinNames(k.Holder, k.RequestID)
+	if old, ok := f.keys[k.Key]; ok {
+		if hl := f.holderLen(k.Key, old); old.names[:hl] == k.Holder && old.names[hl:len(old.names)-len(k.Key)] == k.RequestID {
+			names = old.names
+		}
 	}
-	e := entryWith(k, names)
-	f.keys[k.Key] = e
-	k.Holder, k.RequestID = e.holder(), e.requestID()
-	return k
+	if names == "" {
+		names = joinNames(k.Holder, k.RequestID, k.Key)
+	}
+	return f.store(k, names)
 }
 
 // Result is what Apply returns for a command; raft hands it to the proposer
@@ -193,8 +242,11 @@ type FSM struct {
 	// reclaimIgnoresEpoch is Config.ReclaimIgnoresEpoch.
 	reclaimIgnoresEpoch bool
 
-	mu        sync.RWMutex
-	keys      map[string]entry
+	mu   sync.RWMutex
+	keys map[string]entry
+	// extras holds what some keys' entries cannot (see entry); nil while
+	// no key needs it.
+	extras    map[string]extra
 	members   map[string]string
 	floor     uint64
 	clusterID string
@@ -293,6 +345,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 func (f *FSM) Reset() {
 	f.mu.Lock()
 	f.keys = make(map[string]entry)
+	f.extras = nil
 	f.members = make(map[string]string)
 	f.hist = newHistory()
 	f.floor, f.applied, f.clusterID = 0, 0, ""
@@ -519,7 +572,7 @@ func (f *FSM) Keys(prefix string, limit int) []KeyState {
 	out := make([]KeyState, 0)
 	for name, e := range f.keys {
 		if strings.HasPrefix(name, prefix) {
-			out = append(out, e.keyState(name))
+			out = append(out, f.keyState(name, e))
 		}
 	}
 	f.mu.RUnlock()
@@ -532,15 +585,31 @@ func (f *FSM) Keys(prefix string, limit int) []KeyState {
 
 // Live returns every key whose last grant is held.
 func (f *FSM) Live() []KeyState {
+	var out []KeyState
+	f.WalkLive(func(n int) { out = make([]KeyState, 0, n) }, func(k KeyState) { out = append(out, k) })
+	return out
+}
+
+// WalkLive calls begin with the number of keys whose last grant is held,
+// then fn with each of them, in no particular order, all under the state
+// machine's read lock: no entry is applied meanwhile, and neither function
+// may call the FSM. A new leader re-arms its leases with it without a list
+// of every live grant.
+func (f *FSM) WalkLive(begin func(n int), fn func(KeyState)) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	var out []KeyState
-	for name, e := range f.keys {
+	n := 0
+	for _, e := range f.keys {
 		if e.state == Held {
-			out = append(out, e.keyState(name))
+			n++
 		}
 	}
-	return out
+	begin(n)
+	for name, e := range f.keys {
+		if e.state == Held {
+			fn(f.keyState(name, e))
+		}
+	}
 }
 
 // LockDelayed returns every expired key whose lock-delay is not recorded
@@ -551,7 +620,7 @@ func (f *FSM) LockDelayed() []KeyState {
 	var out []KeyState
 	for name, e := range f.keys {
 		if e.state == Expired && e.delayMs > 0 {
-			out = append(out, e.keyState(name))
+			out = append(out, f.keyState(name, e))
 		}
 	}
 	return out

@@ -99,10 +99,11 @@ func (f *FSM) reclaim(c Reclaim, pos logPos) *Result {
 			rr.Skipped++
 			continue
 		}
-		if _, known := f.hist.lookup(rk.Key, e.requestID()); !known {
-			f.hist.retire(rk.Key, e.requestID(), e.token, f.maxRetired)
+		rid := f.requestID(rk.Key, e)
+		if _, known := f.hist.lookup(rk.Key, rid); !known {
+			f.hist.retire(rk.Key, rid, e.token, f.maxRetired)
 		}
-		delete(f.keys, rk.Key)
+		f.forget(rk.Key)
 		rr.Reclaimed++
 	}
 	return &Result{Changed: rr.Reclaimed > 0 || rr.Raised, Reclaim: &rr}

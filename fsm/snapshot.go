@@ -2,12 +2,15 @@ package fsm
 
 import (
 	"bufio"
+	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"hash/crc32"
 	"io"
+	"slices"
 	"sort"
+	"strings"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -65,31 +68,95 @@ func (img *Image) MaxEpoch() uint64 {
 	return m
 }
 
-// Snapshot implements raft.FSM. It copies the state; Persist encodes it off the
-// apply goroutine.
+// Snapshot implements raft.FSM. It copies the state as the map holds it,
+// 64 bytes a key that share the entries' strings; Persist sorts and encodes
+// it off the apply goroutine.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
-	return f.Image(), nil
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	s := &snapshot{head: f.head(), recs: make([]record, 0, len(f.keys))}
+	for name, e := range f.keys {
+		s.recs = append(s.recs, record{name, e})
+	}
+	if len(f.extras) > 0 {
+		s.extras = make(map[string]extra, len(f.extras))
+		for name, x := range f.extras {
+			s.extras[name] = x
+		}
+	}
+	return s, nil
+}
+
+// head copies everything but the keys. The caller holds f.mu.
+func (f *FSM) head() *Image {
+	img := &Image{Applied: f.applied, Floor: f.floor, ClusterID: f.clusterID, Members: make(map[string]string, len(f.members)),
+		Clock: f.hist.clock, Retired: f.hist.list()}
+	for id, a := range f.members {
+		img.Members[id] = a
+	}
+	return img
 }
 
 // Image copies the state.
 func (f *FSM) Image() *Image {
 	f.mu.RLock()
-	img := &Image{Applied: f.applied, Floor: f.floor, ClusterID: f.clusterID, Members: make(map[string]string, len(f.members)), Keys: make([]KeyState, 0, len(f.keys)),
-		Clock: f.hist.clock, Retired: f.hist.list()}
-	for id, a := range f.members {
-		img.Members[id] = a
-	}
+	defer f.mu.RUnlock()
+	img := f.head()
+	img.Keys = make([]KeyState, 0, len(f.keys))
 	for name, e := range f.keys {
-		img.Keys = append(img.Keys, e.keyState(name))
+		img.Keys = append(img.Keys, f.keyState(name, e))
 	}
-	f.mu.RUnlock()
 	return img
 }
 
-// sort puts the keys in name order. It runs in Persist, off the apply
-// goroutine, because sorting a million keys takes longer than an apply should.
+// record is one key of a snapshot: the map's key and entry.
+type record struct {
+	key string
+	e   entry
+}
+
+// snapshot is the raft snapshot of an FSM: its image without the keys, and
+// the keys as the map held them.
+type snapshot struct {
+	head   *Image
+	recs   []record
+	extras map[string]extra
+}
+
+func (s *snapshot) keyState(i int) KeyState {
+	r := &s.recs[i]
+	return expand(r.key, r.e, s.extras)
+}
+
+// Persist implements raft.FSMSnapshot.
+func (s *snapshot) Persist(sink raft.SnapshotSink) error {
+	if err := s.encode(sink); err != nil {
+		_ = sink.Cancel()
+		return err
+	}
+	return sink.Close()
+}
+
+// encode writes the snapshot in the snapshot layout, keys in name order: the
+// bytes Image().Encode writes for the same state.
+func (s *snapshot) encode(w io.Writer) error {
+	slices.SortFunc(s.recs, func(a, b record) int { return strings.Compare(a.key, b.key) })
+	version := byte(snapVersion2)
+	for _, x := range s.extras {
+		if x.value != "" {
+			version = snapVersion3
+			break
+		}
+	}
+	return encodeState(w, s.head, version, len(s.recs), s.keyState)
+}
+
+// Release implements raft.FSMSnapshot.
+func (s *snapshot) Release() {}
+
+// sort puts the keys in name order.
 func (img *Image) sort() *Image {
-	sort.Slice(img.Keys, func(i, j int) bool { return img.Keys[i].Key < img.Keys[j].Key })
+	slices.SortFunc(img.Keys, func(a, b KeyState) int { return strings.Compare(a.Key, b.Key) })
 	return img
 }
 
@@ -108,26 +175,37 @@ func (img *Image) Release() {}
 // Encode writes the image in the snapshot layout, keys in name order.
 func (img *Image) Encode(w io.Writer) error {
 	img.sort()
+	return encodeState(w, img, img.version(), len(img.Keys), func(i int) KeyState { return img.Keys[i] })
+}
+
+// encodeState writes head's fields and the n keys that key returns, in
+// name order, in the snapshot layout of version.
+func encodeState(w io.Writer, head *Image, version byte, n int, key func(int) KeyState) error {
 	crc := crc32.NewIEEE()
 	bw := bufio.NewWriterSize(io.MultiWriter(w, crc), 64<<10)
 	var b []byte
 	b = append(b, snapMagic...)
-	b = append(b, img.version())
-	b = binary.AppendUvarint(b, img.Applied)
-	b = binary.AppendUvarint(b, img.Floor)
-	b = appendString(b, img.ClusterID)
-	b = binary.AppendUvarint(b, uint64(len(img.Members)))
-	ids := make([]string, 0, len(img.Members))
-	for id := range img.Members {
+	b = append(b, version)
+	b = binary.AppendUvarint(b, head.Applied)
+	b = binary.AppendUvarint(b, head.Floor)
+	b = appendString(b, head.ClusterID)
+	b = binary.AppendUvarint(b, uint64(len(head.Members)))
+	ids := make([]string, 0, len(head.Members))
+	for id := range head.Members {
 		ids = append(ids, id)
 	}
 	sort.Strings(ids)
 	for _, id := range ids {
 		b = appendString(b, id)
-		b = appendString(b, img.Members[id])
+		b = appendString(b, head.Members[id])
 	}
-	b = binary.AppendUvarint(b, uint64(len(img.Keys)))
-	for _, k := range img.Keys {
+	b = binary.AppendUvarint(b, uint64(n))
+	values := 0
+	for i := 0; i < n; i++ {
+		k := key(i)
+		if k.Value != "" {
+			values++
+		}
 		b = appendKey(b, k)
 		if len(b) > 32<<10 {
 			if _, err := bw.Write(b); err != nil {
@@ -136,9 +214,9 @@ func (img *Image) Encode(w io.Writer) error {
 			b = b[:0]
 		}
 	}
-	b = binary.AppendUvarint(b, img.Clock)
-	b = binary.AppendUvarint(b, uint64(len(img.Retired)))
-	for _, r := range img.Retired {
+	b = binary.AppendUvarint(b, head.Clock)
+	b = binary.AppendUvarint(b, uint64(len(head.Retired)))
+	for _, r := range head.Retired {
 		b = appendString(b, r.Key)
 		b = appendString(b, r.RequestID)
 		b = binary.AppendUvarint(b, uint64(r.Token))
@@ -150,8 +228,15 @@ func (img *Image) Encode(w io.Writer) error {
 			b = b[:0]
 		}
 	}
-	if img.version() >= snapVersion3 {
-		b = appendValues(b, img.Keys)
+	if version >= snapVersion3 {
+		// The values of the keys that have one, in name order.
+		b = binary.AppendUvarint(b, uint64(values))
+		for i := 0; i < n; i++ {
+			if k := key(i); k.Value != "" {
+				b = appendString(b, k.Key)
+				b = appendString(b, k.Value)
+			}
+		}
 	}
 	if _, err := bw.Write(b); err != nil {
 		return err
@@ -175,32 +260,49 @@ func appendKey(b []byte, k KeyState) []byte {
 }
 
 // Restore implements raft.FSM: it replaces the whole state with the snapshot's.
-// The snapshot is read and checked completely before anything changes.
+// The snapshot is read and checked completely before anything changes. The
+// keys go from the snapshot's bytes straight into a map of the right size,
+// one allocation a key.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	data, err := io.ReadAll(rc)
 	if err != nil {
 		return err
 	}
-	img, err := DecodeImage(data)
+	var t *FSM
+	head, err := decodeState(data, func(n int) { t = &FSM{keys: make(map[string]entry, n)} },
+		func(r *rawKey) bool {
+			if _, dup := t.keys[string(r.key)]; dup {
+				return false
+			}
+			names := string(r.holder) + string(r.requestID) + string(r.key)
+			t.store(r.keyState(names), names)
+			return true
+		},
+		func(key, value []byte) bool {
+			e, ok := t.keys[string(key)]
+			if !ok {
+				return false
+			}
+			k := t.keyState(string(key), e)
+			k.Value = string(value)
+			t.store(k, e.names)
+			return true
+		})
 	if err != nil {
 		return err
 	}
-	keys := make(map[string]entry, len(img.Keys))
-	for _, k := range img.Keys {
-		keys[k.Key] = entryOf(k)
-	}
 	f.mu.Lock()
-	f.keys = keys
-	f.members = img.Members
-	f.floor = img.Floor
-	f.clusterID = img.ClusterID
-	f.hist = loadHistory(img.Clock, img.Retired)
-	f.applied = img.Applied
-	f.appliedFast.Store(img.Applied)
+	f.keys, f.extras = t.keys, t.extras
+	f.members = head.Members
+	f.floor = head.Floor
+	f.clusterID = head.ClusterID
+	f.hist = loadHistory(head.Clock, head.Retired)
+	f.applied = head.Applied
+	f.appliedFast.Store(head.Applied)
 	f.wake()
 	f.mu.Unlock()
-	f.feed.reset(img.Applied)
+	f.feed.reset(head.Applied)
 	if f.obs != nil {
 		f.obs.Restored()
 	}
@@ -209,6 +311,34 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 
 // DecodeImage checks and decodes snapshot bytes, without touching any FSM.
 func DecodeImage(data []byte) (*Image, error) {
+	var img *Image
+	head, err := decodeState(data, func(n int) { img = &Image{Keys: make([]KeyState, 0, n)} },
+		func(r *rawKey) bool {
+			names := string(r.holder) + string(r.requestID) + string(r.key)
+			img.Keys = append(img.Keys, r.keyState(names))
+			return true
+		},
+		func(key, value []byte) bool {
+			// Both are in name order: the key is at or after i.
+			i, _ := slices.BinarySearchFunc(img.Keys, key, func(k KeyState, key []byte) int { return strings.Compare(k.Key, string(key)) })
+			if i == len(img.Keys) || img.Keys[i].Key != string(key) {
+				return false
+			}
+			img.Keys[i].Value = string(value)
+			return true
+		})
+	if err != nil {
+		return nil, err
+	}
+	head.Keys = img.Keys
+	return head, nil
+}
+
+// decodeState checks snapshot bytes and decodes them: the image without
+// its keys is returned, the keys go to begin (their number, before the
+// first), key (each, in name order) and value (the values, in name order).
+// A false from key or value refuses the snapshot.
+func decodeState(data []byte, begin func(n int), key func(*rawKey) bool, value func(key, value []byte) bool) (*Image, error) {
 	if len(data) < len(snapMagic)+1+4 {
 		return nil, fmt.Errorf("%w: %d bytes", ErrBadSnapshot, len(data))
 	}
@@ -228,22 +358,22 @@ func DecodeImage(data []byte) (*Image, error) {
 		img.Members[id] = d.str()
 	}
 	n = d.count(minKeyRecord)
-	img.Keys = make([]KeyState, 0, n)
-	prev := ""
+	begin(int(n))
+	var prev []byte
+	var r rawKey
 	for i := uint64(0); i < n && d.err == nil; i++ {
-		k := d.key()
-		if d.err == nil && (i > 0 && k.Key <= prev || !validKeyState(k)) {
+		d.key(&r)
+		if d.err == nil && (i > 0 && bytes.Compare(r.key, prev) <= 0 || !r.valid() || !key(&r)) {
 			d.fail("key record")
 		}
-		prev = k.Key
-		img.Keys = append(img.Keys, k)
+		prev = r.key
 	}
 	img.Retired = make([]Retired, 0)
 	if version >= snapVersion2 {
 		d.history(img)
 	}
 	if version >= snapVersion3 {
-		d.values(img)
+		d.values(value)
 	}
 	if err := d.done(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
@@ -283,25 +413,42 @@ func (d *decoder) count(minRecord uint64) uint64 {
 	return n
 }
 
-func (d *decoder) key() KeyState {
-	k := KeyState{Key: d.str(), Holder: d.str(), Token: fence.Token(d.uvarint()), TTL: time.Duration(d.int64())}
+// rawKey is a key record as the snapshot holds it, its names still in the
+// snapshot's bytes.
+type rawKey struct {
+	key, holder, requestID []byte
+	token                  fence.Token
+	ttl, lockDelay         time.Duration
+	state                  State
+	index, armed           uint64
+}
+
+func (d *decoder) key(r *rawKey) {
+	r.key, r.holder, r.token, r.ttl = d.bytes(), d.bytes(), fence.Token(d.uvarint()), time.Duration(d.int64())
 	if d.err == nil && len(d.buf) > 0 {
-		k.State = State(d.buf[0])
+		r.state = State(d.buf[0])
 		d.buf = d.buf[1:]
 	} else {
 		d.fail("state")
 	}
-	k.RequestID = d.str()
-	k.Index = d.uvarint()
-	k.Armed = d.uvarint()
-	k.LockDelay = time.Duration(d.int64())
-	return k
+	r.requestID = d.bytes()
+	r.index = d.uvarint()
+	r.armed = d.uvarint()
+	r.lockDelay = time.Duration(d.int64())
 }
 
-func validKeyState(k KeyState) bool {
-	return k.Key != "" && k.Holder != "" && k.TTL >= time.Millisecond && k.TTL <= maxMs && k.TTL%time.Millisecond == 0 &&
-		k.LockDelay >= 0 && k.LockDelay <= maxMs && k.LockDelay%time.Millisecond == 0 && k.Token.Seq() != 0 && k.Token <= fence.MaxToken &&
-		(k.State == Held || k.State == Released || k.State == Expired)
+// keyState returns the record as a KeyState whose names point into names,
+// the holder, the request id and the key joined.
+func (r *rawKey) keyState(names string) KeyState {
+	hl, rl := len(r.holder), len(r.requestID)
+	return KeyState{Key: names[hl+rl:], Holder: names[:hl], Token: r.token, TTL: r.ttl, State: r.state, RequestID: names[hl : hl+rl],
+		Index: r.index, Armed: r.armed, LockDelay: r.lockDelay}
+}
+
+func (r *rawKey) valid() bool {
+	return len(r.key) > 0 && len(r.holder) > 0 && r.ttl >= time.Millisecond && r.ttl <= maxMs && r.ttl%time.Millisecond == 0 &&
+		r.lockDelay >= 0 && r.lockDelay <= maxMs && r.lockDelay%time.Millisecond == 0 && r.token.Seq() != 0 && r.token <= fence.MaxToken &&
+		(r.state == Held || r.state == Released || r.state == Expired)
 }
 
 // version is the oldest snapshot format that holds the image.
@@ -314,41 +461,18 @@ func (img *Image) version() byte {
 	return snapVersion2
 }
 
-// appendValues writes the values of the keys that have one; keys are in
-// name order already.
-func appendValues(b []byte, keys []KeyState) []byte {
-	n := 0
-	for _, k := range keys {
-		if k.Value != "" {
-			n++
-		}
-	}
-	b = binary.AppendUvarint(b, uint64(n))
-	for _, k := range keys {
-		if k.Value != "" {
-			b = appendString(b, k.Key)
-			b = appendString(b, k.Value)
-		}
-	}
-	return b
-}
-
 // values decodes the values section: each names a key of the image, in
 // name order, once, with a non-empty value of at most MaxValueLen bytes.
-func (d *decoder) values(img *Image) {
+func (d *decoder) values(value func(key, value []byte) bool) {
 	n := d.count(3)
-	i := 0
+	var prev []byte
 	for j := uint64(0); j < n && d.err == nil; j++ {
-		key, value := d.str(), d.str()
-		for i < len(img.Keys) && img.Keys[i].Key < key {
-			i++
-		}
-		if d.err != nil || i == len(img.Keys) || img.Keys[i].Key != key || value == "" || len(value) > MaxValueLen {
+		key, v := d.bytes(), d.bytes()
+		if d.err != nil || j > 0 && bytes.Compare(key, prev) <= 0 || len(v) == 0 || len(v) > MaxValueLen || !value(key, v) {
 			d.fail("value record")
 			return
 		}
-		img.Keys[i].Value = value
-		i++
+		prev = key
 	}
 	if d.err == nil && n == 0 {
 		d.fail("empty values section") // version 2 is the encoding of a state without values
