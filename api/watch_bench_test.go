@@ -112,23 +112,11 @@ func benchFanout(b *testing.B, watchers, keys int, every time.Duration, raw bool
 			})
 			continue
 		}
-		ch := c.Watch(ctx, WatchOptions{Key: key(w)})
-		go func(w int) {
-			first := true
-			for ev := range ch {
-				if first && ev.Type == WatchSync {
-					first = false
-					started.Done()
-					continue
-				}
-				if ev.Type == "granted" || ev.Type == "released" {
-					now := time.Now()
-					mu.Lock()
-					arrivals[w] = append(arrivals[w], arrival{ev.Index, now})
-					mu.Unlock()
-				}
-			}
-		}(w)
+		go noteArrivals(c.Watch(ctx, WatchOptions{Key: key(w)}), &started, func(index uint64, at time.Time) {
+			mu.Lock()
+			arrivals[w] = append(arrivals[w], arrival{index, at})
+			mu.Unlock()
+		})
 	}
 	started.Wait()
 	// The probe: an in-process subscription that notes when each entry is
@@ -339,24 +327,12 @@ func TestWatchFanoutWatchers(t *testing.T) {
 	got := make(chan struct{}, watchers)
 	for w := 0; w < watchers; w++ {
 		started.Add(1)
-		ch := c.Watch(ctx, WatchOptions{Key: key})
-		go func(w int) {
-			first := true
-			for ev := range ch {
-				if first && ev.Type == WatchSync {
-					first = false
-					started.Done()
-					continue
-				}
-				if ev.Type == "granted" || ev.Type == "released" {
-					now := time.Now()
-					mu.Lock()
-					arrivals[w] = append(arrivals[w], arrival{ev.Index, now})
-					mu.Unlock()
-					got <- struct{}{}
-				}
-			}
-		}(w)
+		go noteArrivals(c.Watch(ctx, WatchOptions{Key: key}), &started, func(index uint64, at time.Time) {
+			mu.Lock()
+			arrivals[w] = append(arrivals[w], arrival{index, at})
+			mu.Unlock()
+			got <- struct{}{}
+		})
 	}
 	started.Wait()
 	var ru0, ru1 syscall.Rusage
@@ -383,6 +359,23 @@ wait:
 	mu.Unlock()
 	fmt.Fprintf(out, "cpu %d\n", ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano())
 	out.Flush()
+}
+
+// noteArrivals reads a Go client's watch stream: its first sync says the
+// watcher started, and each grant or release after it is noted with the
+// time it arrived.
+func noteArrivals(ch <-chan WatchEvent, started *sync.WaitGroup, note func(uint64, time.Time)) {
+	first := true
+	for ev := range ch {
+		if first && ev.Type == WatchSync {
+			first = false
+			started.Done()
+			continue
+		}
+		if ev.Type == "granted" || ev.Type == "released" {
+			note(ev.Index, time.Now())
+		}
+	}
 }
 
 // rawReader reads a watch stream and notes the arrival of each change by its

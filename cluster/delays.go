@@ -51,21 +51,9 @@ func (l *leases) delayLocked(key string, token fence.Token, until int64) {
 // resetDelayTimerLocked arms the one timer of all lock-delays for the
 // earliest end, unless it is armed for that moment or earlier already.
 func (l *leases) resetDelayTimerLocked() {
-	if len(l.delayQ) == 0 {
-		return
+	if len(l.delayQ) > 0 {
+		l.armEarliestLocked(&l.delayTimer, &l.delayTimerAt, l.delayQ[0].until, l.fireDelays)
 	}
-	due := l.delayQ[0].until
-	if l.delayTimer != nil && l.delayTimerAt != 0 && l.delayTimerAt <= due {
-		return
-	}
-	wait := time.Duration(due - l.now())
-	if l.delayTimer == nil {
-		gen := l.gen
-		l.delayTimer = time.AfterFunc(wait, func() { l.fireDelays(gen) })
-	} else {
-		l.delayTimer.Reset(wait)
-	}
-	l.delayTimerAt = due
 }
 
 // fireDelays runs when the lock-delay timer ends: every delay that ran out

@@ -298,21 +298,27 @@ func (l *leases) removeLocked(ls *lease) {
 // resetTimerLocked arms the timer for the earliest due lease, unless it is
 // already armed for that moment or earlier (fire then re-arms it).
 func (l *leases) resetTimerLocked() {
-	if len(l.heap) == 0 {
-		return
+	if len(l.heap) > 0 {
+		l.armEarliestLocked(&l.timer, &l.timerAt, l.heap[0].due, l.fire)
 	}
-	due := l.heap[0].due
-	if l.timer != nil && l.timerAt != 0 && l.timerAt <= due {
+}
+
+// armEarliestLocked arms *t to run fire at due, unless *at says it is armed
+// for that moment or earlier already. A new timer belongs to the table's
+// current generation: fire hears that generation, so a timer of a lost
+// term proposes nothing in a later one's name.
+func (l *leases) armEarliestLocked(t **time.Timer, at *int64, due int64, fire func(gen uint64)) {
+	if *t != nil && *at != 0 && *at <= due {
 		return
 	}
 	wait := time.Duration(due - l.now())
-	if l.timer == nil {
+	if *t == nil {
 		gen := l.gen
-		l.timer = time.AfterFunc(wait, func() { l.fire(gen) })
+		*t = time.AfterFunc(wait, func() { fire(gen) })
 	} else {
-		l.timer.Reset(wait)
+		(*t).Reset(wait)
 	}
-	l.timerAt = due
+	*at = due
 }
 
 // fire runs when the timer ends: every lease whose deadline passed is
