@@ -185,11 +185,13 @@ func TestLeaseLockDelayFollowsItsLease(t *testing.T) {
 		delays[x.Key] = d
 	}, nil)
 	l.activate(1, walkList([]fsm.KeyState{
-		{Key: "d", Holder: "h", Token: 1, TTL: 5 * time.Millisecond, LockDelay: 1500 * time.Microsecond, State: fsm.Held},
+		// A lock-delay long enough to be still in force when it is checked
+		// below, and not whole milliseconds: it must round up.
+		{Key: "d", Holder: "h", Token: 1, TTL: 5 * time.Millisecond, LockDelay: time.Minute + 500*time.Microsecond, State: fsm.Held},
 		{Key: "plain", Holder: "h", Token: 2, TTL: 5 * time.Millisecond, State: fsm.Held},
 		{Key: "gone", Holder: "h", Token: 3, TTL: time.Hour, LockDelay: time.Second, State: fsm.Held},
 	}), nil)
-	if k, _, ok := l.renew("d", "h", 1); !ok || k.LockDelay != 2*time.Millisecond {
+	if k, _, ok := l.renew("d", "h", 1); !ok || k.LockDelay != time.Minute+time.Millisecond {
 		t.Fatalf("renewal of d: %+v %v", k, ok)
 	}
 	l.ended(fsm.KeyState{Key: "gone", Holder: "h", Token: 3, State: fsm.Released})
@@ -203,7 +205,7 @@ func TestLeaseLockDelayFollowsItsLease(t *testing.T) {
 	})
 	mu.Lock()
 	defer mu.Unlock()
-	if delays["d"] != 2*time.Millisecond || delays["plain"] != 0 {
+	if delays["d"] != time.Minute+time.Millisecond || delays["plain"] != 0 {
 		t.Fatalf("expiries proposed with lock-delays %v", delays)
 	}
 	l.mu.Lock()
