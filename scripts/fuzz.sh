@@ -16,6 +16,7 @@ targets=(
 	"./fence FuzzParse 500000x"          # a token in decimal text
 	"./api FuzzDecodeRequest 15s"        # every request body, strictly decoded
 	"./api FuzzHandlers 15s"             # every POST endpoint, through authentication
+	"./api FuzzDecodeFlatStrings 10s"    # verify and keepalive bodies: the fast path agrees with the strict decoder
 	"./fsm FuzzDecode 15s"               # a log entry's command
 	"./fsm FuzzApply 15s"                # a log entry applied: only the corrupt-log panic
 	"./fsm FuzzRestore 15s"              # a Raft snapshot
