@@ -7,6 +7,7 @@ package checker
 
 import (
 	"fmt"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -430,27 +431,15 @@ func Resource(ops []history.Op) Result {
 		case history.Read:
 			if o.Digest == 0 {
 				// Recorded before reads kept a digest: all values are there.
-				if !equalInts(o.Values, g.values) {
+				if !slices.Equal(o.Values, g.values) {
 					r.violate("read of %s returned %d values, not the %d writes admitted before it (an acknowledged write lost or changed):\n  %s", o.Key, len(o.Values), len(g.values), o.Describe())
 				}
-			} else if o.Count != len(g.values) || o.Digest != history.Digest(g.values) || !equalInts(o.Values, history.Tail(g.values)) {
+			} else if o.Count != len(g.values) || o.Digest != history.Digest(g.values) || !slices.Equal(o.Values, history.Tail(g.values)) {
 				r.violate("read of %s returned %d values, not the %d writes admitted before it (an acknowledged write lost or changed):\n  %s", o.Key, o.Count, len(g.values), o.Describe())
 			}
 		}
 	}
 	return r.finish("resource accesses")
-}
-
-func equalInts(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // LeaseNoEarlyExpiry checks invariant 6: a lease never ends before its TTL

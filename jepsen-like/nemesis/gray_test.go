@@ -3,6 +3,7 @@ package nemesis
 import (
 	"context"
 	"math/rand"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -66,7 +67,7 @@ func TestFreezeListsTheFrozenNodeFirst(t *testing.T) {
 	if err := e.Run(context.Background(), FreezeLeader); err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"stop n3", "first n3:7700", "cont n3", "first "}; !equal(b.events, want) {
+	if want := []string{"stop n3", "first n3:7700", "cont n3", "first "}; !slices.Equal(b.events, want) {
 		t.Fatalf("freeze-leader events %q, want %q", b.events, want)
 	}
 	if len(e.paused) != 0 {
@@ -100,16 +101,4 @@ func TestSlowNodeBurstsEndRunning(t *testing.T) {
 	if stops != conts {
 		t.Fatalf("%d stops, %d conts: %q", stops, conts, ev)
 	}
-}
-
-func equal(a, b []string) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
