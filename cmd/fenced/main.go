@@ -67,6 +67,7 @@ type options struct {
 	loaded                       *security // the material sec names, once run loads it
 	version                      bool
 	memoryLimit                  string
+	gcHeadroom                   int
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -102,6 +103,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.BoolVar(&o.reclaimIgnoresEpoch, "unsafe-reclaim-ignores-epoch", false, "reclaim keys without the epoch rule, so tokens can go back (a positive control for the chaos suite only; same on every node)")
 	fs.BoolVar(&o.noSync, "unsafe-no-fsync", false, "do not fsync the Raft log (testing only: acknowledged grants can be lost on power failure)")
 	fs.StringVar(&o.memoryLimit, "memory-limit", memoryLimitAuto, memoryLimitUsage)
+	fs.IntVar(&o.gcHeadroom, "gc-headroom", defaultGCHeadroom, gcHeadroomUsage)
 	fs.BoolVar(&o.pprof, "enable-pprof", false, "serve Go profiles at /debug/pprof/ on the HTTP address")
 	fs.BoolVar(&o.leaveOnTerminate, "leave-on-terminate", false, "on SIGTERM, leave the cluster (hand leadership over, then remove this node) before exiting")
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful shutdown may take")
@@ -151,6 +153,9 @@ func parseFlags(args []string) (*options, error) {
 	}
 	if _, err := parseMemoryLimit(o.memoryLimit); err != nil {
 		return nil, err
+	}
+	if o.gcHeadroom < 0 || o.gcHeadroom > 100 {
+		return nil, errGCHeadroom
 	}
 	if o.logFormat != "text" && o.logFormat != "json" {
 		return nil, fmt.Errorf("--log-format must be text or json, not %q", o.logFormat)
@@ -290,6 +295,7 @@ func run(o *options) error {
 
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
+	startGCTuner(ctx, o.gcHeadroom, log)
 	o.dns.awaitJoin(ctx, log, node, o)
 	go announce(ctx, log, node, o, httpAdvertise)
 	<-ctx.Done()

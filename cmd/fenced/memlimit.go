@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -10,6 +11,8 @@ import (
 	"strings"
 
 	"github.com/hashicorp/go-hclog"
+
+	"github.com/fenced/fenced/internal/gctune"
 )
 
 // Values of --memory-limit besides a size.
@@ -110,3 +113,30 @@ func cgroupMemoryLimit() (int64, bool) {
 // memoryLimitUsage is the help text of --memory-limit.
 var memoryLimitUsage = fmt.Sprintf("soft memory limit of the Go heap (GOMEMLIMIT): %s (%.0f%% of the cgroup's memory limit if there is one, else none; a GOMEMLIMIT environment variable wins), %s, or a size such as 512MiB or 2GiB. Near the limit the garbage collector runs more often instead of letting the heap grow to twice what is live",
 	memoryLimitAuto, cgroupShare*100, memoryLimitOff)
+
+// defaultGCHeadroom is --gc-headroom's default: a heap of a million keys
+// keeps about a quarter more than its live size, where GOGC=100 lets it
+// double.
+const defaultGCHeadroom = 25
+
+var errGCHeadroom = errors.New("--gc-headroom must be a percentage from 0 (off: GOGC=100) to 100")
+
+// gcHeadroomUsage is the help text of --gc-headroom.
+var gcHeadroomUsage = fmt.Sprintf("how far the Go heap may grow past its live size before the garbage collector runs, in percent of the live heap but never less than %d MiB (0: off, Go's default GOGC=100, which lets it double). Large state machines then keep about that much more than they hold, for a little more collector CPU; small ones collect as by default. A GOGC environment variable turns it off",
+	gctune.DefaultFloor>>20)
+
+// startGCTuner runs the collector's headroom tuner until ctx ends, unless
+// the flag or a GOGC environment variable turns it off.
+func startGCTuner(ctx context.Context, pct int, log hclog.Logger) {
+	if pct == 0 {
+		log.Info("collector headroom tuner off", "gc_headroom", 0)
+		return
+	}
+	if env := os.Getenv("GOGC"); env != "" {
+		log.Info("collector headroom from GOGC: tuner off", "GOGC", env)
+		return
+	}
+	log.Info("collector headroom", "percent_of_live_heap", pct, "floor_bytes", gctune.DefaultFloor)
+	t := &gctune.Tuner{Pct: pct, Floor: gctune.DefaultFloor, Log: log.Named("gctune")}
+	go t.Run(ctx)
+}

@@ -22,3 +22,15 @@ func TestParseMemoryLimit(t *testing.T) {
 		t.Errorf("--memory-limit lots: %v, want errMemoryLimit", err)
 	}
 }
+
+func TestGCHeadroomFlag(t *testing.T) {
+	for _, v := range []string{"-1", "101", "lots"} {
+		if _, err := parseFlags([]string{"--gc-headroom", v}); err == nil {
+			t.Errorf("--gc-headroom %s: accepted", v)
+		}
+	}
+	o, err := parseFlags(nil)
+	if err != nil || o.gcHeadroom != defaultGCHeadroom {
+		t.Fatalf("default --gc-headroom: %v, %v", o, err)
+	}
+}
