@@ -33,9 +33,12 @@ type keyTable struct {
 	// index has a power-of-two length; mask is that length minus one.
 	index []uint32
 	mask  uint32
-	seed  maphash.Seed
-	// hashMask is ANDed to every hash; tests narrow it to force collisions.
-	hashMask uint64
+	// seed is drawn when the first index is made: the zero table is an
+	// empty one.
+	seed maphash.Seed
+	// hashClear is cleared from every hash; tests set bits to force
+	// collisions.
+	hashClear uint64
 }
 
 // slot is one key: its entry, the key's length (the key is the tail of
@@ -62,7 +65,7 @@ const (
 
 // newKeyTable returns an empty table ready for n keys.
 func newKeyTable(n int) keyTable {
-	t := keyTable{seed: maphash.MakeSeed(), hashMask: ^uint64(0)}
+	var t keyTable
 	t.reserve(n)
 	return t
 }
@@ -75,15 +78,13 @@ func (t *keyTable) at(i uint32) *slot { return &t.pages[i>>pageBits][i&(pageSlot
 
 // hashOf returns key's hash, its low 32 bits being all the table uses.
 func (t *keyTable) hashOf(key string) uint32 {
-	return uint32(maphash.String(t.seed, key) & t.hashMask)
+	return uint32(maphash.String(t.seed, key) &^ t.hashClear)
 }
 
 // find returns the index position of key and its slot number, or, when
-// key is absent, the empty position where it would go and false.
+// key is absent, the empty position where it would go and false. The
+// index must exist.
 func (t *keyTable) find(key string, h uint32) (pos, s uint32, ok bool) {
-	if len(t.index) == 0 {
-		return 0, 0, false
-	}
 	for pos = h & t.mask; ; pos = (pos + 1) & t.mask {
 		w := t.index[pos]
 		if w == 0 {
@@ -106,6 +107,9 @@ func (t *keyTable) len() int { return t.n }
 
 // get returns the entry of key.
 func (t *keyTable) get(key string) (entry, bool) {
+	if t.n == 0 {
+		return entry{}, false
+	}
 	_, s, ok := t.find(key, t.hashOf(key))
 	if !ok {
 		return entry{}, false
@@ -115,17 +119,19 @@ func (t *keyTable) get(key string) (entry, bool) {
 
 // put sets the entry of key, which must be the tail of e.names.
 func (t *keyTable) put(key string, e entry) {
+	if len(t.index) == 0 {
+		t.rebuild(minIndex)
+	}
 	h := t.hashOf(key)
 	pos, s, ok := t.find(key, h)
 	if ok {
-		sl := t.at(s)
-		sl.e = e
+		t.at(s).e = e
 		return
 	}
 	if t.n >= maxKeys {
 		panic("fsm: key table full")
 	}
-	if len(t.index) == 0 || uint64(t.n+1)*4 > uint64(len(t.index))*3 {
+	if uint64(t.n+1)*4 > uint64(len(t.index))*3 {
 		t.rebuild(indexSize(t.n+1, 3, 4))
 		pos, _, _ = t.find(key, h)
 	}
@@ -157,6 +163,9 @@ func (t *keyTable) appendSlot(sl slot) {
 
 // delete removes key; it reports whether key was there.
 func (t *keyTable) delete(key string) bool {
+	if t.n == 0 {
+		return false
+	}
 	pos, s, ok := t.find(key, t.hashOf(key))
 	if !ok {
 		return false
@@ -233,6 +242,9 @@ func indexSize(n int, num, den uint64) int {
 
 // rebuild replaces the index by one of size words.
 func (t *keyTable) rebuild(size int) {
+	if t.seed == (maphash.Seed{}) {
+		t.seed = maphash.MakeSeed()
+	}
 	t.index, t.mask = make([]uint32, size), uint32(size-1)
 	for s := uint32(0); s < uint32(t.n); s++ {
 		h := t.at(s).hash

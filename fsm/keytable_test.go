@@ -68,20 +68,20 @@ func checkTable(t *testing.T, kt *keyTable, ref map[string]uint64, reserved bool
 // are long, wrap around the index, and hold keys of equal hashes.
 func TestKeyTableAgainstMap(t *testing.T) {
 	for _, tc := range []struct {
-		name     string
-		hashMask uint64
-		keys     int
-		ops      int
+		name      string
+		hashClear uint64
+		keys      int
+		ops       int
 	}{
-		{"full hash", ^uint64(0), 3000, 100_000},
-		{"four hashes", 3, 300, 30_000},
-		{"high hash bits only", 0xF000_0000, 500, 30_000},
-		{"one hash", 0, 60, 10_000},
+		{"full hash", 0, 3000, 100_000},
+		{"four hashes", ^uint64(3), 300, 30_000},
+		{"high hash bits only", ^uint64(0xF000_0000), 500, 30_000},
+		{"one hash", ^uint64(0), 60, 10_000},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			rng := rand.New(rand.NewPCG(7, uint64(tc.keys)))
-			kt := newKeyTable(0)
-			kt.hashMask = tc.hashMask
+			var kt keyTable
+			kt.hashClear = tc.hashClear
 			ref := make(map[string]uint64)
 			reserved := false
 			for op := 0; op < tc.ops; op++ {
