@@ -11,10 +11,13 @@ import (
 //
 // The entries live in a dense array of slots, in pages of pageSlots: a
 // new key takes the next slot, and a deleted key's slot is filled by the
-// last one, so the slots in use are always the first len of them. A page
-// is never copied when the table grows (only the first page grows, up to
-// a full page), so a growing table does not hold the apply loop for a copy
-// of everything.
+// last one, so the slots in use are always the first len of them. A full
+// page never moves (only a page not yet full-sized, the first one or the
+// last one a reservation sized, is copied as it grows), so a growing table
+// does not copy every entry. The index is rebuilt whole when it doubles or
+// halves, from the hashes the slots keep: a pass over the slots that holds
+// the apply loop once per doubling (tens of milliseconds at a million
+// keys), as a snapshot's copy of the keys does at each snapshot.
 //
 // An open-addressed index (linear probing, load at most 3/4) maps a key's
 // hash to its slot. An index word holds the slot number plus one in the
