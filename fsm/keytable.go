@@ -44,13 +44,14 @@ type keyTable struct {
 	hashClear uint64
 }
 
-// slot is one key: its entry, the key's length (the key is the tail of
-// the entry's names) and its hash, kept so that growing or shifting the
-// index never hashes a key again.
+// slot is one key: its hash, kept so that growing or shifting the index
+// never hashes a key again, the key's length (the key is the tail of the
+// entry's names) and its entry. The hash, the length and the names come
+// first: a lookup reads them in one cache line most of the time.
 type slot struct {
-	e    entry
-	klen uint32
 	hash uint32
+	klen uint32
+	e    entry
 }
 
 const (
@@ -139,7 +140,7 @@ func (t *keyTable) put(key string, e entry) {
 		pos, _, _ = t.find(key, h)
 	}
 	s = uint32(t.n)
-	t.appendSlot(slot{e: e, klen: uint32(len(key)), hash: h})
+	t.appendSlot(slot{hash: h, klen: uint32(len(key)), e: e})
 	t.index[pos] = t.word(s, h)
 }
 

@@ -204,3 +204,37 @@ func TestKeyTableReserve(t *testing.T) {
 		t.Fatalf("filling a reserved table of %d keys allocates %v times", n, allocs)
 	}
 }
+
+// BenchmarkKeyLookup1M compares a lookup among 1M keys in the key table
+// with one in the Go map it replaced, in the same process.
+func BenchmarkKeyLookup1M(b *testing.B) {
+	const n = 1_000_000
+	var kt keyTable
+	m := make(map[string]entry)
+	for i := 0; i < n; i++ {
+		k := fmt.Sprintf("svc/orders/shard-%07d", i)
+		e := tableEntry(k, 1)
+		kt.put(k, e)
+		m[e.names[len(e.names)-len(k):]] = e
+	}
+	// Look the keys up at random, by copies, as a command's decoded key is.
+	probe := keysShuffled(n)
+	b.Run("table", func(b *testing.B) {
+		before := cpuTime()
+		for i := 0; b.Loop(); i++ {
+			if _, ok := kt.get(probe[i%n]); !ok {
+				b.Fatal("missing")
+			}
+		}
+		reportCPU(b, before)
+	})
+	b.Run("map", func(b *testing.B) {
+		before := cpuTime()
+		for i := 0; b.Loop(); i++ {
+			if _, ok := m[probe[i%n]]; !ok {
+				b.Fatal("missing")
+			}
+		}
+		reportCPU(b, before)
+	})
+}
