@@ -3,6 +3,7 @@ package fsm
 import (
 	"bytes"
 	"fmt"
+	"math/rand/v2"
 	"runtime"
 	"syscall"
 	"testing"
@@ -91,4 +92,65 @@ func BenchmarkSnapshotPersist1M(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// keysShuffled returns the keys fill grants for n keys, in a shuffled order so that
+// lookups touch the table at random.
+func keysShuffled(n int) []string {
+	keys := make([]string, n)
+	for i := range keys {
+		keys[i] = fmt.Sprintf("svc/orders/shard-%07d", i)
+	}
+	rng := rand.New(rand.NewPCG(1, 2))
+	rng.Shuffle(n, func(i, j int) { keys[i], keys[j] = keys[j], keys[i] })
+	return keys
+}
+
+// BenchmarkGet1M measures a lookup of a key among 1M.
+func BenchmarkGet1M(b *testing.B) {
+	const n = 1_000_000
+	f := New(Config{})
+	fill(f, n)
+	keys := keysShuffled(n)
+	runtime.GC()
+	before := cpuTime()
+	for i := 0; b.Loop(); i++ {
+		if _, ok := f.Get(keys[i%n]); !ok {
+			b.Fatal("key missing")
+		}
+	}
+	reportCPU(b, before)
+}
+
+// reportCPU reports the process's CPU time since before per operation:
+// on a loaded machine it moves far less than wall time.
+func reportCPU(b *testing.B, before time.Duration) {
+	b.ReportMetric(float64(cpuTime()-before)/float64(b.N), "cpu-ns/op")
+}
+
+// BenchmarkApplyRenew1M measures applying a renewal of a key among 1M: a
+// lookup and an overwrite of its entry.
+func BenchmarkApplyRenew1M(b *testing.B) {
+	const n = 1_000_000
+	f := New(Config{})
+	fill(f, n)
+	keys := keysShuffled(n)
+	holder := make(map[string]string, n)
+	for i := 0; i < n; i++ {
+		holder[fmt.Sprintf("svc/orders/shard-%07d", i)] = fmt.Sprintf("worker-%04d", i%1000)
+	}
+	data := make([][]byte, 4096)
+	for i := range data {
+		k := keys[i]
+		data[i] = Encode(Acquire{Key: k, Holder: holder[k], TTL: 10 * time.Second, RequestID: "0123456789abcdef01234567"})
+	}
+	b.ReportAllocs()
+	runtime.GC()
+	before := cpuTime()
+	for i := 0; b.Loop(); i++ {
+		if r := f.Apply(&raft.Log{Index: uint64(n + i + 1), Term: 3, Type: raft.LogCommand, Data: data[i%len(data)]}).(*Result); r.Err != nil || !r.Renewed {
+			b.Fatalf("renewal refused: %+v", r)
+		}
+	}
+	reportCPU(b, before)
 }

@@ -476,7 +476,7 @@ func (f *FSM) KeysAt(prefix string, exact bool) ([]KeyState, uint64) {
 		return nil, cut
 	}
 	var out []KeyState
-	for name, e := range f.keys {
+	for name, e := range f.keys.all() {
 		if strings.HasPrefix(name, prefix) {
 			out = append(out, f.keyState(name, e))
 		}

@@ -65,13 +65,13 @@ type KeyState struct {
 	Value string
 }
 
-// entry is a key's state as the FSM stores it: KeyState in 48 bytes beside
-// the key, so that a million keys fit in a couple of hundred megabytes
-// (Go's maps keep keys and values inline, so every byte of an entry is paid
-// for in each slot, empty slots included). The holder, the request id and
-// the key are one string, whose tail is the map's key: one allocation per
-// key for all three names. What most keys do not have lives in FSM.extras:
-// a value, a holder longer than 64 KiB, an armed index far from the grant's.
+// entry is a key's state as the FSM stores it: KeyState in 48 bytes, so
+// that a million keys fit in well under two hundred megabytes (the key
+// table keeps entries inline, 56 bytes a key with its length and hash).
+// The holder, the request id and the key are one string, whose tail is
+// the table's key: one allocation per key for all three names. What most
+// keys do not have lives in FSM.extras: a value, a holder longer than
+// 64 KiB, an armed index far from the grant's.
 type entry struct {
 	// names is the holder, then the request id, then the key; holderLen
 	// splits the first two and the key's length the last.
@@ -99,7 +99,7 @@ type extra struct {
 // maxMs is the longest duration an entry holds (about 49 days).
 const maxMs = time.Duration(1<<32-1) * time.Millisecond
 
-// keyState expands the entry of key. key need only equal the map's key.
+// keyState expands the entry of key. key need only equal the table's key.
 func (f *FSM) keyState(key string, e entry) KeyState { return expand(key, e, f.extras) }
 
 // expand is keyState with the extras given.
@@ -133,7 +133,7 @@ func joinNames(holder, requestID, key string) string {
 	return holder + requestID + key
 }
 
-// store puts k in the map with names (joinNames of k's names) and returns
+// store puts k in the table with names (joinNames of k's names) and returns
 // k with its key, holder and request id pointing into names.
 func (f *FSM) store(k KeyState, names string) KeyState {
 	key := names[len(names)-len(k.Key):]
@@ -152,19 +152,19 @@ func (f *FSM) store(k KeyState, names string) KeyState {
 		}
 		f.extras[key] = extra{value: k.Value, armed: k.Armed, holderLen: hl}
 	}
-	f.keys[key] = e
+	f.keys.put(key, e)
 	k.Key, k.Holder, k.RequestID = key, names[:hl], names[hl:len(names)-len(key)]
 	return k
 }
 
 // forget deletes key.
 func (f *FSM) forget(key string) {
-	delete(f.keys, key)
+	f.keys.delete(key)
 	delete(f.extras, key)
 }
 
 func (f *FSM) get(key string) (KeyState, bool) {
-	e, ok := f.keys[key]
+	e, ok := f.keys.get(key)
 	if !ok {
 		return KeyState{}, false
 	}
@@ -177,7 +177,7 @@ func (f *FSM) get(key string) (KeyState, bool) {
 // release, an expiry, a renewal by the same request) reuses them.
 func (f *FSM) put(k KeyState) KeyState {
 	var names string
-	if old, ok := f.keys[k.Key]; ok {
+	if old, ok := f.keys.get(k.Key); ok {
 		if hl := f.holderLen(k.Key, old); old.names[:hl] == k.Holder && old.names[hl:len(old.names)-len(k.Key)] == k.RequestID {
 			names = old.names
 		}
@@ -243,7 +243,7 @@ type FSM struct {
 	reclaimIgnoresEpoch bool
 
 	mu   sync.RWMutex
-	keys map[string]entry
+	keys keyTable
 	// extras holds what some keys' entries cannot (see entry); nil while
 	// no key needs it.
 	extras    map[string]extra
@@ -278,7 +278,7 @@ func New(cfg Config) *FSM {
 		maxRetired:          cfg.MaxRetired,
 		obs:                 cfg.Observer,
 		reclaimIgnoresEpoch: cfg.ReclaimIgnoresEpoch,
-		keys:                make(map[string]entry),
+		keys:                newKeyTable(0),
 		members:             make(map[string]string),
 		hist:                newHistory(),
 		notify:              make(chan struct{}),
@@ -344,7 +344,7 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 // replays its snapshot and log into it again.
 func (f *FSM) Reset() {
 	f.mu.Lock()
-	f.keys = make(map[string]entry)
+	f.keys = newKeyTable(0)
 	f.extras = nil
 	f.members = make(map[string]string)
 	f.hist = newHistory()
@@ -570,7 +570,7 @@ func (f *FSM) Get(key string) (KeyState, bool) {
 func (f *FSM) Keys(prefix string, limit int) []KeyState {
 	f.mu.RLock()
 	out := make([]KeyState, 0)
-	for name, e := range f.keys {
+	for name, e := range f.keys.all() {
 		if strings.HasPrefix(name, prefix) {
 			out = append(out, f.keyState(name, e))
 		}
@@ -599,13 +599,13 @@ func (f *FSM) WalkLive(begin func(n int), fn func(KeyState)) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	n := 0
-	for _, e := range f.keys {
+	for _, e := range f.keys.all() {
 		if e.state == Held {
 			n++
 		}
 	}
 	begin(n)
-	for name, e := range f.keys {
+	for name, e := range f.keys.all() {
 		if e.state == Held {
 			fn(f.keyState(name, e))
 		}
@@ -618,7 +618,7 @@ func (f *FSM) LockDelayed() []KeyState {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	var out []KeyState
-	for name, e := range f.keys {
+	for name, e := range f.keys.all() {
 		if e.state == Expired && e.delayMs > 0 {
 			out = append(out, f.keyState(name, e))
 		}
@@ -630,7 +630,7 @@ func (f *FSM) LockDelayed() []KeyState {
 func (f *FSM) Len() int {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	return len(f.keys)
+	return f.keys.len()
 }
 
 // Members returns the known HTTP address of each member by server ID.
@@ -671,7 +671,7 @@ func (f *FSM) MaxEpoch() uint64 {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	var m uint64
-	for _, e := range f.keys {
+	for _, e := range f.keys.all() {
 		m = max(m, e.token.Epoch())
 	}
 	return m

@@ -510,7 +510,9 @@ func BenchmarkApplyAcquire(b *testing.B) {
 		data[i] = Encode(Acquire{Key: "key-" + string(rune('a'+i%26)) + string(rune(i)), Holder: "holder", TTL: time.Second})
 	}
 	b.ReportAllocs()
+	before := cpuTime()
 	for i := 0; b.Loop(); i++ {
 		f.Apply(&raft.Log{Index: uint64(i + 1), Term: uint64(i/1024 + 1), Type: raft.LogCommand, Data: data[i%1024]})
 	}
+	reportCPU(b, before)
 }

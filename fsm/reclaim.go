@@ -94,7 +94,7 @@ func (f *FSM) reclaim(c Reclaim, pos logPos) *Result {
 		epoch = pos.term + f.floor
 	}
 	for _, rk := range c.Keys {
-		e, exists := f.keys[rk.Key]
+		e, exists := f.keys.get(rk.Key)
 		if !ok || !exists || e.token != rk.Token || e.state == Held || (!f.reclaimIgnoresEpoch && e.token.Epoch() >= epoch) {
 			rr.Skipped++
 			continue
@@ -116,7 +116,7 @@ func (f *FSM) Ended() []ReclaimKey {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	out := make([]ReclaimKey, 0)
-	for name, e := range f.keys {
+	for name, e := range f.keys.all() {
 		if e.state != Held {
 			out = append(out, ReclaimKey{Key: name, Token: e.token})
 		}

@@ -68,14 +68,14 @@ func (img *Image) MaxEpoch() uint64 {
 	return m
 }
 
-// Snapshot implements raft.FSM. It copies the state as the map holds it,
+// Snapshot implements raft.FSM. It copies the state as the table holds it,
 // 64 bytes a key that share the entries' strings; Persist sorts and encodes
 // it off the apply goroutine.
 func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
-	s := &snapshot{head: f.head(), recs: make([]record, 0, len(f.keys))}
-	for name, e := range f.keys {
+	s := &snapshot{head: f.head(), recs: make([]record, 0, f.keys.len())}
+	for name, e := range f.keys.all() {
 		s.recs = append(s.recs, record{name, e})
 	}
 	if len(f.extras) > 0 {
@@ -102,21 +102,21 @@ func (f *FSM) Image() *Image {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	img := f.head()
-	img.Keys = make([]KeyState, 0, len(f.keys))
-	for name, e := range f.keys {
+	img.Keys = make([]KeyState, 0, f.keys.len())
+	for name, e := range f.keys.all() {
 		img.Keys = append(img.Keys, f.keyState(name, e))
 	}
 	return img
 }
 
-// record is one key of a snapshot: the map's key and entry.
+// record is one key of a snapshot: the table's key and entry.
 type record struct {
 	key string
 	e   entry
 }
 
 // snapshot is the raft snapshot of an FSM: its image without the keys, and
-// the keys as the map held them.
+// the keys as the table held them.
 type snapshot struct {
 	head   *Image
 	recs   []record
@@ -261,7 +261,7 @@ func appendKey(b []byte, k KeyState) []byte {
 
 // Restore implements raft.FSM: it replaces the whole state with the snapshot's.
 // The snapshot is read and checked completely before anything changes. The
-// keys go from the snapshot's bytes straight into a map of the right size,
+// keys go from the snapshot's bytes straight into a key table of the right size,
 // one allocation a key.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
@@ -270,17 +270,19 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return err
 	}
 	var t *FSM
-	head, err := decodeState(data, func(n int) { t = &FSM{keys: make(map[string]entry, n)} },
+	head, err := decodeState(data, func(n int) { t = &FSM{keys: newKeyTable(n)} },
 		func(r *rawKey) bool {
-			if _, dup := t.keys[string(r.key)]; dup {
+			names := string(r.holder) + string(r.requestID) + string(r.key)
+			// The key's copy is the tail of names: looking it up costs no
+			// allocation of its own.
+			if _, dup := t.keys.get(names[len(names)-len(r.key):]); dup {
 				return false
 			}
-			names := string(r.holder) + string(r.requestID) + string(r.key)
 			t.store(r.keyState(names), names)
 			return true
 		},
 		func(key, value []byte) bool {
-			e, ok := t.keys[string(key)]
+			e, ok := t.keys.get(string(key))
 			if !ok {
 				return false
 			}

@@ -1,0 +1,298 @@
+package fsm
+
+import (
+	"hash/maphash"
+	"iter"
+	"slices"
+)
+
+// keyTable maps each key to its entry, for a fraction of what a Go map of
+// the same entries costs (see DESIGN.md, "The key table").
+//
+// The entries live in a dense array of slots, in pages of pageSlots: a
+// new key takes the next slot, and a deleted key's slot is filled by the
+// last one, so the slots in use are always the first len of them. A full
+// page never moves (only a page not yet full-sized, the first one or the
+// last one a reservation sized, is copied as it grows), so a growing table
+// does not copy every entry. The index is rebuilt whole when it doubles or
+// halves, from the hashes the slots keep: a pass over the slots that holds
+// the apply loop once per doubling (tens of milliseconds at a million
+// keys), as a snapshot's copy of the keys does at each snapshot.
+//
+// An open-addressed index (linear probing, load at most 3/4) maps a key's
+// hash to its slot. An index word holds the slot number plus one in the
+// bits below the index size (0 is an empty word) and the key's hash in the
+// bits above: a probe dereferences a slot only when those bits match, so
+// a lookup usually reads one slot, and a miss none. Deletion shifts the
+// probe run back instead of leaving a tombstone.
+//
+// The hash is seeded per table, so keys crafted to collide on one node do
+// not collide on another, nor after a restart. Nothing the state machine
+// computes depends on the index's layout; the order of the slots (what all
+// yields) depends only on the order of the puts and deletes.
+type keyTable struct {
+	pages [][]slot
+	n     int
+	// index has a power-of-two length; mask is that length minus one.
+	index []uint32
+	mask  uint32
+	// seed is drawn when the first index is made: the zero table is an
+	// empty one.
+	seed maphash.Seed
+	// hashClear is cleared from every hash; tests set bits to force
+	// collisions.
+	hashClear uint64
+}
+
+// slot is one key: its hash, kept so that growing or shifting the index
+// never hashes a key again, the key's length (the key is the tail of the
+// entry's names) and its entry. The hash, the length and the names come
+// first: a lookup reads them in one cache line most of the time.
+type slot struct {
+	hash uint32
+	klen uint32
+	e    entry
+}
+
+const (
+	// pageBits sets the slots a page holds: 1024 slots of 56 bytes are
+	// exactly seven 8 KiB runtime pages.
+	pageBits  = 10
+	pageSlots = 1 << pageBits
+	// minIndex is the smallest index.
+	minIndex = 8
+	// maxKeys is the most keys a table holds: the slot number plus one must
+	// fit below the index size, and the index size in 32 bits. A key costs
+	// over a hundred bytes, so the process runs out of memory long before.
+	maxKeys = 3 << 29
+)
+
+// newKeyTable returns an empty table ready for n keys.
+func newKeyTable(n int) keyTable {
+	var t keyTable
+	t.reserve(n)
+	return t
+}
+
+// key returns the key of s.
+func (s *slot) key() string { return s.e.names[len(s.e.names)-int(s.klen):] }
+
+// at returns the slot numbered i.
+func (t *keyTable) at(i uint32) *slot { return &t.pages[i>>pageBits][i&(pageSlots-1)] }
+
+// hashOf returns key's hash, its low 32 bits being all the table uses.
+func (t *keyTable) hashOf(key string) uint32 {
+	return uint32(maphash.String(t.seed, key) &^ t.hashClear)
+}
+
+// find returns the index position of key and its slot number, or, when
+// key is absent, the empty position where it would go and false. The
+// index must exist.
+func (t *keyTable) find(key string, h uint32) (pos, s uint32, ok bool) {
+	for pos = h & t.mask; ; pos = (pos + 1) & t.mask {
+		w := t.index[pos]
+		if w == 0 {
+			return pos, 0, false
+		}
+		if (w^h)&^t.mask == 0 {
+			s = w&t.mask - 1
+			if sl := t.at(s); sl.hash == h && sl.key() == key {
+				return pos, s, true
+			}
+		}
+	}
+}
+
+// word returns the index word of slot number s of hash h.
+func (t *keyTable) word(s, h uint32) uint32 { return h&^t.mask | (s + 1) }
+
+// len returns the number of keys.
+func (t *keyTable) len() int { return t.n }
+
+// get returns the entry of key.
+func (t *keyTable) get(key string) (entry, bool) {
+	if t.n == 0 {
+		return entry{}, false
+	}
+	_, s, ok := t.find(key, t.hashOf(key))
+	if !ok {
+		return entry{}, false
+	}
+	return t.at(s).e, true
+}
+
+// put sets the entry of key, which must be the tail of e.names.
+func (t *keyTable) put(key string, e entry) {
+	if len(t.index) == 0 {
+		t.rebuild(minIndex)
+	}
+	h := t.hashOf(key)
+	pos, s, ok := t.find(key, h)
+	if ok {
+		t.at(s).e = e
+		return
+	}
+	if t.n >= maxKeys {
+		panic("fsm: key table full")
+	}
+	if uint64(t.n+1)*4 > uint64(len(t.index))*3 {
+		t.rebuild(indexSize(t.n+1, 3, 4))
+		pos, _, _ = t.find(key, h)
+	}
+	s = uint32(t.n)
+	t.appendSlot(slot{hash: h, klen: uint32(len(key)), e: e})
+	t.index[pos] = t.word(s, h)
+}
+
+// appendSlot puts sl in the next slot.
+func (t *keyTable) appendSlot(sl slot) {
+	p := t.n >> pageBits
+	if p == len(t.pages) {
+		c := pageSlots
+		if p == 0 {
+			c = 8
+		}
+		t.pages = append(t.pages, make([]slot, 0, c))
+	}
+	pg := t.pages[p]
+	if len(pg) == cap(pg) {
+		// Only the first page grows; the others are made full-sized.
+		grown := make([]slot, len(pg), min(2*cap(pg), pageSlots))
+		copy(grown, pg)
+		pg = grown
+	}
+	t.pages[p] = append(pg, sl)
+	t.n++
+}
+
+// delete removes key; it reports whether key was there.
+func (t *keyTable) delete(key string) bool {
+	if t.n == 0 {
+		return false
+	}
+	pos, s, ok := t.find(key, t.hashOf(key))
+	if !ok {
+		return false
+	}
+	t.unindex(pos)
+	last := uint32(t.n - 1)
+	if s != last {
+		// The last slot fills the hole; its index word follows it.
+		moved := *t.at(last)
+		*t.at(s) = moved
+		t.index[t.locate(last, moved.hash)] = t.word(s, moved.hash)
+	}
+	t.popSlot()
+	if len(t.index) > minIndex && t.n*8 < len(t.index) {
+		t.rebuild(indexSize(t.n, 3, 8))
+	}
+	return true
+}
+
+// unindex empties the index word at pos and shifts back the words after
+// it that probed past pos, so that every key stays reachable from its
+// hash's position without a tombstone.
+func (t *keyTable) unindex(pos uint32) {
+	hole := pos
+	for j := (pos + 1) & t.mask; ; j = (j + 1) & t.mask {
+		w := t.index[j]
+		if w == 0 {
+			break
+		}
+		home := t.at(w&t.mask-1).hash & t.mask
+		// The word may move to the hole unless its home lies after the
+		// hole (cyclically, in (hole, j]).
+		if (j-home)&t.mask >= (j-hole)&t.mask {
+			t.index[hole] = w
+			hole = j
+		}
+	}
+	t.index[hole] = 0
+}
+
+// locate returns the index position of slot number s of hash h.
+func (t *keyTable) locate(s, h uint32) uint32 {
+	for pos := h & t.mask; ; pos = (pos + 1) & t.mask {
+		if t.index[pos]&t.mask == s+1 {
+			return pos
+		}
+	}
+}
+
+// popSlot drops the last slot. A page left empty is kept while it is the
+// only spare one, so that puts and deletes around a page boundary do not
+// allocate a page each.
+func (t *keyTable) popSlot() {
+	t.n--
+	p := t.n >> pageBits
+	pg := t.pages[p]
+	pg[len(pg)-1] = slot{} // drop the names for the collector
+	t.pages[p] = pg[:len(pg)-1]
+	if need := (t.n + pageSlots - 1) >> pageBits; len(t.pages) > need+1 {
+		t.pages[len(t.pages)-1] = nil
+		t.pages = t.pages[:len(t.pages)-1]
+	}
+}
+
+// indexSize returns the smallest index size of at least minIndex that
+// holds n keys at a load of at most num/den.
+func indexSize(n int, num, den uint64) int {
+	size := minIndex
+	for uint64(n)*den > uint64(size)*num {
+		size *= 2
+	}
+	return size
+}
+
+// rebuild replaces the index by one of size words.
+func (t *keyTable) rebuild(size int) {
+	if t.seed == (maphash.Seed{}) {
+		t.seed = maphash.MakeSeed()
+	}
+	t.index, t.mask = make([]uint32, size), uint32(size-1)
+	for s := uint32(0); s < uint32(t.n); s++ {
+		h := t.at(s).hash
+		pos := h & t.mask
+		for t.index[pos] != 0 {
+			pos = (pos + 1) & t.mask
+		}
+		t.index[pos] = t.word(s, h)
+	}
+}
+
+// reserve makes room for n keys in all, so that putting them allocates
+// nothing more.
+func (t *keyTable) reserve(n int) {
+	n = min(n, maxKeys)
+	if n <= t.n {
+		return
+	}
+	if size := indexSize(n, 3, 4); size > len(t.index) {
+		t.rebuild(size)
+	}
+	t.pages = slices.Grow(t.pages, max(0, (n+pageSlots-1)>>pageBits-len(t.pages)))
+	for p := 0; p<<pageBits < n; p++ {
+		c := min(n-p<<pageBits, pageSlots)
+		if p == len(t.pages) {
+			t.pages = append(t.pages, make([]slot, 0, c))
+		} else if cap(t.pages[p]) < c {
+			grown := make([]slot, len(t.pages[p]), c)
+			copy(grown, t.pages[p])
+			t.pages[p] = grown
+		}
+	}
+}
+
+// all yields every key and its entry, from the last slot to the first.
+// Deleting the key just yielded is allowed (the last slot, already
+// yielded, takes its place); any other change during the walk is not.
+func (t *keyTable) all() iter.Seq2[string, entry] {
+	return func(yield func(string, entry) bool) {
+		for s := t.n - 1; s >= 0; s-- {
+			sl := t.at(uint32(s))
+			if !yield(sl.key(), sl.e) {
+				return
+			}
+		}
+	}
+}
