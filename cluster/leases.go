@@ -21,7 +21,7 @@ import (
 // A million leases must cost little memory and re-arm quickly, so the table
 // allocates nothing per lease: leases live in a slab of fixed-size chunks,
 // addressed by int32 index; the index by key is an open-addressed table of
-// slab indices; the deadline heap is a list of slab indices; each lease
+// slab indices, each beside 32 bits of its key's hash; the deadline heap is a list of slab indices; each lease
 // links to the previous and next lease of its holder by index. The only
 // pointer in a lease is its key's bytes, which the state machine holds.
 
@@ -32,8 +32,8 @@ const (
 	chunkShift = 10
 	chunkSize  = 1 << chunkShift
 	chunkMask  = chunkSize - 1
-	// maxChunks keeps every slab index, and every index plus one (the key
-	// index's entries), an int32.
+	// maxChunks keeps every slab index, and every index plus one (as the
+	// key index keeps it), an int32.
 	maxChunks = (math.MaxInt32 - 1) >> chunkShift
 	// none ends a list, and marks a free slab slot (as its holder).
 	none int32 = -1
@@ -123,9 +123,12 @@ type leases struct {
 	free   int32
 	// n is the number of leases.
 	n int
-	// index finds a lease by key: linear probing, from the key's hash, over
-	// slab indices plus one (0: empty), at most three quarters full.
-	index []int32
+	// index finds a lease by key: linear probing from the key's hash, at
+	// most three quarters full. An entry is the low 32 bits of the key's
+	// hash (which also give its home) above the lease's slab index plus one;
+	// 0 is empty. With the hash in the entry, a lookup reads a lease only
+	// when its hash matches, and a removal or a resize reads none.
+	index []uint64
 	// byHolder finds a holder's list of leases in holders; freeHolders
 	// are the unused entries of holders.
 	byHolder    map[string]int32
@@ -209,7 +212,7 @@ func (l *leases) reserveLocked(n int) {
 	for c := range l.chunks {
 		l.chunks[c] = new([chunkSize]leaseRec)
 	}
-	l.index = make([]int32, indexSize(n))
+	l.index = make([]uint64, indexSize(n))
 	l.heap = make([]int32, 0, n)
 }
 
@@ -289,7 +292,17 @@ func (l *leases) armLocked(k fsm.KeyState) {
 // slab is compacted (shrinkLocked).
 func (l *leases) rec(i int32) *leaseRec { return &l.chunks[i>>chunkShift][i&chunkMask] }
 
-func (l *leases) hash(key string) int { return int(maphash.String(l.seed, key)) }
+func (l *leases) hash(key string) uint32 { return uint32(maphash.String(l.seed, key)) }
+
+// indexEntry is the key index's entry of lease i, whose key hashes to h.
+func indexEntry(h uint32, i int32) uint64 { return uint64(h)<<32 | uint64(uint32(i+1)) }
+
+// entryLease returns the lease of an index entry.
+func entryLease(e uint64) int32 { return int32(uint32(e)) - 1 }
+
+// entryHome returns where an index entry's probe starts, in an index of
+// mask+1 entries.
+func entryHome(e uint64, mask int) int { return int(e>>32) & mask }
 
 // indexSize is the size of a key index for n leases: a power of two, at
 // most three quarters full.
@@ -301,27 +314,30 @@ func indexSize(n int) int {
 	return size
 }
 
-// find returns the lease of key (none if there is none) and its place in
-// the index: where it is, or where it would go.
-func (l *leases) find(key string) (int, int32) {
+// find returns the lease of key (none if there is none), its key's hash,
+// and its place in the index: where it is, or where it would go.
+func (l *leases) find(key string) (int, uint32, int32) {
+	h := l.hash(key)
 	if len(l.index) == 0 {
-		return -1, none
+		return -1, h, none
 	}
 	mask := len(l.index) - 1
-	for p := l.hash(key) & mask; ; p = (p + 1) & mask {
+	for p := int(h) & mask; ; p = (p + 1) & mask {
 		e := l.index[p]
 		if e == 0 {
-			return p, none
+			return p, h, none
 		}
-		if l.rec(e-1).keyString() == key {
-			return p, e - 1
+		if uint32(e>>32) == h {
+			if i := entryLease(e); l.rec(i).keyString() == key {
+				return p, h, i
+			}
 		}
 	}
 }
 
 // lookup returns the lease of key, or none.
 func (l *leases) lookup(key string) int32 {
-	_, i := l.find(key)
+	_, _, i := l.find(key)
 	return i
 }
 
@@ -331,8 +347,8 @@ func (l *leases) lookup(key string) int32 {
 // lookup ends at the first empty entry however many leases came and went.
 func (l *leases) unindex(key string, i int32) {
 	mask := len(l.index) - 1
-	p := l.hash(key) & mask
-	for l.index[p] != i+1 {
+	p := int(l.hash(key)) & mask
+	for entryLease(l.index[p]) != i {
 		p = (p + 1) & mask
 	}
 	for q := (p + 1) & mask; ; q = (q + 1) & mask {
@@ -342,7 +358,7 @@ func (l *leases) unindex(key string, i int32) {
 		}
 		// The entry at q may fill the hole at p unless its home lies in
 		// (p, q]: its probe from home would then miss p.
-		if home := l.hash(l.rec(e-1).keyString()) & mask; (q-home)&mask >= (q-p)&mask {
+		if (q-entryHome(e, mask))&mask >= (q-p)&mask {
 			l.index[p] = e
 			p = q
 		}
@@ -350,21 +366,36 @@ func (l *leases) unindex(key string, i int32) {
 	l.index[p] = 0
 }
 
-// rehashLocked rebuilds the index at size entries, from the slab.
-func (l *leases) rehashLocked(size int) {
-	l.index = make([]int32, size)
-	mask := size - 1
-	for i := int32(0); i < l.top; i++ {
-		r := l.rec(i)
-		if r.holder == none {
-			continue
+// resizeLocked rebuilds the index at size entries, from its own entries.
+func (l *leases) resizeLocked(size int) {
+	old := l.index
+	l.index = make([]uint64, size)
+	for _, e := range old {
+		if e != 0 {
+			l.place(e)
 		}
-		p := l.hash(r.keyString()) & mask
-		for l.index[p] != 0 {
-			p = (p + 1) & mask
-		}
-		l.index[p] = i + 1
 	}
+}
+
+// reindexLocked rebuilds the index at size entries, from the slab: after a
+// compaction, which moved leases.
+func (l *leases) reindexLocked(size int) {
+	l.index = make([]uint64, size)
+	for i := int32(0); i < l.top; i++ {
+		if r := l.rec(i); r.holder != none {
+			l.place(indexEntry(l.hash(r.keyString()), i))
+		}
+	}
+}
+
+// place puts an entry whose key is not in the index into it.
+func (l *leases) place(e uint64) {
+	mask := len(l.index) - 1
+	p := entryHome(e, mask)
+	for l.index[p] != 0 {
+		p = (p + 1) & mask
+	}
+	l.index[p] = e
 }
 
 // allocLocked returns a free slab slot: a freed one first.
@@ -405,15 +436,15 @@ func (l *leases) insertLocked(k fsm.KeyState, now int64) int32 {
 		panic("cluster: key too long for the lease table")
 	}
 	if (l.n+1)*4 > len(l.index)*3 {
-		l.rehashLocked(indexSize(l.n + 1))
+		l.resizeLocked(indexSize(l.n + 1))
 	}
-	p, old := l.find(k.Key)
+	p, h, old := l.find(k.Key)
 	if old != none {
 		l.removeLocked(old)
-		p, _ = l.find(k.Key)
+		p, h, _ = l.find(k.Key)
 	}
 	i := l.allocLocked()
-	l.index[p] = i + 1
+	l.index[p] = indexEntry(h, i)
 	r := l.rec(i)
 	*r = leaseRec{key: unsafe.StringData(k.Key), keyLen: uint32(len(k.Key)), token: k.Token, armed: k.Armed,
 		ttlMs: toMs(k.TTL), prev: none, slot: int32(len(l.heap))}
@@ -423,12 +454,12 @@ func (l *leases) insertLocked(k fsm.KeyState, now int64) int32 {
 		l.heap = slices.Grow(l.heap, max(len(l.heap), 16)) // doubling: no 1.25x steps
 	}
 	l.heap = append(l.heap, i)
-	h, ok := l.byHolder[k.Holder]
+	hi, ok := l.byHolder[k.Holder]
 	if !ok {
-		h = l.newHolderLocked(k.Holder)
+		hi = l.newHolderLocked(k.Holder)
 	}
-	hl := &l.holders[h]
-	r.holder, r.next = h, hl.first
+	hl := &l.holders[hi]
+	r.holder, r.next = hi, hl.first
 	if hl.first != none {
 		l.rec(hl.first).prev = i
 	}
@@ -515,7 +546,7 @@ func (l *leases) shrinkLocked() {
 		l.compactLocked()
 	}
 	if len(l.index) > minIndex && l.n*16 < len(l.index) {
-		l.rehashLocked(indexSize(2 * l.n))
+		l.resizeLocked(indexSize(2 * l.n))
 	}
 	if cap(l.heap) > 64 && len(l.heap)*4 < cap(l.heap) {
 		l.heap = slices.Clip(append(make([]int32, 0, 2*len(l.heap)), l.heap...))
@@ -551,7 +582,7 @@ func (l *leases) compactLocked() {
 	l.free, l.top = holes, limit
 	clear(l.chunks[keep:])
 	l.chunks = l.chunks[:keep]
-	l.rehashLocked(indexSize(2 * l.n))
+	l.reindexLocked(indexSize(2 * l.n))
 }
 
 // moveLocked moves lease j to the free slot i.

@@ -66,8 +66,8 @@ func checkTable(l *leases) error {
 	for _, e := range l.index {
 		if e != 0 {
 			entries++
-			if e-1 >= l.top || l.rec(e-1).holder == none {
-				return fmt.Errorf("index entry %d names no lease", e)
+			if i := entryLease(e); i < 0 || i >= l.top || l.rec(i).holder == none || uint32(e>>32) != l.hash(l.rec(i).keyString()) {
+				return fmt.Errorf("index entry %#x names no lease, or not with its key's hash", e)
 			}
 		}
 	}
