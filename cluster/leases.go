@@ -37,6 +37,8 @@ const (
 	maxChunks = (math.MaxInt32 - 1) >> chunkShift
 	// none ends a list, and marks a free slab slot (as its holder).
 	none int32 = -1
+	// activateBatch is how many grants activate hashes at a time.
+	activateBatch = 64
 	// minIndex is the smallest size of the key index.
 	minIndex = 16
 )
@@ -190,9 +192,29 @@ func (l *leases) activate(gen uint64, walk walkFunc, delayed []fsm.KeyState) {
 	l.gen = gen
 	now := l.now()
 	start := now
+	// The walk's grants are armed in batches, their keys hashed first: the
+	// hashes read keys from all over the state machine's memory, and a
+	// batch lets those reads overlap instead of waiting for each in turn.
+	var batch [activateBatch]fsm.KeyState
+	var hs [activateBatch]uint32
+	nb := 0
+	flush := func() {
+		for j := range batch[:nb] {
+			hs[j] = l.hash(batch[j].Key)
+		}
+		for j := range batch[:nb] {
+			l.insertHashedLocked(batch[j], hs[j], now) // the heap is put in order below
+		}
+		clear(batch[:nb]) // no grant's strings kept past the walk
+		nb = 0
+	}
 	walk(l.reserveLocked, func(k fsm.KeyState) {
-		l.insertLocked(k, now) // the heap is put in order below
+		batch[nb] = k
+		if nb++; nb == len(batch) {
+			flush()
+		}
 	})
+	flush()
 	// One heapify for all of them: O(n), where n pushes are O(n log n).
 	for i := len(l.heap)/2 - 1; i >= 0; i-- {
 		l.down(i)
@@ -317,7 +339,11 @@ func indexSize(n int) int {
 // find returns the lease of key (none if there is none), its key's hash,
 // and its place in the index: where it is, or where it would go.
 func (l *leases) find(key string) (int, uint32, int32) {
-	h := l.hash(key)
+	return l.findHashed(key, l.hash(key))
+}
+
+// findHashed is find, for a key whose hash is h.
+func (l *leases) findHashed(key string, h uint32) (int, uint32, int32) {
 	if len(l.index) == 0 {
 		return -1, h, none
 	}
@@ -431,6 +457,11 @@ func (l *leases) freeLocked(i int32) {
 // lease of its key, and appends it to the heap without restoring the
 // heap's order.
 func (l *leases) insertLocked(k fsm.KeyState, now int64) int32 {
+	return l.insertHashedLocked(k, l.hash(k.Key), now)
+}
+
+// insertHashedLocked is insertLocked, for a key whose hash is h.
+func (l *leases) insertHashedLocked(k fsm.KeyState, h uint32, now int64) int32 {
 	if uint64(len(k.Key)) > math.MaxUint32 {
 		// A raft log entry holds the key: it cannot be this long.
 		panic("cluster: key too long for the lease table")
@@ -438,10 +469,10 @@ func (l *leases) insertLocked(k fsm.KeyState, now int64) int32 {
 	if (l.n+1)*4 > len(l.index)*3 {
 		l.resizeLocked(indexSize(l.n + 1))
 	}
-	p, h, old := l.find(k.Key)
+	p, _, old := l.findHashed(k.Key, h)
 	if old != none {
 		l.removeLocked(old)
-		p, h, _ = l.find(k.Key)
+		p, _, _ = l.findHashed(k.Key, h)
 	}
 	i := l.allocLocked()
 	l.index[p] = indexEntry(h, i)
