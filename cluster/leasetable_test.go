@@ -470,3 +470,30 @@ func TestLeaseTableShrinksWhenMostlyFree(t *testing.T) {
 		t.Fatal("a deactivated table keeps memory")
 	}
 }
+
+// A walk that yields a key twice leaves one lease, the later grant's, in
+// batches of activate or across them.
+func TestLeaseActivateKeepsTheLaterOfTwoGrantsOfAKey(t *testing.T) {
+	l := newLeases(hclog.NewNullLogger(), func(uint64, fsm.Expire, time.Duration) {}, nil)
+	defer l.deactivate()
+	var live []fsm.KeyState
+	for i := 0; i < 3*activateBatch; i++ {
+		live = append(live, fsm.KeyState{Key: fmt.Sprintf("k%d", i%(activateBatch+5)), Holder: "h", Token: fence.Token(i + 1), TTL: time.Hour, State: fsm.Held})
+	}
+	l.activate(1, walkList(live), nil)
+	if err := checkTable(l); err != nil {
+		t.Fatal(err)
+	}
+	last := map[string]fence.Token{}
+	for _, k := range live {
+		last[k.Key] = k.Token
+	}
+	if got := l.holderCount("h"); got != len(last) {
+		t.Fatalf("%d leases for %d keys", got, len(last))
+	}
+	for key, tok := range last {
+		if _, ok := l.live(key, tok); !ok {
+			t.Fatalf("%s: the lease of token %d is not live", key, tok)
+		}
+	}
+}
