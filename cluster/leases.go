@@ -1,8 +1,12 @@
 package cluster
 
 import (
+	"hash/maphash"
+	"math"
+	"slices"
 	"sync"
 	"time"
+	"unsafe"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -10,34 +14,65 @@ import (
 	"github.com/fenced/fenced/fsm"
 )
 
-// lease is the leader's view of one live grant: a deadline on the leader's
-// monotonic clock. Followers keep none; a new leader re-arms every live grant
-// for a full TTL, so no lease ever ends early because of an election.
+// The leader's view of every live grant is a deadline on its monotonic
+// clock. Followers keep none; a new leader re-arms every live grant for a
+// full TTL, so no lease ever ends early because of an election.
 //
-// A lease is one allocation: its key and holder are the strings the state
-// machine already holds, and it carries its own places in the deadline heap
-// and in its holder's list, so a million leases need no timer and no map per
-// holder.
-type lease struct {
-	key string
-	// h is the lease's holder and its list of leases.
-	h     *holderLeases
+// A million leases must cost little memory and re-arm quickly, so the table
+// allocates nothing per lease: leases live in a slab of fixed-size chunks,
+// addressed by int32 index; the index by key is an open-addressed table of
+// slab indices, each beside 32 bits of its key's hash; the deadline heap is a list of slab indices; each lease
+// links to the previous and next lease of its holder by index. The only
+// pointer in a lease is its key's bytes, which the state machine holds.
+
+const (
+	// chunkShift sets the size of the slab's chunks: 1024 leases, 64 KiB.
+	// The slab grows a chunk at a time, so it never copies leases as it
+	// grows, and holds at most one chunk it does not use.
+	chunkShift = 10
+	chunkSize  = 1 << chunkShift
+	chunkMask  = chunkSize - 1
+	// maxChunks keeps every slab index, and every index plus one (as the
+	// key index keeps it), an int32.
+	maxChunks = (math.MaxInt32 - 1) >> chunkShift
+	// none ends a list, and marks a free slab slot (as its holder).
+	none int32 = -1
+	// activateBatch is how many grants activate hashes at a time.
+	activateBatch = 64
+	// minIndex is the smallest size of the key index.
+	minIndex = 16
+)
+
+// leaseRec is one lease: 64 bytes, one cache line.
+type leaseRec struct {
+	// key and keyLen are the grant's key: the string the state machine
+	// holds, shared and never copied (see keyString).
+	key   *byte
 	token fence.Token
 	armed uint64
 	// deadline is when the lease ends; due is when the heap next looks at
 	// it. A renewal moves only deadline, so it costs no heap work: when due
 	// comes, a lease whose deadline moved goes back in at its deadline.
-	// Both are nanoseconds on the table's monotonic clock (see leases.at).
+	// Both are nanoseconds on the table's clock (see leases.now).
 	deadline, due int64
-	// prev and next link the leases of one holder.
-	prev, next *lease
-	// slot is the lease's index in the heap, -1 once it left it.
-	slot int32
-	// ttlMs is in whole milliseconds, as the state machine keeps it: 80
-	// bytes a lease. The few leases with a lock-delay keep it in
-	// leases.lockDelays.
+	keyLen        uint32
+	// ttlMs is in whole milliseconds, as the state machine keeps it. The few
+	// leases with a lock-delay keep it in leases.lockDelays.
 	ttlMs uint32
+	// holder is the index of the lease's holder in leases.holders; none
+	// marks a free slot.
+	holder int32
+	// prev and next link the leases of one holder; next also links the free
+	// slots.
+	prev, next int32
+	// slot is the lease's index in the heap.
+	slot int32
 }
+
+// keyString returns the lease's key: the state machine's own string.
+func (r *leaseRec) keyString() string { return unsafe.String(r.key, r.keyLen) }
+
+func (r *leaseRec) ttl() time.Duration { return time.Duration(r.ttlMs) * time.Millisecond }
 
 // toMs converts a duration to whole milliseconds, rounding up: a lease is
 // never shorter than its grant's TTL (the state machine's durations are
@@ -47,35 +82,20 @@ func toMs(d time.Duration) uint32 {
 	return uint32(min(max(ms, 0), 1<<32-1))
 }
 
-func (ls *lease) ttl() time.Duration { return time.Duration(ls.ttlMs) * time.Millisecond }
-
-// delay returns the lock-delay of ls's grant. The caller holds l.mu.
-func (l *leases) delay(ls *lease) time.Duration {
+// delay returns the lock-delay of lease i's grant. The caller holds l.mu.
+func (l *leases) delay(i int32) time.Duration {
 	if len(l.lockDelays) == 0 {
 		return 0 // most tables: no lookup on a renewal
 	}
-	return time.Duration(l.lockDelays[ls]) * time.Millisecond
+	return time.Duration(l.lockDelays[i]) * time.Millisecond
 }
 
-// holderLeases is the list of one holder's leases, and their number.
+// holderLeases is one holder's list of leases (slab indices), and their
+// number.
 type holderLeases struct {
 	holder string
-	first  *lease
-	n      int
-}
-
-func (h *holderLeases) head() *lease {
-	if h == nil {
-		return nil
-	}
-	return h.first
-}
-
-func (h *holderLeases) len() int {
-	if h == nil {
-		return 0
-	}
-	return h.n
+	first  int32
+	n      int32
 }
 
 // leases is the leader's lease table. It is active only while the node leads
@@ -90,17 +110,37 @@ type leases struct {
 	// base is the zero of the table's clock: deadlines are kept as
 	// nanoseconds since base, read from the monotonic clock.
 	base time.Time
+	// clock, if set, replaces the monotonic clock (tests).
+	clock func() int64
+	// seed keys the hash of the key index: a client cannot choose keys that
+	// collide in it.
+	seed maphash.Seed
 
-	mu    sync.Mutex
-	gen   uint64 // 0: inactive
-	byKey map[string]*lease
-	// byHolder holds each holder's leases.
-	byHolder map[string]*holderLeases
+	mu  sync.Mutex
+	gen uint64 // 0: inactive
+	// chunks are the slab of leases: lease i is chunks[i>>chunkShift][i&chunkMask].
+	// Slots [0, top) hold a lease or are free, linked from free.
+	chunks []*[chunkSize]leaseRec
+	top    int32
+	free   int32
+	// n is the number of leases.
+	n int
+	// index finds a lease by key: linear probing from the key's hash, at
+	// most three quarters full. An entry is the low 32 bits of the key's
+	// hash (which also give its home) above the lease's slab index plus one;
+	// 0 is empty. With the hash in the entry, a lookup reads a lease only
+	// when its hash matches, and a removal or a resize reads none.
+	index []uint64
+	// byHolder finds a holder's list of leases in holders; freeHolders
+	// are the unused entries of holders.
+	byHolder    map[string]int32
+	holders     []holderLeases
+	freeHolders []int32
 	// under counts the live leases of the holders below each namespace:
 	// for holder "a/b/c", the namespaces "a" and "a/b" (namespaceCount).
 	under map[string]int
 	// heap orders the leases by due, earliest first.
-	heap []*lease
+	heap []int32
 	// timer fires at the earliest due; timerAt is when (0: stopped).
 	timer   *time.Timer
 	timerAt int64
@@ -111,17 +151,25 @@ type leases struct {
 	delayQ       delayQueue
 	delayTimer   *time.Timer
 	delayTimerAt int64
-	// lockDelays holds the lock-delay (ms) of the leases whose grant has one.
-	lockDelays map[*lease]uint32
+	// lockDelays holds the lock-delay (ms) of the leases whose grant has
+	// one, by slab index; freeing a slot drops its entry.
+	lockDelays map[int32]uint32
 }
 
 func newLeases(log hclog.Logger, expire func(gen uint64, e fsm.Expire, lockDelay time.Duration), endDelay func(gen uint64, e fsm.DelayEnd)) *leases {
-	return &leases{log: log, expire: expire, endDelay: endDelay, base: time.Now(), byKey: map[string]*lease{}, byHolder: map[string]*holderLeases{}, under: map[string]int{},
-		delays: map[string]lockDelay{}, lockDelays: map[*lease]uint32{}}
+	l := &leases{log: log, expire: expire, endDelay: endDelay, base: time.Now(), seed: maphash.MakeSeed()}
+	l.resetLocked()
+	l.delays = map[string]lockDelay{}
+	return l
 }
 
 // now returns the table's clock.
-func (l *leases) now() int64 { return int64(time.Since(l.base)) }
+func (l *leases) now() int64 {
+	if l.clock != nil {
+		return l.clock()
+	}
+	return int64(time.Since(l.base))
+}
 
 // at converts a time of the table's clock to a time.Time (with its
 // monotonic reading, so comparisons with time.Now stay monotonic).
@@ -135,7 +183,8 @@ type walkFunc func(begin func(n int), fn func(fsm.KeyState))
 // for generation gen, and a full lock-delay for every expired grant whose
 // delay the log does not record as ended: a new leader cannot know when an
 // expiry happened, so it assumes just now. The table is filled straight
-// from the walk: no list of every live grant is made first.
+// from the walk, into a slab, index and heap sized for the walk's count:
+// nothing is allocated per lease.
 func (l *leases) activate(gen uint64, walk walkFunc, delayed []fsm.KeyState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -143,15 +192,29 @@ func (l *leases) activate(gen uint64, walk walkFunc, delayed []fsm.KeyState) {
 	l.gen = gen
 	now := l.now()
 	start := now
-	walk(func(n int) {
-		l.byKey = make(map[string]*lease, n)
-		l.heap = make([]*lease, 0, n)
-	}, func(k fsm.KeyState) {
-		if old := l.byKey[k.Key]; old != nil {
-			l.removeLocked(old) // the heap is put in order below
+	// The walk's grants are armed in batches, their keys hashed first: the
+	// hashes read keys from all over the state machine's memory, and a
+	// batch lets those reads overlap instead of waiting for each in turn.
+	var batch [activateBatch]fsm.KeyState
+	var hs [activateBatch]uint32
+	nb := 0
+	flush := func() {
+		for j := range batch[:nb] {
+			hs[j] = l.hash(batch[j].Key)
 		}
-		l.insertLocked(k, now)
+		for j := range batch[:nb] {
+			l.insertHashedLocked(batch[j], hs[j], now) // the heap is put in order below
+		}
+		clear(batch[:nb]) // no grant's strings kept past the walk
+		nb = 0
+	}
+	walk(l.reserveLocked, func(k fsm.KeyState) {
+		batch[nb] = k
+		if nb++; nb == len(batch) {
+			flush()
+		}
 	})
+	flush()
 	// One heapify for all of them: O(n), where n pushes are O(n log n).
 	for i := len(l.heap)/2 - 1; i >= 0; i-- {
 		l.down(i)
@@ -160,7 +223,19 @@ func (l *leases) activate(gen uint64, walk walkFunc, delayed []fsm.KeyState) {
 	for _, k := range delayed {
 		l.delayLocked(k.Key, k.Token, now+int64(k.LockDelay))
 	}
-	l.log.Info("leases re-armed for a full TTL", "generation", gen, "live", len(l.heap), "took", time.Duration(l.now()-start))
+	l.log.Info("leases re-armed for a full TTL", "generation", gen, "live", l.n, "took", time.Duration(l.now()-start))
+}
+
+// reserveLocked sizes an empty table for n leases.
+func (l *leases) reserveLocked(n int) {
+	n = max(n, 0)
+	chunks := min((n+chunkMask)>>chunkShift, maxChunks)
+	l.chunks = make([]*[chunkSize]leaseRec, chunks)
+	for c := range l.chunks {
+		l.chunks[c] = new([chunkSize]leaseRec)
+	}
+	l.index = make([]uint64, indexSize(n))
+	l.heap = make([]int32, 0, n)
 }
 
 // deactivate stops the timer and forgets every lease at once: a node that
@@ -189,12 +264,19 @@ func (l *leases) stopLocked() {
 		l.timer = nil
 	}
 	l.timerAt = 0
-	l.byKey = map[string]*lease{}
-	l.byHolder = map[string]*holderLeases{}
+	l.resetLocked()
+	l.stopDelaysLocked()
+}
+
+// resetLocked forgets every lease and releases the memory of the table.
+func (l *leases) resetLocked() {
+	l.chunks, l.top, l.free, l.n = nil, 0, none, 0
+	l.index = nil
+	l.byHolder = map[string]int32{}
+	l.holders, l.freeHolders = nil, nil
 	l.under = map[string]int{}
 	l.heap = nil
-	l.stopDelaysLocked()
-	l.lockDelays = map[*lease]uint32{}
+	l.lockDelays = map[int32]uint32{}
 }
 
 // granted arms (or re-arms, for a renewal by acquire) the lease of a grant.
@@ -210,8 +292,9 @@ func (l *leases) granted(k fsm.KeyState) {
 func (l *leases) ended(k fsm.KeyState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if ls := l.byKey[k.Key]; ls != nil && ls.token == k.Token {
-		l.removeLocked(ls)
+	if i := l.lookup(k.Key); i != none && l.rec(i).token == k.Token {
+		l.removeLocked(i)
+		l.shrinkLocked()
 	}
 	if l.gen != 0 && k.State == fsm.Expired && k.LockDelay > 0 {
 		l.delayLocked(k.Key, k.Token, l.now()+int64(k.LockDelay))
@@ -219,40 +302,229 @@ func (l *leases) ended(k fsm.KeyState) {
 }
 
 func (l *leases) armLocked(k fsm.KeyState) {
-	if old := l.byKey[k.Key]; old != nil {
-		l.removeLocked(old)
-	}
-	ls := l.insertLocked(k, l.now())
-	l.up(int(ls.slot))
-	if ls.slot == 0 {
+	i := l.insertLocked(k, l.now())
+	r := l.rec(i)
+	l.up(int(r.slot))
+	if r.slot == 0 {
 		l.resetTimerLocked()
 	}
 }
 
-// insertLocked makes the lease of k, due a TTL after now, and appends it to
-// the heap without restoring the heap's order.
-func (l *leases) insertLocked(k fsm.KeyState, now int64) *lease {
-	ls := &lease{key: k.Key, token: k.Token, armed: k.Armed, ttlMs: toMs(k.TTL), slot: int32(len(l.heap))}
-	if d := toMs(k.LockDelay); d > 0 {
-		l.lockDelays[ls] = d
+// rec returns lease i. The caller holds l.mu; the pointer is good until the
+// slab is compacted (shrinkLocked).
+func (l *leases) rec(i int32) *leaseRec { return &l.chunks[i>>chunkShift][i&chunkMask] }
+
+func (l *leases) hash(key string) uint32 { return uint32(maphash.String(l.seed, key)) }
+
+// indexEntry is the key index's entry of lease i, whose key hashes to h.
+func indexEntry(h uint32, i int32) uint64 { return uint64(h)<<32 | uint64(uint32(i+1)) }
+
+// entryLease returns the lease of an index entry.
+func entryLease(e uint64) int32 { return int32(uint32(e)) - 1 }
+
+// entryHome returns where an index entry's probe starts, in an index of
+// mask+1 entries.
+func entryHome(e uint64, mask int) int { return int(e>>32) & mask }
+
+// indexSize is the size of a key index for n leases: a power of two, at
+// most three quarters full.
+func indexSize(n int) int {
+	size := minIndex
+	for size/4*3 < n {
+		size <<= 1
 	}
-	ls.deadline = now + int64(ls.ttl())
-	ls.due = ls.deadline
-	l.heap = append(l.heap, ls)
-	l.byKey[k.Key] = ls
-	h := l.byHolder[k.Holder]
-	if h == nil {
-		h = &holderLeases{holder: k.Holder}
-		l.byHolder[k.Holder] = h
+	return size
+}
+
+// find returns the lease of key (none if there is none), its key's hash,
+// and its place in the index: where it is, or where it would go.
+func (l *leases) find(key string) (int, uint32, int32) {
+	return l.findHashed(key, l.hash(key))
+}
+
+// findHashed is find, for a key whose hash is h.
+func (l *leases) findHashed(key string, h uint32) (int, uint32, int32) {
+	if len(l.index) == 0 {
+		return -1, h, none
 	}
-	ls.h = h
-	if h.first != nil {
-		ls.next, h.first.prev = h.first, ls
+	mask := len(l.index) - 1
+	for p := int(h) & mask; ; p = (p + 1) & mask {
+		e := l.index[p]
+		if e == 0 {
+			return p, h, none
+		}
+		if uint32(e>>32) == h {
+			if i := entryLease(e); l.rec(i).keyString() == key {
+				return p, h, i
+			}
+		}
 	}
-	h.first = ls
-	h.n++
+}
+
+// lookup returns the lease of key, or none.
+func (l *leases) lookup(key string) int32 {
+	_, _, i := l.find(key)
+	return i
+}
+
+// unindex takes lease i, of key, out of the index by backward shift
+// (Knuth's Algorithm R): each later entry of the run whose home is not
+// between the hole and itself moves into the hole. No tombstones, so a
+// lookup ends at the first empty entry however many leases came and went.
+func (l *leases) unindex(key string, i int32) {
+	mask := len(l.index) - 1
+	p := int(l.hash(key)) & mask
+	for entryLease(l.index[p]) != i {
+		p = (p + 1) & mask
+	}
+	for q := (p + 1) & mask; ; q = (q + 1) & mask {
+		e := l.index[q]
+		if e == 0 {
+			break
+		}
+		// The entry at q may fill the hole at p unless its home lies in
+		// (p, q]: its probe from home would then miss p.
+		if (q-entryHome(e, mask))&mask >= (q-p)&mask {
+			l.index[p] = e
+			p = q
+		}
+	}
+	l.index[p] = 0
+}
+
+// resizeLocked rebuilds the index at size entries, from its own entries.
+func (l *leases) resizeLocked(size int) {
+	old := l.index
+	l.index = make([]uint64, size)
+	for _, e := range old {
+		if e != 0 {
+			l.place(e)
+		}
+	}
+}
+
+// reindexLocked rebuilds the index at size entries, from the slab: after a
+// compaction, which moved leases.
+func (l *leases) reindexLocked(size int) {
+	l.index = make([]uint64, size)
+	for i := int32(0); i < l.top; i++ {
+		if r := l.rec(i); r.holder != none {
+			l.place(indexEntry(l.hash(r.keyString()), i))
+		}
+	}
+}
+
+// place puts an entry whose key is not in the index into it.
+func (l *leases) place(e uint64) {
+	mask := len(l.index) - 1
+	p := entryHome(e, mask)
+	for l.index[p] != 0 {
+		p = (p + 1) & mask
+	}
+	l.index[p] = e
+}
+
+// allocLocked returns a free slab slot: a freed one first.
+func (l *leases) allocLocked() int32 {
+	if i := l.free; i != none {
+		l.free = l.rec(i).next
+		return i
+	}
+	if int(l.top) == len(l.chunks)*chunkSize {
+		if len(l.chunks) >= maxChunks {
+			// Two billion leases cannot be: the state machine would need
+			// hundreds of gigabytes to hold their grants.
+			panic("cluster: lease table full")
+		}
+		l.chunks = append(l.chunks, new([chunkSize]leaseRec))
+	}
+	l.top++
+	return l.top - 1
+}
+
+// freeLocked returns slot i to the free list, cleared: a lease that takes
+// the slot later inherits nothing, its lock-delay included.
+func (l *leases) freeLocked(i int32) {
+	if len(l.lockDelays) != 0 {
+		delete(l.lockDelays, i)
+	}
+	*l.rec(i) = leaseRec{holder: none, prev: none, next: l.free, slot: none}
+	l.free = i
+	l.n--
+}
+
+// insertLocked arms the lease of k, due a TTL after now, in place of any
+// lease of its key, and appends it to the heap without restoring the
+// heap's order.
+func (l *leases) insertLocked(k fsm.KeyState, now int64) int32 {
+	return l.insertHashedLocked(k, l.hash(k.Key), now)
+}
+
+// insertHashedLocked is insertLocked, for a key whose hash is h.
+func (l *leases) insertHashedLocked(k fsm.KeyState, h uint32, now int64) int32 {
+	if uint64(len(k.Key)) > math.MaxUint32 {
+		// A raft log entry holds the key: it cannot be this long.
+		panic("cluster: key too long for the lease table")
+	}
+	if (l.n+1)*4 > len(l.index)*3 {
+		l.resizeLocked(indexSize(l.n + 1))
+	}
+	p, _, old := l.findHashed(k.Key, h)
+	if old != none {
+		l.removeLocked(old)
+		p, _, _ = l.findHashed(k.Key, h)
+	}
+	i := l.allocLocked()
+	l.index[p] = indexEntry(h, i)
+	r := l.rec(i)
+	*r = leaseRec{key: unsafe.StringData(k.Key), keyLen: uint32(len(k.Key)), token: k.Token, armed: k.Armed,
+		ttlMs: toMs(k.TTL), prev: none, slot: int32(len(l.heap))}
+	r.deadline = now + int64(r.ttl())
+	r.due = r.deadline
+	if len(l.heap) == cap(l.heap) {
+		l.heap = slices.Grow(l.heap, max(len(l.heap), 16)) // doubling: no 1.25x steps
+	}
+	l.heap = append(l.heap, i)
+	hi, ok := l.byHolder[k.Holder]
+	if !ok {
+		hi = l.newHolderLocked(k.Holder)
+	}
+	hl := &l.holders[hi]
+	r.holder, r.next = hi, hl.first
+	if hl.first != none {
+		l.rec(hl.first).prev = i
+	}
+	hl.first = i
+	hl.n++
+	l.n++
 	l.countUnder(k.Holder, 1)
-	return ls
+	if d := toMs(k.LockDelay); d > 0 {
+		l.lockDelays[i] = d
+	}
+	return i
+}
+
+// newHolderLocked adds an empty list of leases for holder.
+func (l *leases) newHolderLocked(holder string) int32 {
+	var h int32
+	if n := len(l.freeHolders); n > 0 {
+		h = l.freeHolders[n-1]
+		l.freeHolders = l.freeHolders[:n-1]
+	} else {
+		l.holders = append(l.holders, holderLeases{})
+		h = int32(len(l.holders) - 1)
+	}
+	l.holders[h] = holderLeases{holder: holder, first: none}
+	l.byHolder[holder] = h
+	return h
+}
+
+// holderLenLocked returns the number of leases of holder.
+func (l *leases) holderLenLocked(holder string) int {
+	if h, ok := l.byHolder[holder]; ok {
+		return int(l.holders[h].n)
+	}
+	return 0
 }
 
 // countUnder adds d to the count of every namespace above holder.
@@ -268,38 +540,107 @@ func (l *leases) countUnder(holder string, d int) {
 	}
 }
 
-func (l *leases) removeLocked(ls *lease) {
-	delete(l.byKey, ls.key)
-	delete(l.lockDelays, ls)
-	if h := ls.h; h != nil {
-		if h.first == ls {
-			h.first = ls.next
-		}
-		if h.n--; h.n == 0 {
-			delete(l.byHolder, h.holder)
-		}
-		l.countUnder(h.holder, -1)
-		ls.h = nil
+// removeLocked forgets lease i and frees its slot: the caller reads what it
+// needs of the lease first.
+func (l *leases) removeLocked(i int32) {
+	r := l.rec(i)
+	l.unindex(r.keyString(), i)
+	hl := &l.holders[r.holder]
+	if r.prev != none {
+		l.rec(r.prev).next = r.next
+	} else {
+		hl.first = r.next
 	}
-	if ls.prev != nil {
-		ls.prev.next = ls.next
+	if r.next != none {
+		l.rec(r.next).prev = r.prev
 	}
-	if ls.next != nil {
-		ls.next.prev = ls.prev
+	holder := hl.holder
+	if hl.n--; hl.n == 0 {
+		delete(l.byHolder, holder)
+		l.holders[r.holder] = holderLeases{first: none}
+		l.freeHolders = append(l.freeHolders, r.holder)
 	}
-	ls.prev, ls.next = nil, nil
-	if ls.slot >= 0 {
-		l.heapRemove(int(ls.slot))
-	}
+	l.countUnder(holder, -1)
+	l.heapRemove(int(r.slot))
+	l.freeLocked(i)
 	// A stale timer only makes fire look at the heap early; it is not
 	// worth a reset per removal.
+}
+
+// shrinkLocked gives memory back once the table is mostly free: the slab
+// is compacted below a quarter full (then it is about full again, so a
+// table that shrinks and grows does not compact each time), the index
+// below a sixteenth full, the heap's list below a quarter. Slab indices
+// change: nothing may hold one across a call.
+func (l *leases) shrinkLocked() {
+	if len(l.chunks) > 1 && l.n*4 < len(l.chunks)*chunkSize {
+		l.compactLocked()
+	}
+	if len(l.index) > minIndex && l.n*16 < len(l.index) {
+		l.resizeLocked(indexSize(2 * l.n))
+	}
+	if cap(l.heap) > 64 && len(l.heap)*4 < cap(l.heap) {
+		l.heap = slices.Clip(append(make([]int32, 0, 2*len(l.heap)), l.heap...))
+	}
+	if len(l.byHolder) == 0 && cap(l.holders) > 64 {
+		l.holders, l.freeHolders = nil, nil
+	}
+}
+
+// compactLocked moves every lease into the slab's first chunks, as few as
+// hold them, and releases the others.
+func (l *leases) compactLocked() {
+	keep := max((l.n+chunkMask)>>chunkShift, 1)
+	limit := min(int32(keep*chunkSize), l.top)
+	// The free slots below limit take the leases above it.
+	holes := none
+	for i := l.free; i != none; {
+		next := l.rec(i).next
+		if i < limit {
+			l.rec(i).next = holes
+			holes = i
+		}
+		i = next
+	}
+	for j := limit; j < l.top; j++ {
+		if l.rec(j).holder == none {
+			continue
+		}
+		h := holes
+		holes = l.rec(h).next
+		l.moveLocked(j, h)
+	}
+	l.free, l.top = holes, limit
+	clear(l.chunks[keep:])
+	l.chunks = l.chunks[:keep]
+	l.reindexLocked(indexSize(2 * l.n))
+}
+
+// moveLocked moves lease j to the free slot i.
+func (l *leases) moveLocked(j, i int32) {
+	r := l.rec(i)
+	*r = *l.rec(j)
+	l.heap[r.slot] = i
+	if r.prev != none {
+		l.rec(r.prev).next = i
+	} else {
+		l.holders[r.holder].first = i
+	}
+	if r.next != none {
+		l.rec(r.next).prev = i
+	}
+	if d, ok := l.lockDelays[j]; ok {
+		delete(l.lockDelays, j)
+		l.lockDelays[i] = d
+	}
+	*l.rec(j) = leaseRec{}
 }
 
 // resetTimerLocked arms the timer for the earliest due lease, unless it is
 // already armed for that moment or earlier (fire then re-arms it).
 func (l *leases) resetTimerLocked() {
 	if len(l.heap) > 0 {
-		l.armEarliestLocked(&l.timer, &l.timerAt, l.heap[0].due, l.fire)
+		l.armEarliestLocked(&l.timer, &l.timerAt, l.rec(l.heap[0]).due, l.fire)
 	}
 }
 
@@ -337,25 +678,31 @@ func (l *leases) fire(gen uint64) {
 	}
 	l.timerAt = 0
 	now := l.now()
-	for len(l.heap) > 0 && l.heap[0].due <= now {
-		ls := l.heap[0]
-		if ls.deadline > now {
+	for len(l.heap) > 0 {
+		i := l.heap[0]
+		r := l.rec(i)
+		if r.due > now {
+			break
+		}
+		if r.deadline > now {
 			// A renewal moved the deadline after this lease was due.
-			ls.due = ls.deadline
+			r.due = r.deadline
 			l.down(0)
 			continue
 		}
-		delay := l.delay(ls)
-		l.removeLocked(ls)
+		e := fsm.Expire{Key: r.keyString(), Token: r.token, Armed: r.armed}
+		delay := l.delay(i)
+		l.removeLocked(i)
 		if delay > 0 {
 			// The lock-delay starts now, before the expiry is proposed: once
 			// the expiry is applied the key looks free, and an acquire
 			// checking between that moment and ended() would find no delay
 			// to honour.
-			l.delayLocked(ls.key, ls.token, now+int64(delay))
+			l.delayLocked(e.Key, e.Token, now+int64(delay))
 		}
-		ends = append(ends, ending{fsm.Expire{Key: ls.key, Token: ls.token, Armed: ls.armed}, delay})
+		ends = append(ends, ending{e, delay})
 	}
+	l.shrinkLocked()
 	l.resetTimerLocked()
 	l.mu.Unlock()
 	for _, x := range ends {
@@ -363,14 +710,15 @@ func (l *leases) fire(gen uint64) {
 	}
 }
 
-// The heap: a binary min-heap of leases by due, each lease knowing its slot.
+// The heap: a binary min-heap of slab indices by due, each lease knowing
+// its slot.
 
-func (l *leases) less(i, j int) bool { return l.heap[i].due < l.heap[j].due }
+func (l *leases) less(i, j int) bool { return l.rec(l.heap[i]).due < l.rec(l.heap[j]).due }
 
 func (l *leases) swap(i, j int) {
 	h := l.heap
 	h[i], h[j] = h[j], h[i]
-	h[i].slot, h[j].slot = int32(i), int32(j)
+	l.rec(h[i]).slot, l.rec(h[j]).slot = int32(i), int32(j)
 }
 
 func (l *leases) up(i int) {
@@ -402,15 +750,14 @@ func (l *leases) down(i int) {
 	}
 }
 
+// heapRemove takes the lease at slot i out of the heap; freeLocked clears
+// its own slot.
 func (l *leases) heapRemove(i int) {
 	last := len(l.heap) - 1
-	ls := l.heap[i]
 	if i != last {
 		l.swap(i, last)
 	}
-	l.heap[last] = nil
 	l.heap = l.heap[:last]
-	ls.slot = -1
 	if i != last {
 		l.down(i)
 		l.up(i)
@@ -421,24 +768,32 @@ func (l *leases) heapRemove(i int) {
 func (l *leases) live(key string, tok fence.Token) (time.Time, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ls := l.byKey[key]
-	if ls == nil || ls.token != tok || ls.deadline <= l.now() {
+	i := l.lookup(key)
+	if i == none {
 		return time.Time{}, false
 	}
-	return l.at(ls.deadline), true
+	r := l.rec(i)
+	if r.token != tok || r.deadline <= l.now() {
+		return time.Time{}, false
+	}
+	return l.at(r.deadline), true
 }
 
 // renew extends a live lease of holder for a full TTL from now.
 func (l *leases) renew(key, holder string, tok fence.Token) (fsm.KeyState, time.Time, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	ls := l.byKey[key]
-	now := l.now()
-	if ls == nil || ls.token != tok || ls.h.holder != holder || ls.deadline <= now {
+	i := l.lookup(key)
+	if i == none {
 		return fsm.KeyState{}, time.Time{}, false
 	}
-	ls.deadline = now + int64(ls.ttl())
-	return l.state(ls), l.at(ls.deadline), true
+	r := l.rec(i)
+	now := l.now()
+	if r.token != tok || l.holders[r.holder].holder != holder || r.deadline <= now {
+		return fsm.KeyState{}, time.Time{}, false
+	}
+	r.deadline = now + int64(r.ttl())
+	return l.state(i), l.at(r.deadline), true
 }
 
 // renewHolder extends every live lease of a holder.
@@ -446,24 +801,26 @@ func (l *leases) renewHolder(holder string) []RenewedLease {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
-	h := l.byHolder[holder]
-	if h == nil {
+	h, ok := l.byHolder[holder]
+	if !ok {
 		return nil
 	}
-	out := make([]RenewedLease, 0, h.len())
-	for ls := h.head(); ls != nil; ls = ls.next {
-		if ls.deadline <= now {
-			continue
+	out := make([]RenewedLease, 0, l.holders[h].n)
+	for i := l.holders[h].first; i != none; {
+		r := l.rec(i)
+		if r.deadline > now {
+			r.deadline = now + int64(r.ttl())
+			out = append(out, RenewedLease{Key: l.state(i), Deadline: l.at(r.deadline)})
 		}
-		ls.deadline = now + int64(ls.ttl())
-		out = append(out, RenewedLease{Key: l.state(ls), Deadline: l.at(ls.deadline)})
+		i = r.next
 	}
 	return out
 }
 
-// state returns the grant of ls. The caller holds l.mu.
-func (l *leases) state(ls *lease) fsm.KeyState {
-	return fsm.KeyState{Key: ls.key, Holder: ls.h.holder, Token: ls.token, TTL: ls.ttl(), State: fsm.Held, Armed: ls.armed, LockDelay: l.delay(ls)}
+// state returns the grant of lease i. The caller holds l.mu.
+func (l *leases) state(i int32) fsm.KeyState {
+	r := l.rec(i)
+	return fsm.KeyState{Key: r.keyString(), Holder: l.holders[r.holder].holder, Token: r.token, TTL: r.ttl(), State: fsm.Held, Armed: r.armed, LockDelay: l.delay(i)}
 }
 
 // RenewedLease is a grant whose lease a renewal extended, and its new deadline.

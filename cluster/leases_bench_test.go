@@ -34,25 +34,39 @@ func benchLeases() *leases {
 }
 
 // BenchmarkLeaseArm arms one lease per operation in a table that grows to
-// b.N leases: ns/op and B/op are the cost of one armed lease.
+// b.N leases: ns/op and B/op are the cost of one armed lease (B/op counts
+// what the table's growth left behind too), live-B/lease what the table
+// holds per lease in the end.
 func BenchmarkLeaseArm(b *testing.B) {
 	ks := benchKeys(b.N)
 	l := benchLeases()
 	l.activate(1, walkList(nil), nil)
+	base := liveBytes()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := range ks {
 		l.granted(ks[i])
 	}
 	b.StopTimer()
+	b.ReportMetric(float64(liveBytes()-base)/float64(b.N), "live-B/lease")
+	runtime.KeepAlive(ks)
 	l.deactivate()
 }
 
+// liveBytes returns the bytes of the heap that a collection leaves.
+func liveBytes() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
 // BenchmarkLeaseActivate re-arms a million live grants, as a new leader
-// does; ns/op and B/op are per lease.
+// does; ns/lease and live-B/lease are per lease.
 func BenchmarkLeaseActivate(b *testing.B) {
 	ks := benchKeys(1 << 20)
 	l := benchLeases()
+	base := liveBytes()
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
@@ -60,6 +74,8 @@ func BenchmarkLeaseActivate(b *testing.B) {
 	}
 	b.StopTimer()
 	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/float64(len(ks)), "ns/lease")
+	b.ReportMetric(float64(liveBytes()-base)/float64(len(ks)), "live-B/lease")
+	runtime.KeepAlive(ks)
 	l.deactivate()
 }
 

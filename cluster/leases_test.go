@@ -113,11 +113,11 @@ func TestLeaseTableExpiresEachLeaseOnceAfterItsDeadline(t *testing.T) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if got := l.byHolder["h1"].len(); got != 0 {
+	if got := l.holderLenLocked("h1"); got != 0 {
 		t.Errorf("holder h1 still has %d leases after all ended", got)
 	}
-	if len(l.heap) != 0 || len(l.byKey) != 0 || len(l.byHolder) != 0 {
-		t.Errorf("table not empty after every lease ended: heap %d, keys %d, holders %d", len(l.heap), len(l.byKey), len(l.byHolder))
+	if len(l.heap) != 0 || l.n != 0 || len(l.byHolder) != 0 {
+		t.Errorf("table not empty after every lease ended: heap %d, keys %d, holders %d", len(l.heap), l.n, len(l.byHolder))
 	}
 }
 
@@ -130,7 +130,7 @@ func TestLeaseTableDeactivatedProposesNothing(t *testing.T) {
 	l.activate(1, walkList([]fsm.KeyState{{Key: "a", Holder: "h", Token: 1, TTL: time.Hour, State: fsm.Held}}), nil)
 	l.deactivate()
 	l.mu.Lock()
-	timer, leases := l.timer, len(l.heap)+len(l.byKey)+len(l.byHolder)
+	timer, leases := l.timer, len(l.heap)+l.n+len(l.byHolder)+len(l.chunks)+len(l.index)
 	l.mu.Unlock()
 	if timer != nil || leases != 0 {
 		t.Fatalf("deactivated table kept a timer (%v) or %d lease entries", timer != nil, leases)
@@ -169,8 +169,8 @@ func TestLeaseDurationsRoundUp(t *testing.T) {
 			t.Errorf("toMs(%v) = %d, want %d", in, got, want)
 		}
 	}
-	if s := unsafe.Sizeof(lease{}); s > 80 {
-		t.Errorf("a lease takes %d bytes, more than the 80-byte size class", s)
+	if s := unsafe.Sizeof(leaseRec{}); s != 64 {
+		t.Errorf("a lease takes %d bytes, not one 64-byte cache line", s)
 	}
 }
 

@@ -93,7 +93,7 @@ func (l Limits) apply(a AcquireArgs) bool {
 func (l *leases) holderCount(holder string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.byHolder[holder].len()
+	return l.holderLenLocked(holder)
 }
 
 // namespaceCount returns the number of live leases of the holders in the
@@ -103,7 +103,7 @@ func (l *leases) holderCount(holder string) int {
 func (l *leases) namespaceCount(name string) int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	return l.byHolder[name].len() + l.under[name]
+	return l.holderLenLocked(name) + l.under[name]
 }
 
 // len returns the number of acquires waiting for key.

@@ -21,7 +21,7 @@ func TestNamespaceCountFollowsLeases(t *testing.T) {
 	holders := []string{"alice", "alice/w1", "alice/w1/t", "alice2", "alice2/x", "bob", "bob/a"}
 	names := []string{"alice", "alice/w1", "alice2", "bob", "carol"}
 	rng := rand.New(rand.NewSource(1))
-	live := map[string]*lease{}
+	live := map[string]int32{}
 	for i := 0; i < 2000; i++ {
 		key := fmt.Sprintf("k%d", rng.Intn(40))
 		l.mu.Lock()
@@ -35,7 +35,7 @@ func TestNamespaceCountFollowsLeases(t *testing.T) {
 		for _, name := range names {
 			want := 0
 			for _, ls := range live {
-				if ls.h.holder == name || strings.HasPrefix(ls.h.holder, name+"/") {
+				if h := l.holders[l.rec(ls).holder].holder; h == name || strings.HasPrefix(h, name+"/") {
 					want++
 				}
 			}
