@@ -25,7 +25,7 @@ import (
 // DefaultFloor/fraction of live heap the headroom is the floor, and below
 // the floor itself the collector runs as with GOGC=100. It keeps small
 // nodes from collecting often for no gain worth having.
-const DefaultFloor = 64 << 20
+const DefaultFloor = 32 << 20
 
 // maxPercent is the GOGC a Tuner never exceeds: Go's default.
 const maxPercent = 100

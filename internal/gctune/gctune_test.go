@@ -12,8 +12,10 @@ import (
 	"github.com/fenced/fenced/internal/testutil"
 )
 
+const mib = 1 << 20
+
 func TestPercent(t *testing.T) {
-	const mib = 1 << 20
+	const floor = 64 * mib
 	for _, c := range []struct {
 		name  string
 		live  uint64
@@ -21,14 +23,14 @@ func TestPercent(t *testing.T) {
 		floor uint64
 		want  int
 	}{
-		{"empty heap: Go's default", 0, 25, DefaultFloor, 100},
-		{"small heap: the floor is more than GOGC=100 gives", 10 * mib, 25, DefaultFloor, 100},
-		{"heap the size of the floor", 64 * mib, 25, DefaultFloor, 100},
-		{"between: the floor is the headroom", 128 * mib, 25, DefaultFloor, 50},
-		{"large heap: the fraction", 400 * mib, 25, DefaultFloor, 25},
-		{"huge heap, tiny fraction: never below the minimum", 64 << 30, 1, DefaultFloor, minPercent},
+		{"empty heap: Go's default", 0, 25, floor, 100},
+		{"small heap: the floor is more than GOGC=100 gives", 10 * mib, 25, floor, 100},
+		{"heap the size of the floor", 64 * mib, 25, floor, 100},
+		{"between: the floor is the headroom", 128 * mib, 25, floor, 50},
+		{"large heap: the fraction", 400 * mib, 25, floor, 25},
+		{"huge heap, tiny fraction: never below the minimum", 64 << 30, 1, floor, minPercent},
 		{"no floor", 10 * mib, 25, 0, 25},
-		{"fraction above Go's default is capped", 400 * mib, 300, DefaultFloor, 100},
+		{"fraction above Go's default is capped", 400 * mib, 300, floor, 100},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			if got := Percent(c.live, c.pct, c.floor); got != c.want {
@@ -105,9 +107,8 @@ func waitGOGC(t *testing.T, rt *fakeRuntime, want int) {
 
 func TestStepIgnoresSmallMoves(t *testing.T) {
 	rt := &fakeRuntime{}
-	tu := &Tuner{Pct: 25, Floor: DefaultFloor}
+	tu := &Tuner{Pct: 25, Floor: 64 * mib}
 	log := hclog.NewNullLogger()
-	const mib = 1 << 20
 	cur := tu.step(256*mib, 100, rt.set, log) // floor/live = 25
 	cur = tu.step(250*mib, cur, rt.set, log)  // 25.6 → 25: no change
 	cur = tu.step(200*mib, cur, rt.set, log)  // 32: a change
