@@ -115,9 +115,9 @@ var memoryLimitUsage = fmt.Sprintf("soft memory limit of the Go heap (GOMEMLIMIT
 	memoryLimitAuto, cgroupShare*100, memoryLimitOff)
 
 // defaultGCHeadroom is --gc-headroom's default: a heap of a million keys
-// keeps about a quarter more than its live size, where GOGC=100 lets it
-// double.
-const defaultGCHeadroom = 25
+// keeps about a fifth more than its live size (and Go's scavenger another
+// tenth of that), where GOGC=100 lets it double.
+const defaultGCHeadroom = 20
 
 var errGCHeadroom = errors.New("--gc-headroom must be a percentage from 0 (off: GOGC=100) to 100")
 
