@@ -4,7 +4,7 @@
 # cluster with the client on the same machine talking to the leader. Prints
 # one line per run: SYSTEM WORKLOAD CLIENTS OPS_PER_SEC P50_MS P99_MS.
 #
-#   scripts/bench-vs-etcd.sh            # DURATION=5s RUNS=3 TRANSPORTS="std lean"
+#   scripts/bench-vs-etcd.sh            # DURATION=5s RUNS=3 TRANSPORTS="std std-nobatch lean"
 #   TRANSPORTS=std scripts/bench-vs-etcd.sh
 #   WORKLOADS="verify keepalive" RUNS=5 scripts/bench-vs-etcd.sh
 #
@@ -13,8 +13,9 @@
 #
 # TRANSPORTS lists the fencectl bench --transport values to run fenced with
 # (lean: the benchmark's own lean client transport; std: net/http's, as
-# api.Client uses by default); each is a SYSTEM of its own in the output
-# (fenced, fenced-std).
+# api.Client uses by default), each optionally with -nobatch (std-nobatch:
+# --batching=false, one HTTP request per verify or keepalive); each is a
+# SYSTEM of its own in the output (fenced, fenced-std, fenced-std-nobatch).
 #
 # Needs: Go, python3, free loopback ports 7810-7831 and 23800-23831. The etcd
 # side is scripts/etcdcmp (its own module: etcd's server is not a dependency
@@ -23,7 +24,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-5s}
 RUNS=${RUNS:-3}
-TRANSPORTS=${TRANSPORTS:-std lean}
+TRANSPORTS=${TRANSPORTS:-std std-nobatch lean}
 WORKLOADS=${WORKLOADS:-acquire cycle contended verify keepalive}
 for port in 7810 7811 7820 7821 7830 7831 23800 23801 23810 23811 23820 23821; do
 	if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then
@@ -64,9 +65,10 @@ fenced_run() { # WORKLOAD CLIENTS TRANSPORT
 			python3 -c 'import json,sys; print(json.load(sys.stdin)["leader_http"])' 2>/dev/null) && [ -n "$lead" ] && break
 		sleep 0.2
 	done
-	local name=fenced
+	local name=fenced tr=${3%-nobatch} batching=true
 	[ "$3" = lean ] || name="fenced-$3"
-	"$work/fencectl" --endpoints "$lead" bench "$1" --clients "$2" --duration "$DURATION" --transport "$3" -o json 2>/dev/null |
+	[ "$tr" = "$3" ] || batching=false
+	"$work/fencectl" --endpoints "$lead" bench "$1" --clients "$2" --duration "$DURATION" --transport "$tr" --batching="$batching" -o json 2>/dev/null |
 		python3 -c 'import json,sys; d=json.load(sys.stdin)[0]; print(sys.argv[1], d["workload"], d["clients"], round(d["ops_per_sec"]), round(d["p50_ns"]/1e6, 2), round(d["p99_ns"]/1e6, 2))' "$name"
 	stop_all "${pids[@]}"
 	rm -rf "$base"
