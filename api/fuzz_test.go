@@ -190,6 +190,19 @@ func (n *recordingNode) Verify(context.Context, string, fence.Token, string) (cl
 	return cluster.Verdict{Reason: cluster.ReasonUnknownKey}, nil
 }
 
+func (n *recordingNode) KeepaliveBatch(_ context.Context, holders []string) ([][]cluster.RenewedLease, error) {
+	n.wrote("keepalive")
+	return make([][]cluster.RenewedLease, len(holders)), nil
+}
+
+func (n *recordingNode) VerifyBatch(_ context.Context, checks []cluster.VerifyCheck) ([]cluster.Verdict, error) {
+	out := make([]cluster.Verdict, len(checks))
+	for i := range out {
+		out[i] = cluster.Verdict{Reason: cluster.ReasonUnknownKey}
+	}
+	return out, nil
+}
+
 func (n *recordingNode) Key(_ context.Context, key string) (cluster.KeyInfo, bool, error) {
 	return cluster.KeyInfo{KeyState: fsm.KeyState{Key: key, Holder: "h", Token: 1<<32 | 1, State: fsm.Held}}, true, nil
 }
