@@ -181,7 +181,9 @@ func verifyResultOf(v VerifyResponse) VerifyResult {
 func (s *Server) proxyVerifyBatch(w http.ResponseWriter, r *http.Request, body []byte, n int) {
 	rec := &captureWriter{header: http.Header{}}
 	s.proxy(rec, r, body, false)
-	if rec.status == http.StatusOK || rec.status == http.StatusBadRequest {
+	// A leader that does not know the route (404, an older version) says
+	// so, for the client to send single verifies.
+	if rec.status == http.StatusOK || rec.status == http.StatusBadRequest || rec.status == http.StatusNotFound {
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(rec.status)
 		_, _ = w.Write(rec.buf.Bytes())
