@@ -91,12 +91,12 @@ func TestVerifyBatchItems(t *testing.T) {
 		reason string
 	}{
 		{"current grant", VerifyRequest{Key: "k", Token: tok.String()}, 200, "ok"},
+		{"malformed token", VerifyRequest{Key: "k", Token: "-1"}, 400, "malformed"},
 		{"current grant and holder", VerifyRequest{Key: "k", Token: tok.String(), Holder: "alice"}, 200, "ok"},
 		{"other holder", VerifyRequest{Key: "k", Token: tok.String(), Holder: "bob"}, 200, "holder_mismatch"},
 		{"older token", VerifyRequest{Key: "k", Token: (tok - 1).String()}, 200, "superseded"},
 		{"newer token", VerifyRequest{Key: "k", Token: (tok + 1).String()}, 200, "not_granted_yet"},
 		{"unknown key", VerifyRequest{Key: "nope", Token: tok.String()}, 200, "unknown_key"},
-		{"malformed token", VerifyRequest{Key: "k", Token: "-1"}, 400, "malformed"},
 		{"no key", VerifyRequest{Token: tok.String()}, 400, "malformed"},
 		{"control character", VerifyRequest{Key: "a\x01", Token: tok.String()}, 400, "malformed"},
 	}
@@ -405,6 +405,8 @@ func TestClientCoalescesVerifies(t *testing.T) {
 	s := &coalesceServer{gate: make(chan struct{})}
 	srv := httptest.NewServer(s)
 	defer srv.Close()
+	release := sync.OnceFunc(func() { close(s.gate) })
+	defer release() // before srv.Close, so a failed test does not hang
 	c := NewClient([]string{srv.URL})
 	ctx := context.Background()
 
@@ -443,7 +445,7 @@ func TestClientCoalescesVerifies(t *testing.T) {
 	queued(t, c, n-1)
 	cancel()
 	queued(t, c, n-2)
-	close(s.gate)
+	release()
 	wg.Wait()
 	if got := s.singles.Load() + s.batches.Load(); got != 2 || s.batchItems.Load() != n-2 {
 		t.Fatalf("%d calls made %d single and %d batch requests (%d items), want 1 and 1 (%d)", n, s.singles.Load(), s.batches.Load(), s.batchItems.Load(), n-2)
@@ -472,6 +474,10 @@ func TestClientCancelInBatch(t *testing.T) {
 	s := &coalesceServer{gate: make(chan struct{}), batchGate: make(chan struct{})}
 	srv := httptest.NewServer(s)
 	defer srv.Close()
+	release := sync.OnceFunc(func() { close(s.gate) })
+	defer release() // before srv.Close, so a failed test does not hang
+	releaseBatch := sync.OnceFunc(func() { close(s.batchGate) })
+	defer releaseBatch()
 	c := NewClient([]string{srv.URL})
 	ctx := context.Background()
 	var wg sync.WaitGroup
@@ -497,7 +503,7 @@ func TestClientCancelInBatch(t *testing.T) {
 		}
 	}
 	queued(t, c, 3)
-	close(s.gate) // the batch goes out and waits at the server
+	release() // the batch goes out and waits at the server
 	testutil.Eventually(t, 10*time.Second, func() error {
 		if s.batches.Load() == 0 {
 			return errors.New("batch not sent")
@@ -513,7 +519,7 @@ func TestClientCancelInBatch(t *testing.T) {
 		}
 		return nil
 	})
-	close(s.batchGate)
+	releaseBatch()
 	wg.Wait()
 	for i, err := range errs {
 		if (i == 1) != (err != nil) {
@@ -529,6 +535,8 @@ func TestClientFallsBackWithoutBatchRoute(t *testing.T) {
 	s := &coalesceServer{gate: make(chan struct{}), noBatch: true}
 	srv := httptest.NewServer(s)
 	defer srv.Close()
+	release := sync.OnceFunc(func() { close(s.gate) })
+	defer release() // before srv.Close, so a failed test does not hang
 	c := NewClient([]string{srv.URL})
 	var wg sync.WaitGroup
 	errs := make([]error, 8)
@@ -552,7 +560,7 @@ func TestClientFallsBackWithoutBatchRoute(t *testing.T) {
 		}
 	}
 	queued(t, c, len(errs)-1)
-	close(s.gate)
+	release()
 	wg.Wait()
 	for i, err := range errs {
 		if err != nil {
