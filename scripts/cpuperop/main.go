@@ -37,7 +37,7 @@ func main() {
 	workloads := flag.String("workloads", "verify,keepalive", "comma-separated fencectl bench workloads")
 	clients := flag.String("clients", "64", "fencectl bench --clients")
 	duration := flag.Duration("duration", 5*time.Second, "fencectl bench --duration")
-	transport := flag.String("transport", "std", "comma-separated fencectl bench --transport values; each build runs with each, alternating (the BUILD column then says build/transport)")
+	transport := flag.String("transport", "std", "comma-separated fencectl bench --transport values, each optionally with -nobatch (std-nobatch: --batching=false); each build runs with each, alternating (the BUILD column then says build/transport)")
 	runs := flag.Int("runs", 3, "alternating runs of each build")
 	nodeArgs := flag.String("node-args", "", "extra arguments for every node, space-separated")
 	flag.StringVar(&profileDir, "profile-dir", "", "write a CPU profile of each node, taken over the middle of each run, to this directory (adds --enable-pprof)")
@@ -161,8 +161,13 @@ func once(b build, ctl, workload, clients, transport string, d time.Duration, no
 	}
 	wait := profileNodes(c, lead, strings.ReplaceAll(b.name, "/", "-")+"-"+workload, d)
 	defer wait()
+	// TRANSPORT-nobatch: that transport with the client's batching off.
+	tr, batching := transport, "--batching=true"
+	if base, ok := strings.CutSuffix(transport, "-nobatch"); ok {
+		tr, batching = base, "--batching=false"
+	}
 	out, err := exec.Command(ctl, "--endpoints", lead.HTTPAddr, "-o", "json", "bench", workload, "--clients", clients,
-		"--duration", d.String(), "--transport", transport, "--server-pids", strings.Join(pids, ",")).Output()
+		"--duration", d.String(), "--transport", tr, batching, "--server-pids", strings.Join(pids, ",")).Output()
 	if err != nil {
 		return fmt.Errorf("fencectl bench: %w", err)
 	}
