@@ -374,8 +374,89 @@ func (s *coalesceServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			out.Results = append(out.Results, VerifyResult{Status: 200, Reason: "unknown_key", Holder: c.Key})
 		}
 		writeJSON(w, 200, out)
+	case "/v1/keepalive":
+		s.singles.Add(1)
+		if s.gate != nil {
+			<-s.gate
+		}
+		var req KeepaliveRequest
+		_ = json.Unmarshal(body, &req)
+		writeJSON(w, 200, KeepaliveResponse{Holder: req.Holder, Renewed: []RenewResponse{}})
+	case "/v1/keepalive/batch":
+		s.batches.Add(1)
+		var req KeepaliveBatchRequest
+		_ = json.Unmarshal(body, &req)
+		s.batchItems.Add(int32(len(req.Holders)))
+		out := KeepaliveBatchResponse{}
+		for _, h := range req.Holders {
+			if h == "alice" {
+				out.Results = append(out.Results, KeepaliveResult{Status: 403, Code: "forbidden", Message: "not yours"})
+				continue
+			}
+			out.Results = append(out.Results, KeepaliveResult{Status: 200, Holder: h})
+		}
+		writeJSON(w, 200, out)
 	default:
 		writeError(w, 404, "not_found", "no such endpoint")
+	}
+}
+
+// TestClientCoalescesKeepalives: keepalives made while one is in flight go
+// out as one batch; each caller gets its own holder's answer or refusal.
+func TestClientCoalescesKeepalives(t *testing.T) {
+	s := &coalesceServer{gate: make(chan struct{})}
+	srv := httptest.NewServer(s)
+	defer srv.Close()
+	release := sync.OnceFunc(func() { close(s.gate) })
+	defer release() // before srv.Close, so a failed test does not hang
+	c := NewClient([]string{srv.URL})
+	const n = 12
+	outs := make([]*KeepaliveResponse, n)
+	errs := make([]error, n)
+	holder := func(i int) string {
+		if i == 3 {
+			return "alice"
+		}
+		return fmt.Sprintf("h%d", i)
+	}
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			outs[i], errs[i] = c.Keepalive(context.Background(), holder(i))
+		}()
+		if i == 0 {
+			testutil.Eventually(t, 10*time.Second, func() error {
+				if s.singles.Load() == 0 {
+					return errors.New("first keepalive not in flight")
+				}
+				return nil
+			})
+		}
+	}
+	testutil.Eventually(t, 10*time.Second, func() error {
+		c.keepalives.mu.Lock()
+		defer c.keepalives.mu.Unlock()
+		if len(c.keepalives.queue) < n-1 {
+			return fmt.Errorf("%d queued", len(c.keepalives.queue))
+		}
+		return nil
+	})
+	release()
+	wg.Wait()
+	if s.singles.Load() != 1 || s.batches.Load() != 1 || s.batchItems.Load() != n-1 {
+		t.Fatalf("%d single and %d batch requests (%d items), want 1 and 1 (%d)", s.singles.Load(), s.batches.Load(), s.batchItems.Load(), n-1)
+	}
+	for i := range n {
+		switch {
+		case i == 3:
+			if !errors.Is(errs[i], ErrForbidden) {
+				t.Errorf("refused holder: %+v %v", outs[i], errs[i])
+			}
+		case errs[i] != nil || outs[i].Holder != holder(i) || outs[i].Renewed == nil:
+			t.Errorf("caller %d: %+v %v", i, outs[i], errs[i])
+		}
 	}
 }
 
