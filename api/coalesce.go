@@ -28,7 +28,7 @@ import (
 //
 // Each caller gets its own result or error. A caller whose context ends
 // stops waiting without ending the batch for the others (the batch runs
-// under the latest deadline of its callers, and is abandoned only when all
+// until after the latest deadline of its callers, and is abandoned when all
 // of them gave up). A batch that fails as a whole goes through the same
 // attempts, leader following and retries as a single call, and each of its
 // callers gets the error a single call would have given. A node that does
@@ -43,6 +43,10 @@ const batchOffFor = time.Minute
 // one (whose fields the server refuses anyway) goes alone, so it cannot
 // make a batch too large and fail the other callers' items.
 const maxItemCost = MaxBodyBytes / 16
+
+// batchDeadlineMargin is how long after its callers' last deadline a batch
+// is abandoned.
+const batchDeadlineMargin = time.Second
 
 // batchOverhead is the encoded size of a batch body without its items.
 const batchOverhead = 32
@@ -195,8 +199,8 @@ func (b *batcher[In, Out]) flush() {
 }
 
 // take removes the next batch from the queue: at most MaxBatchItems calls
-// whose items fit in MaxBodyBytes, with a context that ends at the latest of
-// their deadlines. With nothing queued it marks nothing in flight and
+// whose items fit in MaxBodyBytes, with a context that ends after the latest
+// of their deadlines. With nothing queued it marks nothing in flight and
 // returns nil.
 func (b *batcher[In, Out]) take() ([]*waiter[In, Out], context.Context, context.CancelFunc) {
 	b.mu.Lock()
@@ -227,7 +231,11 @@ func (b *batcher[In, Out]) take() ([]*waiter[In, Out], context.Context, context.
 		b.busy = false
 		return nil, nil, nil
 	}
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	// Past the last deadline by a margin: each caller sees its own context
+	// end, and leaves (leave cancels the batch when the last one did),
+	// before the batch's context can end and fail it with a deadline that
+	// is not yet the caller's own.
+	ctx, cancel := context.WithDeadline(context.Background(), deadline.Add(batchDeadlineMargin))
 	g := &group{live: len(ws), cancel: cancel}
 	for _, w := range ws {
 		w.group = g
