@@ -27,6 +27,9 @@ import (
 // one, a refused connection or a failed TLS handshake at once. The node that
 // last answered as (or for) the leader is tried first; reads and verifies
 // start a second, hedged attempt on another node when the first is slow.
+//
+// Concurrent verifies, and concurrent keepalives, are coalesced into batch
+// requests while one of their kind is in flight (coalesce.go, WithBatching).
 type Client struct {
 	endpoints []string
 	invalid   map[string]error
