@@ -27,6 +27,9 @@ import (
 // one, a refused connection or a failed TLS handshake at once. The node that
 // last answered as (or for) the leader is tried first; reads and verifies
 // start a second, hedged attempt on another node when the first is slow.
+//
+// Concurrent verifies, and concurrent keepalives, are coalesced into batch
+// requests while one of their kind is in flight (coalesce.go, WithBatching).
 type Client struct {
 	endpoints []string
 	invalid   map[string]error
@@ -35,6 +38,12 @@ type Client struct {
 
 	attemptTimeout time.Duration
 	hedgeDelay     time.Duration
+
+	// batching coalesces concurrent verifies and keepalives (coalesce.go);
+	// verifies and keepalives are nil when it is off.
+	batching   bool
+	verifies   *batcher[VerifyRequest, VerifyResponse]
+	keepalives *batcher[string, KeepaliveResponse]
 
 	mu        sync.Mutex
 	preferred int
@@ -96,7 +105,7 @@ func NewClient(endpoints []string, opts ...ClientOption) *Client {
 		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 15 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: 256,
 		IdleConnTimeout:     90 * time.Second,
-	}}, attemptTimeout: DefaultAttemptTimeout, hedgeDelay: DefaultHedgeDelay, suspect: map[string]time.Time{}}
+	}}, attemptTimeout: DefaultAttemptTimeout, hedgeDelay: DefaultHedgeDelay, suspect: map[string]time.Time{}, batching: true}
 	for _, e := range endpoints {
 		e = strings.TrimSpace(e)
 		if e == "" {
@@ -117,6 +126,9 @@ func NewClient(endpoints []string, opts ...ClientOption) *Client {
 	}
 	for _, o := range opts {
 		o(c)
+	}
+	if c.batching {
+		c.newBatchers()
 	}
 	return c
 }
@@ -165,10 +177,18 @@ func (c *Client) Renew(ctx context.Context, key, holder string, tok fence.Token)
 	return &out, nil
 }
 
-// Keepalive extends the leases of every key the holder has.
+// Keepalive extends the leases of every key the holder has. Keepalives made
+// while another is in flight go out together in one batch request (see
+// WithBatching); each gets its own answer.
 func (c *Client) Keepalive(ctx context.Context, holder string) (*KeepaliveResponse, error) {
 	var out KeepaliveResponse
-	if err := c.do(ctx, http.MethodPost, "/v1/keepalive", KeepaliveRequest{Holder: holder}, &out, true); err != nil {
+	var err error
+	if c.keepalives != nil {
+		out, err = c.keepalives.do(ctx, holder)
+	} else {
+		err = c.do(ctx, http.MethodPost, "/v1/keepalive", KeepaliveRequest{Holder: holder}, &out, true)
+	}
+	if err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -204,7 +224,9 @@ func (c *Client) Release(ctx context.Context, req ReleaseRequest) (*ReleaseRespo
 // Verify asks whether tok is the current live grant of key. It fails closed:
 // whatever goes wrong, the verdict refuses, with the reason "unavailable" when
 // no node could answer and "malformed" for a bad token or key; the error
-// says what went wrong.
+// says what went wrong. Verifies made while another is in flight go out
+// together in one batch request (see WithBatching); each gets its own
+// verdict, as linearizable as a verify of its own.
 func (c *Client) Verify(ctx context.Context, key, tok, holder string) (VerifyResponse, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
@@ -213,8 +235,7 @@ func (c *Client) Verify(ctx context.Context, key, tok, holder string) (VerifyRes
 	}
 	backoff := 20 * time.Millisecond
 	for {
-		var out VerifyResponse
-		err := c.do(ctx, http.MethodPost, "/v1/verify", VerifyRequest{Key: key, Token: tok, Holder: holder}, &out, false)
+		out, err := c.verifyOnce(ctx, VerifyRequest{Key: key, Token: tok, Holder: holder})
 		var apiErr *Error
 		switch {
 		case err == nil && out.Reason != "unavailable":
@@ -323,4 +344,15 @@ func (c *Client) Status(ctx context.Context) (*Status, error) {
 		return nil, err
 	}
 	return &out, nil
+}
+
+// verifyOnce asks for one verdict: coalesced with the verifies in flight, or
+// alone when batching is off.
+func (c *Client) verifyOnce(ctx context.Context, req VerifyRequest) (VerifyResponse, error) {
+	if c.verifies != nil {
+		return c.verifies.do(ctx, req)
+	}
+	var out VerifyResponse
+	err := c.do(ctx, http.MethodPost, "/v1/verify", req, &out, false)
+	return out, err
 }

@@ -37,6 +37,8 @@ var requestTypes = []func() any{
 
 // seedBodies are valid bodies of each kind, and a few that are not.
 var seedBodies = []string{
+	`{"checks":[{"key":"orders-db","token":"8589934593","holder":"bob"},{"key":"x","token":"-1"}]}`,
+	`{"holders":["bob/worker-1","alice",""]}`,
 	`{"key":"orders-db","holder":"bob/worker-1","ttl":"10s","wait":"1s","request_id":"r1","lock_delay":"1s"}`,
 	`{"key":"orders-db","holder":"bob/worker-1","token":"8589934593"}`,
 	`{"holder":"bob/worker-1"}`,
@@ -190,6 +192,19 @@ func (n *recordingNode) Verify(context.Context, string, fence.Token, string) (cl
 	return cluster.Verdict{Reason: cluster.ReasonUnknownKey}, nil
 }
 
+func (n *recordingNode) KeepaliveBatch(_ context.Context, holders []string) ([][]cluster.RenewedLease, error) {
+	n.wrote("keepalive")
+	return make([][]cluster.RenewedLease, len(holders)), nil
+}
+
+func (n *recordingNode) VerifyBatch(_ context.Context, checks []cluster.VerifyCheck) ([]cluster.Verdict, error) {
+	out := make([]cluster.Verdict, len(checks))
+	for i := range out {
+		out[i] = cluster.Verdict{Reason: cluster.ReasonUnknownKey}
+	}
+	return out, nil
+}
+
 func (n *recordingNode) Key(_ context.Context, key string) (cluster.KeyInfo, bool, error) {
 	return cluster.KeyInfo{KeyState: fsm.KeyState{Key: key, Holder: "h", Token: 1<<32 | 1, State: fsm.Held}}, true, nil
 }
@@ -238,7 +253,7 @@ func (n *recordingNode) Leader() (string, string) {
 
 // handlerPaths are the POST endpoints whose bodies FuzzHandlers sends.
 var handlerPaths = []string{"/v1/acquire", "/v1/renew", "/v1/keepalive", "/v1/release", "/v1/verify",
-	"/v1/cluster/join", "/v1/cluster/remove", "/v1/cluster/transfer"}
+	"/v1/cluster/join", "/v1/cluster/remove", "/v1/cluster/transfer", "/v1/verify/batch", "/v1/keepalive/batch"}
 
 // FuzzHandlers sends arbitrary bodies to every POST endpoint of a server with
 // authentication on, as a client or an admin: a refused request (any 4xx)

@@ -257,16 +257,18 @@ func (k *contract) documented() []string {
 // with the reason. The test fails if one of them is provoked after all, so
 // the list stays true.
 var notDriven = map[string]string{
-	"GET /v1/cluster 403":     needsCert,
-	"GET /v1/keys 403":        needsCert,
-	"GET /v1/keys/{key} 403":  needsCert,
-	"POST /v1/verify 403":     needsCert,
-	"GET /v1/watch 403":       needsCert,
-	"GET /v1/watch/index 403": needsCert,
-	"GET /v1/watch 200":       "a stream that does not end; api/watch_test.go reads its events",
-	"GET /v1/watch 410":       "needs a resume from before the node's history of 65,536 events; TestWatchOfCompactedHistory provokes it",
-	"GET /v1/watch 503":       "the failing node stub serves no watches; TestWatchStreamThroughFollowerResumes covers a node that cannot confirm",
-	"GET /v1/watch/index 503": "the failing node stub serves no read index; a follower asks the leader for it (TestWatchStreamThroughFollowerResumes)",
+	"GET /v1/cluster 403":          needsCert,
+	"GET /v1/keys 403":             needsCert,
+	"GET /v1/keys/{key} 403":       needsCert,
+	"POST /v1/verify 403":          needsCert,
+	"POST /v1/verify/batch 403":    needsCert,
+	"POST /v1/keepalive/batch 403": needsCert,
+	"GET /v1/watch 403":            needsCert,
+	"GET /v1/watch/index 403":      needsCert,
+	"GET /v1/watch 200":            "a stream that does not end; api/watch_test.go reads its events",
+	"GET /v1/watch 410":            "needs a resume from before the node's history of 65,536 events; TestWatchOfCompactedHistory provokes it",
+	"GET /v1/watch 503":            "the failing node stub serves no watches; TestWatchStreamThroughFollowerResumes covers a node that cannot confirm",
+	"GET /v1/watch/index 503":      "the failing node stub serves no read index; a follower asks the leader for it (TestWatchStreamThroughFollowerResumes)",
 }
 
 const needsCert = "only a certificate identity with no role (or the peer role) is refused here; the contract test authenticates with bearer tokens"
@@ -350,6 +352,12 @@ func driveCluster(k *contract) {
 	bad("/v1/verify", `{"key":"","token":"1"}`, "bad_request")
 	k.do(base, contractCall{method: "POST", path: "/v1/verify", body: `{"key":"k","token":"1"}`, header: []string{"Content-Type", "text/plain"},
 		status: 415, code: "unsupported_media_type", badRequest: true})
+	post("/v1/verify/batch", `{"checks":[{"key":"orders/db","token":"`+tok+`","holder":"alice"},{"key":"orders/db","token":"-1"},{"key":"nope","token":"1"}]}`, 200, "")
+	bad("/v1/verify/batch", `{"checks":[]}`, "bad_request")
+	k.do(base, contractCall{method: "POST", path: "/v1/verify/batch", body: `{"checks":[{"key":"k","token":"1"}]}`, header: []string{"Content-Type", "text/plain"},
+		status: 415, code: "unsupported_media_type", badRequest: true})
+	post("/v1/keepalive/batch", `{"holders":["alice","bob",""]}`, 200, "")
+	bad("/v1/keepalive/batch", `{"holders":[]}`, "bad_request")
 
 	k.do(base, contractCall{method: "GET", path: "/v1/keys", status: 200})
 	k.do(base, contractCall{method: "GET", path: "/v1/keys?prefix=orders/&limit=10", status: 200})
@@ -409,6 +417,10 @@ func driveSecure(k *contract) {
 		k.do(base, contractCall{method: "GET", path: p, status: 401, code: "unauthenticated"})
 	}
 	k.do(base, contractCall{method: "POST", path: "/v1/verify", body: `{"key":"k1","token":"1"}`, status: 401, code: "unauthenticated"})
+	k.do(base, contractCall{method: "POST", path: "/v1/verify/batch", body: `{"checks":[{"key":"k1","token":"1"}]}`, status: 401, code: "unauthenticated"})
+	k.do(base, contractCall{method: "POST", path: "/v1/keepalive/batch", body: `{"holders":["bob"]}`, status: 401, code: "unauthenticated"})
+	// A holder the client may not act as is refused on its own.
+	k.do(base, contractCall{method: "POST", path: "/v1/keepalive/batch", body: `{"holders":["bob","alice"]}`, header: client, status: 200})
 	k.do(base, contractCall{method: "GET", path: "/v1/debug/state", header: admin, status: 200})
 	k.do(base, contractCall{method: "GET", path: "/v1/openapi.yaml", status: 200}) // open to anyone, like /healthz
 
@@ -431,6 +443,8 @@ func driveSecure(k *contract) {
 		{method: "POST", path: "/v1/keepalive", body: `{"holder":"bob"}`},
 		{method: "POST", path: "/v1/release", body: `{"key":"k","holder":"bob","token":"1"}`},
 		{method: "POST", path: "/v1/verify", body: `{"key":"k","token":"1"}`},
+		{method: "POST", path: "/v1/verify/batch", body: `{"checks":[{"key":"k","token":"1"}]}`},
+		{method: "POST", path: "/v1/keepalive/batch", body: `{"holders":["bob"]}`},
 		{method: "GET", path: "/v1/keys"},
 		{method: "GET", path: "/v1/keys/k"},
 		{method: "GET", path: "/v1/cluster"},
@@ -466,6 +480,16 @@ func (n *failingNode) Renew(context.Context, string, string, fence.Token) (fsm.K
 }
 func (n *failingNode) Keepalive(context.Context, string) ([]cluster.RenewedLease, error) {
 	return nil, n.err
+}
+func (n *failingNode) KeepaliveBatch(context.Context, []string) ([][]cluster.RenewedLease, error) {
+	return nil, n.err
+}
+func (n *failingNode) VerifyBatch(_ context.Context, checks []cluster.VerifyCheck) ([]cluster.Verdict, error) {
+	out := make([]cluster.Verdict, len(checks))
+	for i := range out {
+		out[i] = cluster.Verdict{Reason: cluster.ReasonUnavailable}
+	}
+	return out, n.err
 }
 func (n *failingNode) Release(context.Context, string, string, fence.Token, bool) (fsm.KeyState, error) {
 	return fsm.KeyState{}, n.err
@@ -506,6 +530,7 @@ var writeCalls = []contractCall{
 	{method: "POST", path: "/v1/cluster/join", body: `{"id":"n9","raft_addr":"127.0.0.1:1"}`},
 	{method: "POST", path: "/v1/cluster/remove", body: `{"id":"n9"}`},
 	{method: "POST", path: "/v1/cluster/transfer", body: `{"id":"n2"}`},
+	{method: "POST", path: "/v1/keepalive/batch", body: `{"holders":["bob","alice"]}`},
 }
 
 // readCalls are the requests of the routes that read through the leader.

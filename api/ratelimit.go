@@ -76,3 +76,23 @@ func (l *rateLimiter) sweep(now time.Time) {
 		clear(l.buckets)
 	}
 }
+
+// charge takes n more requests from key's bucket, for the items of a batch
+// that was allowed as one request. The bucket may go below zero: the debt
+// holds back the client's next requests until it is refilled, so a batch
+// counts as many requests as it has items, however large the burst, yet a
+// batch already admitted is never refused halfway.
+func (l *rateLimiter) charge(key string, n int, now time.Time) {
+	if l == nil || n <= 0 {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	b := l.buckets[key]
+	if b == nil {
+		b = &bucket{tokens: l.burst, last: now}
+		l.buckets[key] = b
+	}
+	b.tokens = min(l.burst, b.tokens+now.Sub(b.last).Seconds()*l.rate) - float64(n)
+	b.last = now
+}

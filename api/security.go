@@ -135,6 +135,8 @@ var routeAccess = map[string]access{
 	"POST /v1/keepalive":        accessClient,
 	"POST /v1/release":          accessClient,
 	"POST /v1/verify":           accessClient,
+	"POST /v1/verify/batch":     accessClient,
+	"POST /v1/keepalive/batch":  accessClient,
 	"GET /v1/keys":              accessClient,
 	"GET /v1/keys/{key...}":     accessClient,
 	"GET /v1/watch":             accessClient,
@@ -203,6 +205,10 @@ func (s *Server) admit(w *statusWriter, r *http.Request) (*http.Request, bool) {
 	}
 	if id.Name != "" {
 		r = r.WithContext(withIdentity(r.Context(), id))
+	}
+	if !exempt && sec.rate != nil && batchRoutes[pattern] {
+		// The batch handler counts its other items in the same bucket.
+		r = r.WithContext(context.WithValue(r.Context(), rateKeyOf{}, rateKey))
 	}
 	return r, true
 }

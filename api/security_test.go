@@ -115,6 +115,8 @@ func TestRoleTable(t *testing.T) {
 		{"POST", "/v1/keepalive", `{"holder":"bob/1"}`, accessClient},
 		{"POST", "/v1/release", `{"key":"nope","holder":"bob/1","token":"1"}`, accessClient},
 		{"POST", "/v1/verify", `{"key":"k","token":"1"}`, accessClient},
+		{"POST", "/v1/verify/batch", `{"checks":[{"key":"k","token":"1"}]}`, accessClient},
+		{"POST", "/v1/keepalive/batch", `{"holders":["bob/1"]}`, accessClient},
 		{"GET", "/v1/keys", "", accessClient},
 		{"GET", "/v1/keys/k", "", accessClient},
 		{"GET", "/v1/watch?from=not-an-index", "", accessClient}, // refused after authorization: no stream

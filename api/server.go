@@ -31,6 +31,10 @@ type Node interface {
 	Keepalive(ctx context.Context, holder string) ([]cluster.RenewedLease, error)
 	Release(ctx context.Context, key, holder string, tok fence.Token, force bool) (fsm.KeyState, error)
 	Verify(ctx context.Context, key string, tok fence.Token, holder string) (cluster.Verdict, error)
+	// VerifyBatch and KeepaliveBatch serve the batch routes (batch.go):
+	// one proof of leadership for every item.
+	VerifyBatch(ctx context.Context, checks []cluster.VerifyCheck) ([]cluster.Verdict, error)
+	KeepaliveBatch(ctx context.Context, holders []string) ([][]cluster.RenewedLease, error)
 	Key(ctx context.Context, key string) (cluster.KeyInfo, bool, error)
 	Keys(ctx context.Context, prefix string, limit int) ([]cluster.KeyInfo, error)
 	Join(ctx context.Context, id, raftAddr, httpAddr string) error
@@ -125,6 +129,8 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/keepalive", s.write(s.keepalive))
 	s.mux.HandleFunc("POST /v1/release", s.write(s.release))
 	s.mux.HandleFunc("POST /v1/verify", s.verify)
+	s.mux.HandleFunc("POST /v1/verify/batch", s.verifyBatch)
+	s.mux.HandleFunc("POST /v1/keepalive/batch", s.keepaliveBatch)
 	s.mux.HandleFunc("GET /v1/keys", s.read(s.keys))
 	s.mux.HandleFunc("GET /v1/keys/{key...}", s.keyRead)
 	s.mux.HandleFunc("GET /v1/watch", s.watch)
@@ -499,11 +505,17 @@ func (s *Server) keepalive(ctx context.Context, body []byte, _ *http.Request) (a
 	if err != nil {
 		return nil, err
 	}
-	out := KeepaliveResponse{Holder: req.Holder, Renewed: make([]RenewResponse, 0, len(ls))}
+	return keepaliveOf(req.Holder, ls), nil
+}
+
+// keepaliveOf is the answer to a keepalive of holder that renewed ls, for
+// POST /v1/keepalive and each holder of POST /v1/keepalive/batch alike.
+func keepaliveOf(holder string, ls []cluster.RenewedLease) KeepaliveResponse {
+	out := KeepaliveResponse{Holder: holder, Renewed: make([]RenewResponse, 0, len(ls))}
 	for _, l := range ls {
 		out.Renewed = append(out.Renewed, RenewResponse{Key: l.Key.Key, Holder: l.Key.Holder, Token: l.Key.Token, TTL: l.Key.TTL.String()})
 	}
-	return out, nil
+	return out
 }
 
 func (s *Server) release(ctx context.Context, body []byte, _ *http.Request) (any, error) {
@@ -563,13 +575,9 @@ func (s *Server) verify(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 	}
-	if err := firstOf(checkName("key", req.Key, MaxKeyLen, true), checkName("holder", req.Holder, MaxHolderLen, false)); err != nil {
-		refuse(http.StatusBadRequest, "bad_request", err)
-		return
-	}
-	tok, err := fence.Parse(req.Token)
+	tok, code, err := checkVerify(req)
 	if err != nil {
-		refuse(http.StatusBadRequest, "malformed_token", err)
+		refuse(http.StatusBadRequest, code, err)
 		return
 	}
 	if !s.node.Ready() && r.Header.Get(forwardedHeader) == "" {
@@ -582,6 +590,20 @@ func (s *Server) verify(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, verdictOf(v, err))
+}
+
+// checkVerify validates one verify request, for POST /v1/verify and each
+// check of POST /v1/verify/batch alike: the token, or the wire code of the
+// 400 refusal and its error.
+func checkVerify(req VerifyRequest) (fence.Token, string, error) {
+	if err := firstOf(checkName("key", req.Key, MaxKeyLen, true), checkName("holder", req.Holder, MaxHolderLen, false)); err != nil {
+		return 0, "bad_request", err
+	}
+	tok, err := fence.Parse(req.Token)
+	if err != nil {
+		return 0, "malformed_token", err
+	}
+	return tok, "", nil
 }
 
 func verdictOf(v cluster.Verdict, err error) VerifyResponse {

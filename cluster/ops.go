@@ -460,9 +460,16 @@ func (n *Node) Keepalive(ctx context.Context, holder string) ([]RenewedLease, er
 	if err := n.confirmRenewal(ctx); err != nil {
 		return nil, err
 	}
+	return n.renewHolder(holder), nil
+}
+
+// renewHolder renews a holder's live leases once this node proved it leads
+// (confirmRenewal): the part of a keepalive that Keepalive and
+// KeepaliveBatch share.
+func (n *Node) renewHolder(holder string) []RenewedLease {
 	ls := n.leases.renewHolder(holder)
 	metrics.Renewals.WithLabelValues("keepalive").Add(float64(len(ls)))
-	return ls, nil
+	return ls
 }
 
 // confirmReady checks that this node is a ready leader and confirms with a
@@ -524,22 +531,27 @@ type Verdict struct {
 // Verify answers, linearizably, whether tok is the current live grant of key
 // (and of holder, when given). It fails closed: an error is always returned
 // with a refusing verdict whose reason is unavailable.
-func (n *Node) Verify(ctx context.Context, key string, tok fence.Token, holder string) (v Verdict, err error) {
-	defer func() {
-		result := "refuse"
-		if v.Allow {
-			result = "allow"
-		}
-		metrics.Verifies.WithLabelValues(result, string(v.Reason)).Inc()
-	}()
+func (n *Node) Verify(ctx context.Context, key string, tok fence.Token, holder string) (Verdict, error) {
 	if err := n.linearizable(ctx); err != nil {
-		return Verdict{Reason: ReasonUnavailable}, err
+		v := Verdict{Reason: ReasonUnavailable}
+		countVerdict(v)
+		return v, err
 	}
+	v := n.judge(key, tok, holder)
+	countVerdict(v)
+	return v, nil
+}
+
+// judge is the verdict on tok for key (and holder, when given) from the
+// applied state. It is sound only after linearizable returned nil for a
+// request that arrived before it was called: Verify and VerifyBatch both
+// judge through it, so a check gets the same verdict either way.
+func (n *Node) judge(key string, tok fence.Token, holder string) Verdict {
 	k, ok := n.fsm.Get(key)
 	if !ok {
-		return Verdict{Reason: ReasonUnknownKey}, nil
+		return Verdict{Reason: ReasonUnknownKey}
 	}
-	v = Verdict{Current: &k}
+	v := Verdict{Current: &k}
 	switch {
 	case tok > k.Token:
 		v.Reason = ReasonNotGrantedYet
@@ -559,7 +571,16 @@ func (n *Node) Verify(ctx context.Context, key string, tok fence.Token, holder s
 		}
 		v.Allow, v.Reason, v.Deadline = true, ReasonOK, deadline
 	}
-	return v, nil
+	return v
+}
+
+// countVerdict counts a verdict in the verify metrics.
+func countVerdict(v Verdict) {
+	result := "refuse"
+	if v.Allow {
+		result = "allow"
+	}
+	metrics.Verifies.WithLabelValues(result, string(v.Reason)).Inc()
 }
 
 // KeyInfo is a key's state with its lease deadline when held.

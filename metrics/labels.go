@@ -21,6 +21,8 @@ var (
 	VerifyAllowReasons  = []string{"ok"}
 	VerifyRefuseReasons = []string{"superseded", "released", "expired", "unknown_key", "not_granted_yet",
 		"holder_mismatch", "malformed", "unavailable"}
+	// BatchOps label fenced_batches_total and fenced_batch_items_total.
+	BatchOps = []string{"verify", "keepalive"}
 	// ApplyCommands label fenced_apply_seconds.
 	ApplyCommands = []string{"acquire", "release", "expire", "other"}
 )
@@ -37,6 +39,10 @@ func init() {
 	}
 	for _, v := range VerifyRefuseReasons {
 		Verifies.WithLabelValues("refuse", v)
+	}
+	for _, v := range BatchOps {
+		Batches.WithLabelValues(v)
+		BatchItems.WithLabelValues(v)
 	}
 	for _, v := range ApplyCommands {
 		ApplyLatency.WithLabelValues(v)

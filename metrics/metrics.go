@@ -51,6 +51,10 @@ var (
 	RenewalConfirms = promauto.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "renewal_confirmations_total",
 		Help: "Renewal and keepalive requests by what proved this node still leads: recent_quorum (a heartbeat a quorum accepted within the renewal window) or round (a confirmation round of their own)."},
 		[]string{"by"})
+	Batches = promauto.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "batches_total",
+		Help: "Batch requests served, by operation (verify, keepalive)."}, []string{"op"})
+	BatchItems = promauto.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "batch_items_total",
+		Help: "Items (checks, holders) in the batch requests served, by operation (verify, keepalive)."}, []string{"op"})
 	Requests = promauto.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "http_requests_total",
 		Help: "HTTP API requests, by route and status code."}, []string{"route", "code"})
 	CredentialsReload = promauto.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "credentials_reload_success",

@@ -55,6 +55,7 @@ type benchCmd struct {
 	noHist    bool
 	cpuProf   string
 	transport string
+	batching  bool
 	pids      string
 }
 
@@ -66,6 +67,7 @@ func (b *benchCmd) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&b.transport, "transport", transportLean, "how the benchmark client sends requests: "+transportLean+
 		" (each client's requests written and read on its own goroutine over a kept-alive connection, so the client takes little of the CPU it measures), or "+
 		transportStd+" (net/http's Transport, as api.Client uses it: an end-to-end figure for a Go application)")
+	fs.BoolVar(&b.batching, "batching", true, "let the client coalesce concurrent verifies and keepalives into batch requests, as api.Client does by default; --batching=false sends one request per operation, for comparison")
 	fs.StringVar(&b.pids, "server-pids", serverPIDsAuto, "PIDs of the cluster's processes (comma-separated) whose CPU time (/proc/PID/stat) each result shows per operation, summed (SERVER CPU/OP); "+
 		serverPIDsAuto+": the processes of this machine that listen on the members' HTTP addresses (Linux); none: no server figure")
 	fs.StringVar(&b.cpuProf, "cpuprofile", "", "write a Go CPU profile of the benchmark client to this file (the server's is at /debug/pprof/ with --enable-pprof)")
@@ -117,6 +119,7 @@ func (b *benchCmd) run(ctx context.Context, e *env, args []string) error {
 				return fmt.Errorf("%s with %d clients: %w", w, n, err)
 			}
 			r.Transport = b.transport
+			r.Batching = b.batching
 			results = append(results, r)
 		}
 	}
@@ -209,9 +212,9 @@ const (
 // client returns the api.Client of one run.
 func (b *benchCmd) client(e *env) *api.Client {
 	if b.transport == transportStd {
-		return e.client()
+		return e.client(api.WithBatching(b.batching))
 	}
-	return e.client(api.WithHTTPClient(&http.Client{Transport: &synchttp.Transport{TLS: e.g.tls.cfg}}))
+	return e.client(api.WithBatching(b.batching), api.WithHTTPClient(&http.Client{Transport: &synchttp.Transport{TLS: e.g.tls.cfg}}))
 }
 
 func parseCounts(s string) ([]int, error) {

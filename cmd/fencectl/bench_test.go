@@ -26,6 +26,7 @@ func TestBench(t *testing.T) {
 		OpsPerSec float64 `json:"ops_per_sec"`
 		P99       int64   `json:"p99_ns"`
 		ClientCPU int64   `json:"client_cpu_per_op_ns"`
+		FirstErr  string  `json:"first_error"`
 	}
 	if err := json.Unmarshal([]byte(stdout), &rs); err != nil {
 		t.Fatalf("%v: %s", err, stdout)

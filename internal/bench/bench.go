@@ -63,6 +63,9 @@ type Result struct {
 	FirstErr  string          `json:"first_error,omitempty"`
 	// Transport names how the client sent its requests (set by the caller).
 	Transport string `json:"transport,omitempty"`
+	// Batching says whether the client coalesced concurrent verifies and
+	// keepalives into batch requests (set by the caller).
+	Batching bool `json:"batching"`
 	// ClientCPUPerOp is the benchmark process's CPU time per measured
 	// operation (zero when Config.CPU is unset).
 	ClientCPUPerOp time.Duration `json:"client_cpu_per_op_ns,omitempty"`

@@ -3,7 +3,7 @@
 // 3-node cluster on free loopback ports, runs fencectl bench against the
 // leader with the nodes' PIDs, and prints one line per workload and client
 // count: BUILD WORKLOAD CLIENTS OPS/S SERVER_CPU_US_PER_OP CLIENT_CPU_US_PER_OP
-// P50_MS P99_MS.
+// P50_MS P99_MS ERRORS.
 //
 //	go run ./scripts/cpuperop -builds old=/tmp/fenced-old,new=/tmp/fenced-new
 //	go run ./scripts/cpuperop -workloads verify,keepalive -clients 16,64 -runs 3
@@ -37,7 +37,7 @@ func main() {
 	workloads := flag.String("workloads", "verify,keepalive", "comma-separated fencectl bench workloads")
 	clients := flag.String("clients", "64", "fencectl bench --clients")
 	duration := flag.Duration("duration", 5*time.Second, "fencectl bench --duration")
-	transport := flag.String("transport", "std", "comma-separated fencectl bench --transport values; each build runs with each, alternating (the BUILD column then says build/transport)")
+	transport := flag.String("transport", "std", "comma-separated fencectl bench --transport values, each optionally with -nobatch (std-nobatch: --batching=false); each build runs with each, alternating (the BUILD column then says build/transport)")
 	runs := flag.Int("runs", 3, "alternating runs of each build")
 	nodeArgs := flag.String("node-args", "", "extra arguments for every node, space-separated")
 	flag.StringVar(&profileDir, "profile-dir", "", "write a CPU profile of each node, taken over the middle of each run, to this directory (adds --enable-pprof)")
@@ -111,7 +111,7 @@ func run(builds, ctl, workloads, clients, transport string, d time.Duration, run
 			return err
 		}
 	}
-	fmt.Println("BUILD WORKLOAD CLIENTS OPS/S SERVER_CPU_US/OP CLIENT_CPU_US/OP P50_MS P99_MS")
+	fmt.Println("BUILD WORKLOAD CLIENTS OPS/S SERVER_CPU_US/OP CLIENT_CPU_US/OP P50_MS P99_MS ERRORS")
 	transports := strings.Split(transport, ",")
 	for r := 0; r < runs; r++ {
 		for _, b := range bs {
@@ -161,8 +161,13 @@ func once(b build, ctl, workload, clients, transport string, d time.Duration, no
 	}
 	wait := profileNodes(c, lead, strings.ReplaceAll(b.name, "/", "-")+"-"+workload, d)
 	defer wait()
+	// TRANSPORT-nobatch: that transport with the client's batching off.
+	tr, batching := transport, "--batching=true"
+	if base, ok := strings.CutSuffix(transport, "-nobatch"); ok {
+		tr, batching = base, "--batching=false"
+	}
 	out, err := exec.Command(ctl, "--endpoints", lead.HTTPAddr, "-o", "json", "bench", workload, "--clients", clients,
-		"--duration", d.String(), "--transport", transport, "--server-pids", strings.Join(pids, ",")).Output()
+		"--duration", d.String(), "--transport", tr, batching, "--server-pids", strings.Join(pids, ",")).Output()
 	if err != nil {
 		return fmt.Errorf("fencectl bench: %w", err)
 	}
@@ -174,12 +179,13 @@ func once(b build, ctl, workload, clients, transport string, d time.Duration, no
 		Client    float64 `json:"client_cpu_per_op_ns"`
 		P50       float64 `json:"p50_ns"`
 		P99       float64 `json:"p99_ns"`
+		Errors    int64   `json:"errors"`
 	}
 	if err := json.Unmarshal(out, &rs); err != nil {
 		return err
 	}
 	for _, r := range rs {
-		fmt.Printf("%s %s %d %.0f %.1f %.1f %.2f %.2f\n", b.name, r.Workload, r.Clients, r.OpsPerSec, r.Server/1e3, r.Client/1e3, r.P50/1e6, r.P99/1e6)
+		fmt.Printf("%s %s %d %.0f %.1f %.1f %.2f %.2f %d\n", b.name, r.Workload, r.Clients, r.OpsPerSec, r.Server/1e3, r.Client/1e3, r.P50/1e6, r.P99/1e6, r.Errors)
 	}
 	return nil
 }
