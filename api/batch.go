@@ -118,21 +118,14 @@ func forwardable(r *http.Request, err error) bool {
 // verifyBatch serves POST /v1/verify/batch. Like verify it fails closed:
 // whatever it cannot prove is a refusal.
 func (s *Server) verifyBatch(w http.ResponseWriter, r *http.Request) {
-	refuse := func(status int, code string, err error) {
-		f := false
-		writeJSON(w, status, ErrorResponse{Code: code, Message: err.Error(), Allow: &f, Reason: string(cluster.ReasonMalformed)})
-	}
-	if err := checkContentType(r); err != nil {
-		writeUnsupportedMediaType(w, err, true)
-		return
-	}
-	body, err := readBody(w, r)
-	if err != nil {
-		refuse(http.StatusBadRequest, "bad_request", err)
+	refuse := verifyRefusal(w)
+	body, ok := readVerifyBody(w, r, refuse)
+	if !ok {
 		return
 	}
 	var req VerifyBatchRequest
-	if err = decode(body, &req); err == nil {
+	err := decode(body, &req)
+	if err == nil {
 		err = checkBatchSize("checks", len(req.Checks))
 	}
 	if err != nil {

@@ -554,17 +554,9 @@ func (s *Server) release(ctx context.Context, body []byte, _ *http.Request) (any
 // verify answers every request with a verdict; whatever it cannot prove is
 // a refusal with a reason, never an allow.
 func (s *Server) verify(w http.ResponseWriter, r *http.Request) {
-	refuse := func(status int, code string, err error) {
-		f := false
-		writeJSON(w, status, ErrorResponse{Code: code, Message: err.Error(), Allow: &f, Reason: string(cluster.ReasonMalformed)})
-	}
-	if err := checkContentType(r); err != nil {
-		writeUnsupportedMediaType(w, err, true)
-		return
-	}
-	body, err := readBody(w, r)
-	if err != nil {
-		refuse(http.StatusBadRequest, "bad_request", err)
+	refuse := verifyRefusal(w)
+	body, ok := readVerifyBody(w, r, refuse)
+	if !ok {
 		return
 	}
 	var req VerifyRequest
@@ -590,6 +582,31 @@ func (s *Server) verify(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, verdictOf(v, err))
+}
+
+// verifyRefusal returns how the verify routes refuse a request they cannot
+// judge: the error, with the verdict of a refused verify (allow false,
+// reason malformed), so that a client reading only the verdict refuses too.
+func verifyRefusal(w http.ResponseWriter) func(status int, code string, err error) {
+	return func(status int, code string, err error) {
+		f := false
+		writeJSON(w, status, ErrorResponse{Code: code, Message: err.Error(), Allow: &f, Reason: string(cluster.ReasonMalformed)})
+	}
+}
+
+// readVerifyBody checks the content type and reads the body of a verify
+// route's request; on false the request was refused.
+func readVerifyBody(w http.ResponseWriter, r *http.Request, refuse func(int, string, error)) ([]byte, bool) {
+	if err := checkContentType(r); err != nil {
+		writeUnsupportedMediaType(w, err, true)
+		return nil, false
+	}
+	body, err := readBody(w, r)
+	if err != nil {
+		refuse(http.StatusBadRequest, "bad_request", err)
+		return nil, false
+	}
+	return body, true
 }
 
 // checkVerify validates one verify request, for POST /v1/verify and each
