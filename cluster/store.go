@@ -14,7 +14,9 @@ import (
 	"github.com/hashicorp/raft"
 	raftboltdb "github.com/hashicorp/raft-boltdb/v2"
 	wal "github.com/hashicorp/raft-wal"
+	"github.com/hashicorp/raft-wal/fs"
 	"github.com/hashicorp/raft-wal/metadb"
+	"github.com/hashicorp/raft-wal/segment"
 	"go.etcd.io/bbolt"
 )
 
@@ -127,7 +129,8 @@ func openWAL(dir string, log hclog.Logger) (*walStore, error) {
 		return nil, fmt.Errorf("open raft wal: %w: %s", ErrStoreInUse, dir)
 	}
 	meta := &metadb.BoltMetaDB{}
-	w, err := wal.Open(dir, wal.WithLogger(log.Named("wal")), wal.WithMetaStore(meta))
+	w, err := wal.Open(dir, wal.WithLogger(log.Named("wal")), wal.WithMetaStore(meta),
+		wal.WithSegmentFiler(segment.NewFiler(dir, readAheadFS{fs.New()})))
 	if err != nil {
 		_ = meta.Close()
 		return nil, fmt.Errorf("open raft wal: %w", err)
