@@ -186,12 +186,23 @@ type walkFunc func(begin func(n int), fn func(fsm.KeyState))
 // from the walk, into a slab, index and heap sized for the walk's count:
 // nothing is allocated per lease.
 func (l *leases) activate(gen uint64, walk walkFunc, delayed []fsm.KeyState) {
+	l.activateFrom(gen, time.Time{}, walk, delayed)
+}
+
+// activateFrom is activate with every TTL and lock-delay counted from
+// from, when that is later than now: a new leader re-arms while it waits
+// out its takeover (renewal.go), and its leases must run a full TTL from
+// the end of that wait, as if it had re-armed them then.
+func (l *leases) activateFrom(gen uint64, from time.Time, walk walkFunc, delayed []fsm.KeyState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.stopLocked()
 	l.gen = gen
-	now := l.now()
-	start := now
+	start := l.now()
+	now := start
+	if !from.IsZero() {
+		now = max(now, int64(from.Sub(l.base)))
+	}
 	// The walk's grants are armed in batches, their keys hashed first: the
 	// hashes read keys from all over the state machine's memory, and a
 	// batch lets those reads overlap instead of waiting for each in turn.
@@ -223,7 +234,8 @@ func (l *leases) activate(gen uint64, walk walkFunc, delayed []fsm.KeyState) {
 	for _, k := range delayed {
 		l.delayLocked(k.Key, k.Token, now+int64(k.LockDelay))
 	}
-	l.log.Info("leases re-armed for a full TTL", "generation", gen, "live", l.n, "took", time.Duration(l.now()-start))
+	l.log.Info("leases re-armed for a full TTL", "generation", gen, "live", l.n, "took", time.Duration(l.now()-start),
+		"from_in", time.Duration(now-start))
 }
 
 // reserveLocked sizes an empty table for n leases.

@@ -497,3 +497,38 @@ func TestLeaseActivateKeepsTheLaterOfTwoGrantsOfAKey(t *testing.T) {
 		}
 	}
 }
+
+// A new leader re-arms while it waits out its takeover: the leases it arms
+// then count their TTL, and lock-delays theirs, from the wait's end, never
+// from the moment of the re-arm (activateFrom).
+func TestLeaseActivateFromCountsFromTheTakeover(t *testing.T) {
+	var now int64
+	var expired []string
+	l := newLeases(hclog.NewNullLogger(), func(_ uint64, e fsm.Expire, _ time.Duration) { expired = append(expired, e.Key) }, nil)
+	l.clock = func() int64 { return now }
+	const wait = 300 * time.Millisecond
+	live := []fsm.KeyState{{Key: "k", Holder: "h", Token: 7, TTL: time.Second, State: fsm.Held}}
+	delayed := []fsm.KeyState{{Key: "d", Token: 3, State: fsm.Expired, LockDelay: time.Second}}
+	l.activateFrom(1, l.at(now).Add(wait), walkList(live), delayed)
+	defer l.deactivate()
+
+	now = int64(time.Second + wait - time.Millisecond) // a full TTL after the re-arm, not after the wait
+	if _, ok := l.live("k", 7); !ok {
+		t.Fatal("the lease ended a TTL after the re-arm, before a TTL after the takeover wait")
+	}
+	if left, ok := l.delayed("d"); !ok || left != time.Millisecond {
+		t.Fatalf("lock-delay of d: %v left (%v), want 1ms: a full delay after the takeover wait", left, ok)
+	}
+	l.fire(1)
+	if len(expired) != 0 {
+		t.Fatalf("expiries %v proposed before a TTL after the takeover wait", expired)
+	}
+	now = int64(time.Second + wait)
+	if _, ok := l.live("k", 7); ok {
+		t.Fatal("the lease outlived a TTL after the takeover wait")
+	}
+	l.fire(1)
+	if !slices.Equal(expired, []string{"k"}) {
+		t.Fatalf("expiries %v, want [k]", expired)
+	}
+}

@@ -245,9 +245,10 @@ func (n *Node) revoke() {
 // establish makes a new leader ready: a barrier entry of its own term is
 // committed and applied (so every entry of earlier terms is applied and the
 // FSM's applied index reaches the commit index), the leader waits until
-// takeoverWait after it learned it leads (gained; renewal.go says why), then
-// every live lease is re-armed for a full TTL, and only then reads and writes
-// are served. An election can therefore never shorten a lease.
+// takeoverWait after it learned it leads (gained; renewal.go says why) while
+// it re-arms every live lease for a full TTL counted from the wait's end, and
+// only then reads and writes are served. An election can therefore never
+// shorten a lease.
 func (n *Node) establish(r *raft.Raft, gen uint64, gained time.Time) {
 	defer n.wg.Done()
 	for n.gen.Load() == gen {
@@ -260,10 +261,13 @@ func (n *Node) establish(r *raft.Raft, gen uint64, gained time.Time) {
 			return
 		}
 	}
+	// The re-arm overlaps the takeover wait: its leases count from the
+	// wait's end, as if armed then, and nothing is served before it.
+	n.leases.activateFrom(gen, gained.Add(takeoverWait), n.fsm.WalkLive, n.fsm.LockDelayed())
 	if !n.waitTakeover(gen, gained) {
+		n.leases.deactivateGen(gen)
 		return
 	}
-	n.leases.activate(gen, n.fsm.WalkLive, n.fsm.LockDelayed())
 	n.reclaim.activate(gen)
 	if h := n.hook().beforeReady; h != nil {
 		h(gen)
