@@ -62,3 +62,5 @@ require (
 )
 
 replace github.com/hashicorp/raft => ./third_party/raft
+
+replace github.com/hashicorp/raft-wal => ./third_party/raft-wal
