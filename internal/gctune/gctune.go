@@ -37,15 +37,10 @@ const minPercent = 10
 // Percent returns the GOGC that gives a live heap of live bytes a headroom
 // of max(floor, pct% of live), within [minPercent, 100].
 func Percent(live uint64, pct int, floor uint64) int {
-	if live == 0 {
-		return maxPercent
+	if live == 0 || floor >= live {
+		return maxPercent // the floor is at least what GOGC=100 leaves
 	}
-	p := max(0, pct)
-	if fp := floor / live * 100; fp >= maxPercent {
-		p = maxPercent
-	} else {
-		p = max(p, int(floor*100/live))
-	}
+	p := max(pct, int(floor*100/live))
 	return min(max(p, minPercent), maxPercent)
 }
 
