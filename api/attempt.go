@@ -62,7 +62,11 @@ const maxRoundShift = 3
 // hedge delay. Answers that say nothing was done (not_leader, not_ready, busy,
 // unavailable, shutting_down, not_member) and failures to connect move on to
 // the next node at once; after a full round with no success the client backs
-// off briefly. A write retried on another node is the same request (same
+// off briefly. A round ends early when the nodes left in it are suspect (they
+// timed out lately) and a node in it answered that it could not serve yet:
+// the cluster is reachable through that node, which is asked again after the
+// backoff, while another attempt on a frozen node would cost a whole attempt
+// deadline in which the new leader became ready. A write retried on another node is the same request (same
 // holder and request id), so a node that wakes up and applies an abandoned
 // attempt repeats the same grant; and once any attempt of a write may have
 // been sent, a failure is reported as ErrUnknownOutcome.
@@ -99,6 +103,11 @@ func (c *Client) call(ctx context.Context, cl call) error {
 	// node (the others answer).
 	shift, roundTimeouts := 0, 0
 	unknown := false
+	// answered: a node answered in this round for the cluster, that it
+	// could not serve yet (speaksForCluster).
+	answered := false
+	// takeover: a node answered not_ready in this round.
+	takeover := false
 	backoff := 20 * time.Millisecond
 	var hedge, pause <-chan time.Time
 
@@ -110,9 +119,11 @@ func (c *Client) call(ctx context.Context, cl call) error {
 			if roundTimeouts >= n {
 				shift = min(shift+1, maxRoundShift)
 			}
-			roundTimeouts = 0
+			roundTimeouts, answered, takeover = 0, false, false
 		}
-		ep := order[launched%n]
+		pos := launched % n
+		c.leaderNext(order, pos)
+		ep := order[pos]
 		timeout := c.attemptTimeout << shift
 		if c.isSuspect(ep) && c.anyAnswering() {
 			// It did not answer lately: give it less time, so a node
@@ -133,11 +144,21 @@ func (c *Client) call(ctx context.Context, cl call) error {
 			hedge = time.After(c.hedgeDelay)
 		}
 	}
+	// endRoundEarly skips the rest of the round when only suspect nodes are
+	// left in it and another node answered in it (order puts the suspect
+	// ones last).
+	endRoundEarly := func() {
+		if launched%n != 0 && answered && c.isSuspect(order[launched%n]) {
+			launched += n - launched%n
+		}
+	}
 	// next launches the next attempt, or pauses first at the end of a round.
 	next := func() {
+		endRoundEarly()
 		if launched%n == 0 {
-			pause = time.After(backoff)
-			backoff = min(2*backoff, 500*time.Millisecond)
+			var d time.Duration
+			d, backoff = nextPause(backoff, takeover)
+			pause = time.After(d)
 			return
 		}
 		launch()
@@ -180,6 +201,9 @@ func (c *Client) call(ctx context.Context, cl call) error {
 			}
 			if apiErr == nil {
 				c.markSuspect(r.endpoint)
+			} else if speaksForCluster(apiErr.Code) {
+				answered = true
+				takeover = takeover || apiErr.Code == "not_ready"
 			}
 			if inflight == 0 && fails.allPermanent(n) {
 				return fails.err(ErrUnavailable, "no endpoint can be used")
@@ -189,6 +213,7 @@ func (c *Client) call(ctx context.Context, cl call) error {
 			}
 		case <-hedge:
 			hedge = nil
+			endRoundEarly()
 			if inflight == 1 && pause == nil && launched%n != 0 {
 				launch()
 			}
@@ -211,6 +236,38 @@ func (c *Client) call(ctx context.Context, cl call) error {
 			return fails.err(ErrUnavailable, "no node served the request before the deadline")
 		}
 	}
+}
+
+// Pauses between rounds of attempts.
+const (
+	maxBackoff = 500 * time.Millisecond
+	// takeoverPoll is the pause after a round in which the leader answered
+	// that it is not ready yet: it is waiting out its takeover (300 ms and a
+	// barrier), so it will serve soon, and a longer pause would leave it
+	// ready and unasked.
+	takeoverPoll = 50 * time.Millisecond
+)
+
+// nextPause returns the pause after a round in which no node served, and the
+// backoff after that: doubling up to maxBackoff, but at most takeoverPoll,
+// and not growing, while the leader is taking over.
+func nextPause(backoff time.Duration, takeover bool) (pause, next time.Duration) {
+	if takeover {
+		return min(backoff, takeoverPoll), backoff
+	}
+	return backoff, min(2*backoff, maxBackoff)
+}
+
+// speaksForCluster reports whether a refusal with this code comes from a
+// node that is in touch with the cluster's election: the leader not ready
+// yet, no leader known, a leader too busy. A node shutting down or no
+// longer a member says nothing of the cluster.
+func speaksForCluster(code string) bool {
+	switch code {
+	case "not_ready", "not_leader", "unavailable", "busy":
+		return true
+	}
+	return false
 }
 
 // attempt sends the request to one endpoint with its own deadline.
@@ -287,6 +344,27 @@ func (c *Client) learnLeader(addr, answered string) {
 	for i, ep := range c.endpoints {
 		if ep == answered {
 			c.prefer(i)
+			return
+		}
+	}
+}
+
+// leaderNext moves the leader, as last learned, to order[pos] when it is
+// among the endpoints the round has yet to try and did not fail lately: a
+// node that answered, for example that a leader change cut off what it
+// forwarded, names the new leader, which is worth asking before the rest of
+// the list (the old leader, perhaps frozen, among them).
+func (c *Client) leaderNext(order []string, pos int) {
+	c.mu.Lock()
+	p := c.endpoints[c.preferred]
+	until, suspect := c.suspect[p]
+	c.mu.Unlock()
+	if order[pos] == p || (suspect && time.Now().Before(until)) {
+		return
+	}
+	for j := pos + 1; j < len(order); j++ {
+		if order[j] == p {
+			order[pos], order[j] = order[j], order[pos]
 			return
 		}
 	}

@@ -401,7 +401,7 @@ func (s *coalesceServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// TestClientCoalescesKeepalives: keepalives made while one is in flight go
+// TestClientCoalescesKeepalives: keepalives made while maxFlights are in flight go
 // out as one batch; each caller gets its own holder's answer or refusal.
 func TestClientCoalescesKeepalives(t *testing.T) {
 	s := &coalesceServer{gate: make(chan struct{})}
@@ -426,27 +426,22 @@ func TestClientCoalescesKeepalives(t *testing.T) {
 			defer wg.Done()
 			outs[i], errs[i] = c.Keepalive(context.Background(), holder(i))
 		}()
-		if i == 0 {
-			testutil.Eventually(t, 10*time.Second, func() error {
-				if s.singles.Load() == 0 {
-					return errors.New("first keepalive not in flight")
-				}
-				return nil
-			})
+		if i < maxFlights {
+			inFlight(t, s, i+1)
 		}
 	}
 	testutil.Eventually(t, 10*time.Second, func() error {
 		c.keepalives.mu.Lock()
 		defer c.keepalives.mu.Unlock()
-		if len(c.keepalives.queue) < n-1 {
+		if len(c.keepalives.queue) < n-maxFlights {
 			return fmt.Errorf("%d queued", len(c.keepalives.queue))
 		}
 		return nil
 	})
 	release()
 	wg.Wait()
-	if s.singles.Load() != 1 || s.batches.Load() != 1 || s.batchItems.Load() != n-1 {
-		t.Fatalf("%d single and %d batch requests (%d items), want 1 and 1 (%d)", s.singles.Load(), s.batches.Load(), s.batchItems.Load(), n-1)
+	if s.singles.Load() != maxFlights || s.batches.Load() != 1 || s.batchItems.Load() != n-maxFlights {
+		t.Fatalf("%d single and %d batch requests (%d items), want %d and 1 (%d)", s.singles.Load(), s.batches.Load(), s.batchItems.Load(), maxFlights, n-maxFlights)
 	}
 	for i := range n {
 		switch {
@@ -460,7 +455,19 @@ func TestClientCoalescesKeepalives(t *testing.T) {
 	}
 }
 
-// queued waits until n calls wait behind the one in flight.
+// inFlight waits until n single calls reached the server (and wait at its
+// gate).
+func inFlight(t *testing.T, s *coalesceServer, n int) {
+	t.Helper()
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if got := s.singles.Load(); got < int32(n) {
+			return fmt.Errorf("%d single calls in flight, want %d", got, n)
+		}
+		return nil
+	})
+}
+
+// queued waits until n calls wait behind the ones in flight.
 func queued(t *testing.T, c *Client, n int) {
 	t.Helper()
 	testutil.Eventually(t, 10*time.Second, func() error {
@@ -479,7 +486,7 @@ func queued(t *testing.T, c *Client, n int) {
 	})
 }
 
-// TestClientCoalescesVerifies: calls made while one is in flight go out as
+// TestClientCoalescesVerifies: calls made while maxFlights are in flight go out as
 // one batch, each caller gets its own answer, and one caller's bad input or
 // cancelled context fails no other.
 func TestClientCoalescesVerifies(t *testing.T) {
@@ -503,41 +510,40 @@ func TestClientCoalescesVerifies(t *testing.T) {
 		v, err := c.Verify(ctx, fmt.Sprintf("key-%d", i), tok, "")
 		answers[i] = answer{v, err}
 	}
-	wg.Add(1)
-	go call(0, ctx, "1")
-	testutil.Eventually(t, 10*time.Second, func() error {
-		if s.singles.Load() == 0 {
-			return errors.New("first verify not in flight")
-		}
-		return nil
-	})
+	for i := range maxFlights {
+		wg.Add(1)
+		go call(i, ctx, "1")
+		inFlight(t, s, i+1)
+	}
+	// The first queued caller gives up; the second's token is malformed.
+	cancelled, bad := maxFlights, maxFlights+1
 	cctx, cancel := context.WithCancel(ctx)
-	for i := 1; i < n; i++ {
+	for i := maxFlights; i < n; i++ {
 		wg.Add(1)
 		switch i {
-		case 1:
+		case cancelled:
 			go call(i, cctx, "1")
-		case 2:
+		case bad:
 			go call(i, ctx, "bad")
 		default:
 			go call(i, ctx, "1")
 		}
 	}
-	queued(t, c, n-1)
+	queued(t, c, n-maxFlights)
 	cancel()
-	queued(t, c, n-2)
+	queued(t, c, n-maxFlights-1)
 	release()
 	wg.Wait()
-	if got := s.singles.Load() + s.batches.Load(); got != 2 || s.batchItems.Load() != n-2 {
-		t.Fatalf("%d calls made %d single and %d batch requests (%d items), want 1 and 1 (%d)", n, s.singles.Load(), s.batches.Load(), s.batchItems.Load(), n-2)
+	if s.singles.Load() != maxFlights || s.batches.Load() != 1 || s.batchItems.Load() != n-maxFlights-1 {
+		t.Fatalf("%d calls made %d single and %d batch requests (%d items), want %d and 1 (%d)", n, s.singles.Load(), s.batches.Load(), s.batchItems.Load(), maxFlights, n-maxFlights-1)
 	}
 	for i, a := range answers {
 		switch i {
-		case 1:
+		case cancelled:
 			if a.v.Allow || !errors.Is(a.err, ErrUnavailable) {
 				t.Errorf("cancelled caller: %+v %v", a.v, a.err)
 			}
-		case 2:
+		case bad:
 			if a.v.Reason != "malformed" || !errors.Is(a.err, ErrMalformedToken) {
 				t.Errorf("bad token: %+v %v", a.v, a.err)
 			}
@@ -562,25 +568,21 @@ func TestClientCancelInBatch(t *testing.T) {
 	c := NewClient([]string{srv.URL})
 	ctx := context.Background()
 	var wg sync.WaitGroup
-	errs := make([]error, 4)
+	errs := make([]error, maxFlights+3)
+	cancelled := maxFlights + 1 // the second of the batch
 	cctx, cancel := context.WithCancel(ctx)
 	for i := range errs {
 		wg.Add(1)
 		cx := ctx
-		if i == 1 {
+		if i == cancelled {
 			cx = cctx
 		}
 		go func() {
 			defer wg.Done()
 			_, errs[i] = c.Verify(cx, "k", "1", "")
 		}()
-		if i == 0 {
-			testutil.Eventually(t, 10*time.Second, func() error {
-				if s.singles.Load() == 0 {
-					return errors.New("first verify not in flight")
-				}
-				return nil
-			})
+		if i < maxFlights {
+			inFlight(t, s, i+1)
 		}
 	}
 	queued(t, c, 3)
@@ -603,7 +605,7 @@ func TestClientCancelInBatch(t *testing.T) {
 	releaseBatch()
 	wg.Wait()
 	for i, err := range errs {
-		if (i == 1) != (err != nil) {
+		if (i == cancelled) != (err != nil) {
 			t.Errorf("caller %d: %v", i, err)
 		}
 	}
@@ -631,16 +633,11 @@ func TestClientFallsBackWithoutBatchRoute(t *testing.T) {
 			}
 			errs[i] = err
 		}()
-		if i == 0 {
-			testutil.Eventually(t, 10*time.Second, func() error {
-				if s.singles.Load() == 0 {
-					return errors.New("first verify not in flight")
-				}
-				return nil
-			})
+		if i < maxFlights {
+			inFlight(t, s, i+1)
 		}
 	}
-	queued(t, c, len(errs)-1)
+	queued(t, c, len(errs)-maxFlights)
 	release()
 	wg.Wait()
 	for i, err := range errs {

@@ -12,13 +12,15 @@ import (
 )
 
 // A Client coalesces its concurrent verifies, and its concurrent keepalives,
-// opportunistically: a call made while no call of its kind is in flight goes
-// out alone on the single route, at once, so one caller waits for nothing.
-// Calls made while one is in flight queue; when it returns, the queued ones go
-// out together as one batch request (POST /v1/verify/batch or
-// /v1/keepalive/batch), and calls made meanwhile form the next batch. Under
-// load the leader then reads, parses and answers one HTTP request, and
-// confirms its leadership once, for many operations.
+// opportunistically: a call made while fewer than maxFlights calls or
+// batches of its kind are in flight goes out at once, alone on the single
+// route, so one caller waits for nothing. Calls made while maxFlights are in
+// flight queue; when one of those returns, the queued ones go out together
+// as one batch request (POST /v1/verify/batch or /v1/keepalive/batch), and
+// calls made meanwhile form the next batch. Under load the leader then
+// reads, parses and answers one HTTP request, and confirms its leadership
+// once, for many operations; with two flights a queued call waits for the
+// earlier of two to return, about half a round trip, rather than a whole.
 //
 // Linearizability is that of single calls: every item of a batch was asked
 // for by its caller before the batch was sent; the server proves it leads
@@ -34,6 +36,12 @@ import (
 // callers gets the error a single call would have given. A node that does
 // not know the batch routes (404) makes the client use single calls for a
 // while.
+
+// maxFlights is how many calls or batches of one kind a client keeps in
+// flight before it queues: two, so that one flight is on the wire while the
+// other's answer is being read, and a slow flight (a node that froze with
+// it) does not hold the calls made meanwhile.
+const maxFlights = 2
 
 // batchOffFor is how long a client uses single calls after a node answered
 // that it does not know a batch route (an older version, during an upgrade).
@@ -67,9 +75,9 @@ type batcher[In, Out any] struct {
 	// write: an item that was sent and not answered may have been done.
 	write bool
 
-	mu    sync.Mutex
-	busy  bool // a call or batch of this kind is in flight
-	queue []*waiter[In, Out]
+	mu      sync.Mutex
+	flights int // calls or batches of this kind in flight
+	queue   []*waiter[In, Out]
 	// offUntil (Unix nanoseconds) is when batches may be tried again
 	// after a node did not know the batch route.
 	offUntil atomic.Int64
@@ -101,8 +109,8 @@ func (b *batcher[In, Out]) do(ctx context.Context, in In) (Out, error) {
 		return b.single(ctx, in)
 	}
 	b.mu.Lock()
-	if !b.busy {
-		b.busy = true
+	if b.flights < maxFlights {
+		b.flights++
 		b.mu.Unlock()
 		out, err := b.single(ctx, in)
 		b.next()
@@ -148,12 +156,13 @@ func (b *batcher[In, Out]) leave(w *waiter[In, Out]) error {
 	return fmt.Errorf("%w: %v before the batch it was sent in was answered", ErrUnavailable, w.ctx.Err())
 }
 
-// next hands over to the calls queued meanwhile, or marks nothing in flight.
+// next hands the flight that ended over to the calls queued meanwhile, or
+// counts it ended.
 func (b *batcher[In, Out]) next() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.queue) == 0 {
-		b.busy = false
+		b.flights--
 		return
 	}
 	go b.flush()
@@ -200,7 +209,7 @@ func (b *batcher[In, Out]) flush() {
 
 // take removes the next batch from the queue: at most MaxBatchItems calls
 // whose items fit in MaxBodyBytes, with a context that ends after the latest
-// of their deadlines. With nothing queued it marks nothing in flight and
+// of their deadlines. With nothing queued it counts its flight ended and
 // returns nil.
 func (b *batcher[In, Out]) take() ([]*waiter[In, Out], context.Context, context.CancelFunc) {
 	b.mu.Lock()
@@ -228,7 +237,7 @@ func (b *batcher[In, Out]) take() ([]*waiter[In, Out], context.Context, context.
 	b.queue = b.queue[n:]
 	if len(ws) == 0 {
 		b.queue = nil
-		b.busy = false
+		b.flights--
 		return nil, nil, nil
 	}
 	// Past the last deadline by a margin: each caller sees its own context

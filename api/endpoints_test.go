@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -291,5 +292,162 @@ func TestWaitReady(t *testing.T) {
 	_, err = NewClient([]string{frozen, notMemberEndpoint(t)}).WaitReady(ctx2)
 	if !errors.Is(err, ErrUnavailable) || !strings.Contains(err.Error(), frozen+": timed out") || !strings.Contains(err.Error(), "not a member") {
 		t.Fatalf("WaitReady with no ready leader: %v", err)
+	}
+}
+
+// countingFrozenEndpoint accepts connections and never answers, as a node
+// stopped by SIGSTOP after its listener's backlog; it counts the connections,
+// one per attempt (a timed-out attempt closes its connection).
+func countingFrozenEndpoint(t *testing.T) (string, func() int) {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var conns []net.Conn
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			mu.Lock()
+			conns = append(conns, c)
+			mu.Unlock()
+		}
+	}()
+	t.Cleanup(func() {
+		ln.Close()
+		mu.Lock()
+		for _, c := range conns {
+			c.Close()
+		}
+		mu.Unlock()
+	})
+	return "http://" + ln.Addr().String(), func() int {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(conns)
+	}
+}
+
+// TestFrozenNodeWaitsWhileOthersSayTryAgain: after the leader froze, the two
+// other nodes answer not_ready while the new leader waits out its takeover.
+// The client tries them again, round after round, and not the node that
+// just timed out: another attempt on it would cost a whole attempt deadline
+// in which the new leader became ready and nobody asked.
+func TestFrozenNodeWaitsWhileOthersSayTryAgain(t *testing.T) {
+	frozen, attempts := countingFrozenEndpoint(t)
+	var mu sync.Mutex
+	refusals := 0
+	notReadyThenServe := func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		refusals++
+		n := refusals
+		mu.Unlock()
+		if n <= 6 {
+			writeError(w, http.StatusServiceUnavailable, "not_ready", "leader is not ready yet")
+			return
+		}
+		switch r.URL.Path {
+		case "/v1/acquire":
+			writeJSON(w, http.StatusOK, Grant{Key: "k", Holder: "h", Token: fence.Token(1<<32 | 1), Epoch: 1, Seq: 1, TTL: "10s"})
+		default:
+			writeJSON(w, http.StatusOK, KeyInfo{Key: "k", Holder: "h", Token: fence.Token(1<<32 | 1), State: "held"})
+		}
+	}
+	a := httptest.NewServer(http.HandlerFunc(notReadyThenServe))
+	defer a.Close()
+	b := httptest.NewServer(http.HandlerFunc(notReadyThenServe))
+	defer b.Close()
+	for _, op := range []string{"acquire", "key"} {
+		t.Run(op, func(t *testing.T) {
+			mu.Lock()
+			refusals = 0
+			mu.Unlock()
+			before := attempts()
+			c := NewClient([]string{frozen, a.URL, b.URL}, WithAttemptTimeout(200*time.Millisecond), WithHedgeDelay(0))
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			var err error
+			if op == "acquire" {
+				_, err = c.Acquire(ctx, AcquireRequest{Key: "k", Holder: "h"})
+			} else {
+				_, err = c.Key(ctx, "k")
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			if n := attempts() - before; n != 1 {
+				t.Fatalf("the frozen node was tried %d times while the others answered not_ready, want once", n)
+			}
+		})
+	}
+}
+
+// TestLeaderNamedInAnAnswerIsTriedNext: a node that lost the leader while
+// forwarding an acquire answers that the outcome is unknown, naming the new
+// leader. The client's next attempt goes to that leader, not to the next node
+// in its list, which may be the old leader, frozen, and would cost a whole
+// attempt deadline.
+func TestLeaderNamedInAnAnswerIsTriedNext(t *testing.T) {
+	frozen, attempts := countingFrozenEndpoint(t)
+	leader := newFakeNode(t)
+	follower := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(LeaderHeader, strings.TrimPrefix(leader.srv.URL, "http://"))
+		writeError(w, http.StatusServiceUnavailable, "outcome_unknown", "leadership lost while committing: outcome unknown")
+	}))
+	defer follower.Close()
+	c := NewClient([]string{follower.URL, frozen, leader.srv.URL}, WithAttemptTimeout(200*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.Acquire(ctx, AcquireRequest{Key: "k", Holder: "h", RequestID: "rid-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := attempts(); n != 0 {
+		t.Fatalf("the node after the follower was tried %d times, though the follower named the leader", n)
+	}
+}
+
+// TestRefusalNamesTheLeaderOfItsTime: a refusal written after a leader change
+// names the new leader, not the one known when the request came.
+func TestRefusalNamesTheLeaderOfItsTime(t *testing.T) {
+	leader := "10.0.0.1:7810"
+	for _, tc := range []struct {
+		code int
+		want string
+	}{
+		{http.StatusServiceUnavailable, "10.0.0.2:7810"},
+		{http.StatusOK, "10.0.0.1:7810"}, // a success is not held up by asking again
+	} {
+		rec := httptest.NewRecorder()
+		w := &statusWriter{ResponseWriter: rec, leader: func() string { return leader }}
+		w.Header().Set(LeaderHeader, leader)
+		leader = "10.0.0.2:7810"
+		w.WriteHeader(tc.code)
+		if got := rec.Header().Get(LeaderHeader); got != tc.want {
+			t.Errorf("status %d: %s names %q, want %q", tc.code, LeaderHeader, got, tc.want)
+		}
+		leader = "10.0.0.1:7810"
+	}
+}
+
+// TestPauseWhileTheLeaderTakesOver: between rounds the client backs off,
+// doubling up to maxBackoff; while the leader answers not_ready (its takeover
+// ends within a few hundred milliseconds) it asks again every takeoverPoll
+// at most, so it does not leave a ready leader unasked for half a second.
+func TestPauseWhileTheLeaderTakesOver(t *testing.T) {
+	var got []time.Duration
+	b := 20 * time.Millisecond
+	for _, takeover := range []bool{false, false, false, true, true, false, false, false, true} {
+		var p time.Duration
+		p, b = nextPause(b, takeover)
+		got = append(got, p)
+	}
+	ms := time.Millisecond
+	want := []time.Duration{20 * ms, 40 * ms, 80 * ms, 50 * ms, 50 * ms, 160 * ms, 320 * ms, 500 * ms, 50 * ms}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("pauses %v, want %v", got, want)
 	}
 }

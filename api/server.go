@@ -98,10 +98,10 @@ func NewServer(node Node, log hclog.Logger) *Server {
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Clients learn where the leader is and go there directly next time.
-	if _, addr := s.node.Leader(); addr != "" {
+	if addr := s.leaderAddr(); addr != "" {
 		w.Header().Set(LeaderHeader, addr)
 	}
-	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK}
+	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK, leader: s.leaderAddr}
 	r, ok := s.admit(sw, r)
 	if ok {
 		s.mux.ServeHTTP(sw, r)
@@ -113,11 +113,27 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type statusWriter struct {
 	http.ResponseWriter
 	status int
+	// leader returns the leader's HTTP address now ("" when none is known).
+	leader func() string
 }
 
+// WriteHeader names the leader as known when a refusal is written, not when
+// the request came: a request that a leader change cut off is answered after
+// the change, and the client's next attempt should go to the new leader.
 func (w *statusWriter) WriteHeader(code int) {
 	w.status = code
+	if code/100 != 2 && w.leader != nil {
+		if addr := w.leader(); addr != "" {
+			w.Header().Set(LeaderHeader, addr)
+		}
+	}
 	w.ResponseWriter.WriteHeader(code)
+}
+
+// leaderAddr is the leader's HTTP address as this node knows it now.
+func (s *Server) leaderAddr() string {
+	_, addr := s.node.Leader()
+	return addr
 }
 
 // Handle mounts an extra handler (for example /metrics) on the server's mux.
