@@ -19,8 +19,7 @@ import (
 // as one batch request (POST /v1/verify/batch or /v1/keepalive/batch), and
 // calls made meanwhile form the next batch. Under load the leader then
 // reads, parses and answers one HTTP request, and confirms its leadership
-// once, for many operations; with two flights a queued call waits for the
-// earlier of two to return, about half a round trip, rather than a whole.
+// once, for many operations.
 //
 // Linearizability is that of single calls: every item of a batch was asked
 // for by its caller before the batch was sent; the server proves it leads
@@ -38,10 +37,13 @@ import (
 // while.
 
 // maxFlights is how many calls or batches of one kind a client keeps in
-// flight before it queues: two, so that one flight is on the wire while the
-// other's answer is being read, and a slow flight (a node that froze with
-// it) does not hold the calls made meanwhile.
-const maxFlights = 2
+// flight before it queues. One: with two, each batch was about half as
+// large, and verifies and keepalives at 16 and 64 clients cost the servers
+// more CPU per operation without a clear gain in throughput (scripts/cpuperop,
+// three alternating runs each). A flight held by a frozen node does not hold
+// the queue longer than single calls would each be held: they would go to
+// the same node first.
+const maxFlights = 1
 
 // batchOffFor is how long a client uses single calls after a node answered
 // that it does not know a batch route (an older version, during an upgrade).
