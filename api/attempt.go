@@ -62,14 +62,20 @@ const maxRoundShift = 3
 // hedge delay. Answers that say nothing was done (not_leader, not_ready, busy,
 // unavailable, shutting_down, not_member) and failures to connect move on to
 // the next node at once; after a full round with no success the client backs
-// off briefly. A round ends early when the nodes left in it are suspect (they
-// timed out lately) and a node in it answered that it could not serve yet:
-// the cluster is reachable through that node, which is asked again after the
-// backoff, while another attempt on a frozen node would cost a whole attempt
-// deadline in which the new leader became ready. A write retried on another node is the same request (same
-// holder and request id), so a node that wakes up and applies an abandoned
-// attempt repeats the same grant; and once any attempt of a write may have
-// been sent, a failure is reported as ErrUnknownOutcome.
+// off briefly.
+//
+// A round ends early in two cases, both after a frozen leader: when a node
+// answered that a new leader is taking over (inTakeover), and when the nodes
+// left in it are suspect (they timed out lately) and a node in it answered
+// that it could not serve yet. The cluster is reachable through the node
+// that answered, which is asked again after the pause, while another
+// attempt on a frozen node would cost a whole attempt deadline in which the
+// new leader became ready.
+//
+// A write retried on another node is the same request (same holder and
+// request id), so a node that wakes up and applies an abandoned attempt
+// repeats the same grant; and once any attempt of a write may have been
+// sent, a failure is reported as ErrUnknownOutcome.
 func (c *Client) call(ctx context.Context, cl call) error {
 	if len(c.endpoints) == 0 {
 		return fmt.Errorf("%w: no endpoints", ErrUnavailable)
@@ -106,7 +112,8 @@ func (c *Client) call(ctx context.Context, cl call) error {
 	// answered: a node answered in this round for the cluster, that it
 	// could not serve yet (speaksForCluster).
 	answered := false
-	// takeover: a node answered not_ready in this round.
+	// takeover: a node answered in this round that a new leader is taking
+	// over (inTakeover); the round ends there.
 	takeover := false
 	backoff := 20 * time.Millisecond
 	var hedge, pause <-chan time.Time
@@ -144,11 +151,12 @@ func (c *Client) call(ctx context.Context, cl call) error {
 			hedge = time.After(c.hedgeDelay)
 		}
 	}
-	// endRoundEarly skips the rest of the round when only suspect nodes are
-	// left in it and another node answered in it (order puts the suspect
-	// ones last).
+	// endRoundEarly skips the rest of the round when a node in it answered
+	// that a new leader is taking over, or when only suspect nodes are left
+	// in it and another node answered in it (order puts the suspect ones
+	// last).
 	endRoundEarly := func() {
-		if launched%n != 0 && answered && c.isSuspect(order[launched%n]) {
+		if launched%n != 0 && (takeover || (answered && c.isSuspect(order[launched%n]))) {
 			launched += n - launched%n
 		}
 	}
@@ -201,9 +209,9 @@ func (c *Client) call(ctx context.Context, cl call) error {
 			}
 			if apiErr == nil {
 				c.markSuspect(r.endpoint)
-			} else if speaksForCluster(apiErr.Code) {
-				answered = true
-				takeover = takeover || apiErr.Code == "not_ready"
+			} else {
+				answered = answered || speaksForCluster(apiErr.Code)
+				takeover = takeover || inTakeover(apiErr.Code)
 			}
 			if inflight == 0 && fails.allPermanent(n) {
 				return fails.err(ErrUnavailable, "no endpoint can be used")
@@ -241,10 +249,10 @@ func (c *Client) call(ctx context.Context, cl call) error {
 // Pauses between rounds of attempts.
 const (
 	maxBackoff = 500 * time.Millisecond
-	// takeoverPoll is the pause after a round in which the leader answered
-	// that it is not ready yet: it is waiting out its takeover (300 ms and a
-	// barrier), so it will serve soon, and a longer pause would leave it
-	// ready and unasked.
+	// takeoverPoll is the pause after a round in which a node answered that
+	// a new leader is taking over (inTakeover): the leader waits out its
+	// takeover (300 ms and a barrier), so it will serve soon, and a longer
+	// pause would leave it ready and unasked.
 	takeoverPoll = 50 * time.Millisecond
 )
 
@@ -256,6 +264,18 @@ func nextPause(backoff time.Duration, takeover bool) (pause, next time.Duration)
 		return min(backoff, takeoverPoll), backoff
 	}
 	return backoff, min(2*backoff, maxBackoff)
+}
+
+// inTakeover reports whether a refusal with this code says that a new leader
+// is taking over: it is not ready yet, or an election cut off what the node
+// forwarded or committed. The node that answered is in touch with the new
+// leader; it is asked again after takeoverPoll, and the rest of the round is
+// skipped, since only the leader serves and the next node in the list may
+// be the old leader, frozen. The next round starts from the leader the
+// answer named, or, when the client cannot map that address to one of its
+// endpoints (behind proxies or NAT), from the node that answered.
+func inTakeover(code string) bool {
+	return code == "not_ready" || code == "outcome_unknown"
 }
 
 // speaksForCluster reports whether a refusal with this code comes from a

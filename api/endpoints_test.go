@@ -451,3 +451,40 @@ func TestPauseWhileTheLeaderTakesOver(t *testing.T) {
 		t.Fatalf("pauses %v, want %v", got, want)
 	}
 }
+
+// TestNodeInTouchWithTheTakeoverIsAskedAgain: behind proxies or NAT the
+// client cannot map the leader's address to an endpoint. A node that
+// answered that the new leader is not ready yet, or that an election cut off
+// what it forwarded, is in touch with the cluster: it is asked again after a
+// short pause, not left for the next node in the list, the frozen old leader.
+func TestNodeInTouchWithTheTakeoverIsAskedAgain(t *testing.T) {
+	for _, code := range []string{"not_ready", "outcome_unknown"} {
+		t.Run(code, func(t *testing.T) {
+			frozen, attempts := countingFrozenEndpoint(t)
+			var mu sync.Mutex
+			refusals := 0
+			node := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				refusals++
+				n := refusals
+				mu.Unlock()
+				w.Header().Set(LeaderHeader, "10.1.2.3:7700") // no endpoint of the client's
+				if n <= 2 {
+					writeError(w, http.StatusServiceUnavailable, code, "leader is not ready yet")
+					return
+				}
+				writeJSON(w, http.StatusOK, Grant{Key: "k", Holder: "h", Token: fence.Token(1<<32 | 1), Epoch: 1, Seq: 1, TTL: "10s"})
+			}))
+			defer node.Close()
+			c := NewClient([]string{node.URL, frozen}, WithAttemptTimeout(200*time.Millisecond))
+			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+			defer cancel()
+			if _, err := c.Acquire(ctx, AcquireRequest{Key: "k", Holder: "h", RequestID: "rid-1"}); err != nil {
+				t.Fatal(err)
+			}
+			if n := attempts(); n != 0 {
+				t.Fatalf("the frozen node was tried %d times after the other answered %s", n, code)
+			}
+		})
+	}
+}
