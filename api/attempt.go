@@ -113,8 +113,10 @@ func (c *Client) call(ctx context.Context, cl call) error {
 	// could not serve yet (speaksForCluster).
 	answered := false
 	// takeover: a node answered in this round that a new leader is taking
-	// over (inTakeover); the round ends there.
+	// over (inTakeover); the round ends there, at most maxTakeoverRounds
+	// times in a call (takeoverRounds).
 	takeover := false
+	takeoverRounds := 0
 	backoff := 20 * time.Millisecond
 	var hedge, pause <-chan time.Time
 
@@ -156,7 +158,15 @@ func (c *Client) call(ctx context.Context, cl call) error {
 	// in it and another node answered in it (order puts the suspect ones
 	// last).
 	endRoundEarly := func() {
-		if launched%n != 0 && (takeover || (answered && c.isSuspect(order[launched%n]))) {
+		if launched%n == 0 {
+			return
+		}
+		if takeover && takeoverRounds < maxTakeoverRounds {
+			takeoverRounds++
+			launched += n - launched%n
+			return
+		}
+		if answered && c.isSuspect(order[launched%n]) {
 			launched += n - launched%n
 		}
 	}
@@ -254,6 +264,11 @@ const (
 	// takeover (300 ms and a barrier), so it will serve soon, and a longer
 	// pause would leave it ready and unasked.
 	takeoverPoll = 50 * time.Millisecond
+	// maxTakeoverRounds bounds the rounds of a call that end at a node
+	// saying a new leader is taking over: about a second of its answers,
+	// longer than a takeover, and then the other nodes are tried too, so a
+	// node stuck saying so cannot hold the client.
+	maxTakeoverRounds = 16
 )
 
 // nextPause returns the pause after a round in which no node served, and the
@@ -351,19 +366,32 @@ func (c *Client) markAnswered(ep string) {
 	c.mu.Unlock()
 }
 
-// learnLeader makes the leader's endpoint the preferred one when it is among
-// the client's endpoints, so requests stop taking a forwarding hop; else the
-// endpoint that answered.
-func (c *Client) learnLeader(addr, answered string) {
+// learnLeader makes the leader's endpoint the preferred one, so requests stop
+// taking a forwarding hop: the endpoint whose address is the leader's, or
+// else the one whose node named itself with the leader's id (behind proxies
+// or NAT the client's addresses are not the nodes' own); failing both, the
+// endpoint that answered. self is the id the answering node gave itself.
+func (c *Client) learnLeader(addr, id, self, answered string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if self != "" {
+		c.ids[answered] = self
+	}
 	for i, ep := range c.endpoints {
 		if addr != "" && strings.HasSuffix(ep, "://"+addr) {
-			c.prefer(i)
+			c.preferred = i
+			return
+		}
+	}
+	for i, ep := range c.endpoints {
+		if id != "" && c.ids[ep] == id {
+			c.preferred = i
 			return
 		}
 	}
 	for i, ep := range c.endpoints {
 		if ep == answered {
-			c.prefer(i)
+			c.preferred = i
 			return
 		}
 	}
@@ -446,7 +474,7 @@ func (c *Client) send(ctx context.Context, endpoint, method, path string, body [
 		return !notSent, nil, err
 	}
 	defer resp.Body.Close()
-	c.learnLeader(resp.Header.Get(LeaderHeader), endpoint)
+	c.learnLeader(resp.Header.Get(LeaderHeader), resp.Header.Get(LeaderIDHeader), resp.Header.Get(NodeHeader), endpoint)
 	data, err = io.ReadAll(io.LimitReader(resp.Body, 64<<20))
 	if err != nil {
 		return true, nil, err

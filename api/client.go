@@ -50,6 +50,8 @@ type Client struct {
 	// suspect holds, per endpoint, until when it is tried only after the
 	// others: it timed out or could not be reached.
 	suspect map[string]time.Time
+	// ids holds, per endpoint, the id its node answered with (NodeHeader).
+	ids map[string]string
 }
 
 // Defaults of the attempt machinery.
@@ -105,7 +107,7 @@ func NewClient(endpoints []string, opts ...ClientOption) *Client {
 		DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 15 * time.Second}).DialContext,
 		MaxIdleConnsPerHost: 256,
 		IdleConnTimeout:     90 * time.Second,
-	}}, attemptTimeout: DefaultAttemptTimeout, hedgeDelay: DefaultHedgeDelay, suspect: map[string]time.Time{}, batching: true}
+	}}, attemptTimeout: DefaultAttemptTimeout, hedgeDelay: DefaultHedgeDelay, suspect: map[string]time.Time{}, ids: map[string]string{}, batching: true}
 	for _, e := range endpoints {
 		e = strings.TrimSpace(e)
 		if e == "" {

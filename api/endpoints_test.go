@@ -422,12 +422,17 @@ func TestRefusalNamesTheLeaderOfItsTime(t *testing.T) {
 		{http.StatusOK, "10.0.0.1:7810"}, // a success is not held up by asking again
 	} {
 		rec := httptest.NewRecorder()
-		w := &statusWriter{ResponseWriter: rec, leader: func() string { return leader }}
-		w.Header().Set(LeaderHeader, leader)
-		leader = "10.0.0.2:7810"
+		id := "n1"
+		now := func() (string, string) { return id, leader }
+		w := &statusWriter{ResponseWriter: rec, leader: now}
+		setLeader(w.Header(), now)
+		leader, id = "10.0.0.2:7810", "n2"
 		w.WriteHeader(tc.code)
 		if got := rec.Header().Get(LeaderHeader); got != tc.want {
 			t.Errorf("status %d: %s names %q, want %q", tc.code, LeaderHeader, got, tc.want)
+		}
+		if got, want := rec.Header().Get(LeaderIDHeader), map[bool]string{true: "n2", false: "n1"}[tc.code/100 != 2]; got != want {
+			t.Errorf("status %d: %s names %q, want %q", tc.code, LeaderIDHeader, got, want)
 		}
 		leader = "10.0.0.1:7810"
 	}
@@ -486,5 +491,60 @@ func TestNodeInTouchWithTheTakeoverIsAskedAgain(t *testing.T) {
 				t.Fatalf("the frozen node was tried %d times after the other answered %s", n, code)
 			}
 		})
+	}
+}
+
+// TestLeaderFoundByItsID: behind proxies the leader's address matches none of
+// the client's endpoints; the client finds the leader's endpoint by the id
+// its node answered with, and a follower's refusal that names the leader's
+// id sends the next attempt there, not down the list to the frozen node.
+func TestLeaderFoundByItsID(t *testing.T) {
+	frozen, attempts := countingFrozenEndpoint(t)
+	leader := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(NodeHeader, "n3")
+		w.Header().Set(LeaderIDHeader, "n3")
+		w.Header().Set(LeaderHeader, "fenced3:7700")
+		writeJSON(w, http.StatusOK, Grant{Key: "k", Holder: "h", Token: fence.Token(1<<32 | 1), Epoch: 1, Seq: 1, TTL: "10s"})
+	}))
+	defer leader.Close()
+	follower := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set(NodeHeader, "n1")
+		w.Header().Set(LeaderIDHeader, "n3")
+		w.Header().Set(LeaderHeader, "fenced3:7700")
+		writeError(w, http.StatusServiceUnavailable, "not_leader", "not the leader")
+	}))
+	defer follower.Close()
+	c := NewClient([]string{leader.URL, follower.URL, frozen}, WithAttemptTimeout(200*time.Millisecond))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.Acquire(ctx, AcquireRequest{Key: "k", Holder: "h"}); err != nil {
+		t.Fatal(err)
+	}
+	c.prefer(1) // as after an answer of the follower
+	if _, err := c.Acquire(ctx, AcquireRequest{Key: "k", Holder: "h"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := attempts(); n != 0 {
+		t.Fatalf("the frozen node was tried %d times, though the follower named the leader by its id", n)
+	}
+	if got := c.order()[0]; got != leader.URL {
+		t.Fatalf("the client prefers %s, want the leader %s", got, leader.URL)
+	}
+}
+
+// TestTakeoverAnswersDoNotHoldTheClientForever: a node that keeps answering
+// that a new leader is taking over is asked again only a few times before
+// the client goes on to the other nodes, one of which serves.
+func TestTakeoverAnswersDoNotHoldTheClientForever(t *testing.T) {
+	stuck := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusServiceUnavailable, "not_ready", "leader is not ready yet")
+	}))
+	defer stuck.Close()
+	good := newFakeNode(t)
+	c := NewClient([]string{stuck.URL, good.srv.URL})
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	if _, err := c.Acquire(ctx, AcquireRequest{Key: "k", Holder: "h"}); err != nil {
+		t.Fatalf("a node stuck answering not_ready kept the client from the one that serves: %v", err)
 	}
 }

@@ -61,13 +61,25 @@ const (
 // answering node knows it.
 const LeaderHeader = "X-Fenced-Leader"
 
+// LeaderIDHeader carries, on every answer, the id of the leader as the
+// answering node knows it, and NodeHeader the answering node's own id: a
+// client that reaches the nodes through addresses of its own (proxies, NAT,
+// published ports), which the leader's address does not match, finds the
+// leader's endpoint by its id.
+const (
+	LeaderIDHeader = "X-Fenced-Leader-Id"
+	NodeHeader     = "X-Fenced-Node"
+)
+
 // forwardedHeader marks a request a follower forwarded, so it is forwarded at
 // most once and never loops between nodes that disagree about the leader.
 const forwardedHeader = "X-Fenced-Forwarded"
 
 // Server serves the HTTP API of one node.
 type Server struct {
-	node    Node
+	node Node
+	// self is the node's id (NodeHeader), when the node tells it.
+	self    string
 	log     hclog.Logger
 	forward *http.Client
 	mux     *http.ServeMux
@@ -91,6 +103,9 @@ func NewServer(node Node, log hclog.Logger) *Server {
 		},
 		mux: http.NewServeMux(),
 	}
+	if n, ok := node.(interface{ ID() string }); ok {
+		s.self = n.ID()
+	}
 	s.routes()
 	return s
 }
@@ -98,10 +113,11 @@ func NewServer(node Node, log hclog.Logger) *Server {
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Clients learn where the leader is and go there directly next time.
-	if addr := s.leaderAddr(); addr != "" {
-		w.Header().Set(LeaderHeader, addr)
+	if s.self != "" {
+		w.Header().Set(NodeHeader, s.self)
 	}
-	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK, leader: s.leaderAddr}
+	setLeader(w.Header(), s.node.Leader)
+	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK, leader: s.node.Leader}
 	r, ok := s.admit(sw, r)
 	if ok {
 		s.mux.ServeHTTP(sw, r)
@@ -113,8 +129,9 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 type statusWriter struct {
 	http.ResponseWriter
 	status int
-	// leader returns the leader's HTTP address now ("" when none is known).
-	leader func() string
+	// leader returns the leader's id and HTTP address now ("" when none is
+	// known).
+	leader func() (id, addr string)
 }
 
 // WriteHeader names the leader as known when a refusal is written, not when
@@ -123,17 +140,21 @@ type statusWriter struct {
 func (w *statusWriter) WriteHeader(code int) {
 	w.status = code
 	if code/100 != 2 && w.leader != nil {
-		if addr := w.leader(); addr != "" {
-			w.Header().Set(LeaderHeader, addr)
-		}
+		setLeader(w.Header(), w.leader)
 	}
 	w.ResponseWriter.WriteHeader(code)
 }
 
-// leaderAddr is the leader's HTTP address as this node knows it now.
-func (s *Server) leaderAddr() string {
-	_, addr := s.node.Leader()
-	return addr
+// setLeader names the leader in h (LeaderHeader, LeaderIDHeader) as leader
+// says it is now.
+func setLeader(h http.Header, leader func() (id, addr string)) {
+	id, addr := leader()
+	if addr != "" {
+		h.Set(LeaderHeader, addr)
+	}
+	if id != "" {
+		h.Set(LeaderIDHeader, id)
+	}
 }
 
 // Handle mounts an extra handler (for example /metrics) on the server's mux.

@@ -153,7 +153,7 @@ func (c *Client) watchOnce(ctx context.Context, endpoint string, o WatchOptions,
 		}
 		return 0, e
 	}
-	c.learnLeader("", endpoint)
+	c.learnLeader("", "", "", endpoint)
 	var (
 		last uint64
 		dec  eventDecoder
