@@ -78,8 +78,9 @@ const forwardedHeader = "X-Fenced-Forwarded"
 // Server serves the HTTP API of one node.
 type Server struct {
 	node Node
-	// self is the node's id (NodeHeader), when the node tells it.
-	self    string
+	// self is the NodeHeader value, built once: the node's id, when the
+	// node tells it.
+	self    []string
 	log     hclog.Logger
 	forward *http.Client
 	mux     *http.ServeMux
@@ -104,7 +105,9 @@ func NewServer(node Node, log hclog.Logger) *Server {
 		mux: http.NewServeMux(),
 	}
 	if n, ok := node.(interface{ ID() string }); ok {
-		s.self = n.ID()
+		if id := n.ID(); id != "" {
+			s.self = []string{id}
+		}
 	}
 	s.routes()
 	return s
@@ -113,8 +116,9 @@ func NewServer(node Node, log hclog.Logger) *Server {
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Clients learn where the leader is and go there directly next time.
-	if s.self != "" {
-		w.Header().Set(NodeHeader, s.self)
+	if s.self != nil {
+		// Shared, never changed: a handler that sets the header replaces it.
+		w.Header()[NodeHeader] = s.self
 	}
 	setLeader(w.Header(), s.node.Leader)
 	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK, leader: s.node.Leader}

@@ -126,17 +126,7 @@ func TestWALReopensThroughTheWindow(t *testing.T) {
 // raft-wal's own file system and with the read window.
 func BenchmarkWALOpenAfterSmallCommits(b *testing.B) {
 	dir := b.TempDir()
-	s, err := openWAL(dir, hclog.NewNullLogger())
-	if err != nil {
-		b.Fatal(err)
-	}
-	data := bytes.Repeat([]byte("k"), 120)
-	for i := uint64(1); i <= 200000; i++ {
-		if err := s.StoreLog(&raft.Log{Index: i, Term: 1, Data: data}); err != nil {
-			b.Fatal(err)
-		}
-	}
-	s.Close()
+	filledWAL(b, dir, 200000, 120).Close()
 	for _, c := range []struct {
 		name string
 		open func() (io.Closer, error)
@@ -166,19 +156,9 @@ func BenchmarkWALOpenAfterSmallCommits(b *testing.B) {
 // BenchmarkWALGetLog reads back entries of a closed WAL one by one, as a
 // new leader applying the log after its snapshot does (ns per entry).
 func BenchmarkWALGetLog(b *testing.B) {
-	dir := b.TempDir()
-	s, err := openWAL(dir, hclog.NewNullLogger())
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer s.Close()
 	const n = 100000
-	data := bytes.Repeat([]byte("k"), 200)
-	for i := uint64(1); i <= n; i++ {
-		if err := s.StoreLog(&raft.Log{Index: i, Term: 1, Data: data}); err != nil {
-			b.Fatal(err)
-		}
-	}
+	s := filledWAL(b, b.TempDir(), n, 200)
+	defer s.Close()
 	var e raft.Log
 	b.ResetTimer()
 	for i := range b.N {
@@ -186,4 +166,21 @@ func BenchmarkWALGetLog(b *testing.B) {
 			b.Fatal(err)
 		}
 	}
+}
+
+// filledWAL opens a WAL in dir and stores n entries of size bytes in it, one
+// commit each, as a busy leader does.
+func filledWAL(b *testing.B, dir string, n uint64, size int) *walStore {
+	b.Helper()
+	s, err := openWAL(dir, hclog.NewNullLogger())
+	if err != nil {
+		b.Fatal(err)
+	}
+	data := bytes.Repeat([]byte("k"), size)
+	for i := uint64(1); i <= n; i++ {
+		if err := s.StoreLog(&raft.Log{Index: i, Term: 1, Data: data}); err != nil {
+			b.Fatal(err)
+		}
+	}
+	return s
 }
