@@ -1,7 +1,7 @@
 # Small conveniences; the Go tool and docker-compose do the work.
 #   make build         static fenced and fencectl in bin/
 #   make image         the fenced:dev image (IMAGE=... for another tag)
-#   make test          go test -race ./...
+#   make test          scripts/test.sh: go test -race in every module
 #   make compose-up    image + a 3-node cluster (NODES=5 for five)
 #   make compose-down  stop it, keeping the data (docker-compose down -v drops it)
 
@@ -20,7 +20,7 @@ image:
 	PATH="$(dir $(GO)):$$PATH" FENCED_IMAGE=$(IMAGE) scripts/docker-build.sh
 
 test:
-	$(GO) test -race ./...
+	PATH="$(dir $(GO)):$$PATH" scripts/test.sh
 
 compose-up: image
 	FENCED_IMAGE=$(IMAGE) $(COMPOSE) $(COMPOSE_FILES) up -d

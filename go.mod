@@ -34,6 +34,8 @@ require (
 	github.com/coreos/pkg v0.0.0-20220810130054-c7d1c02cb6cf // indirect
 	github.com/dustin/go-humanize v1.1.0 // indirect
 	github.com/fatih/color v1.13.0 // indirect
+	github.com/fenced/fenced/client v0.0.0
+	github.com/fenced/fenced/fence v0.0.0
 	github.com/go-openapi/jsonpointer v1.0.2 // indirect
 	github.com/google/uuid v1.6.0 // indirect
 	github.com/hashicorp/go-immutable-radix v1.3.0 // indirect
@@ -64,3 +66,7 @@ require (
 replace github.com/hashicorp/raft => ./third_party/raft
 
 replace github.com/hashicorp/raft-wal => ./third_party/raft-wal
+
+replace github.com/fenced/fenced/client => ./client
+
+replace github.com/fenced/fenced/fence => ./fence

@@ -10,11 +10,16 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"path/filepath"
 	"reflect"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fenced/fenced/client"
 
 	"github.com/hashicorp/go-hclog"
 
@@ -111,9 +116,9 @@ func post(t *testing.T, url, path, body string) (int, map[string]any) {
 func TestThroughFollower(t *testing.T) {
 	nodes := startCluster(t, 3)
 	_, fol := leaderOf(t, nodes)
-	c := NewClient([]string{fol.url}) // only the follower: everything is forwarded
+	c := client.New([]string{fol.url}) // only the follower: everything is forwarded
 	ctx := context.Background()
-	g1, err := c.Acquire(ctx, AcquireRequest{Key: "db", Holder: "a", TTL: "30s"})
+	g1, err := c.Acquire(ctx, client.AcquireRequest{Key: "db", Holder: "a", TTL: "30s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -121,13 +126,13 @@ func TestThroughFollower(t *testing.T) {
 		t.Fatalf("grant %+v", g1)
 	}
 	// Retrying the same request id returns the same grant.
-	again, err := c.Acquire(ctx, AcquireRequest{Key: "db", Holder: "a", TTL: "30s"})
+	again, err := c.Acquire(ctx, client.AcquireRequest{Key: "db", Holder: "a", TTL: "30s"})
 	if err != nil || again.Token != g1.Token || !again.Renewed {
 		t.Fatalf("retry: %+v %v", again, err)
 	}
-	_, err = c.Acquire(ctx, AcquireRequest{Key: "db", Holder: "b"})
-	var apiErr *Error
-	if !errors.Is(err, ErrHeld) || !errors.As(err, &apiErr) || apiErr.HeldBy != "a" || apiErr.RetryAfter == "" || apiErr.RetryAfter == "1s" {
+	_, err = c.Acquire(ctx, client.AcquireRequest{Key: "db", Holder: "b"})
+	var apiErr *client.Error
+	if !errors.Is(err, client.ErrHeld) || !errors.As(err, &apiErr) || apiErr.HeldBy != "a" || apiErr.RetryAfter == "" || apiErr.RetryAfter == "1s" {
 		t.Fatalf("acquire of a held key: %v", err)
 	}
 	if _, err := c.Renew(ctx, "db", "a", g1.Token); err != nil {
@@ -136,16 +141,16 @@ func TestThroughFollower(t *testing.T) {
 	if ka, err := c.Keepalive(ctx, "a"); err != nil || len(ka.Renewed) != 1 {
 		t.Fatalf("keepalive: %+v %v", ka, err)
 	}
-	if _, err := c.Renew(ctx, "db", "b", g1.Token); !errors.Is(err, ErrNotHolder) {
+	if _, err := c.Renew(ctx, "db", "b", g1.Token); !errors.Is(err, client.ErrNotHolder) {
 		t.Fatalf("renew by non-holder: %v", err)
 	}
-	if _, err := c.Release(ctx, ReleaseRequest{Key: "db", Holder: "b", Token: g1.Token}); !errors.Is(err, ErrNotHolder) {
+	if _, err := c.Release(ctx, client.ReleaseRequest{Key: "db", Holder: "b", Token: g1.Token}); !errors.Is(err, client.ErrNotHolder) {
 		t.Fatalf("release by non-holder: %v", err)
 	}
-	if _, err := c.Release(ctx, ReleaseRequest{Key: "db", Holder: "a", Token: g1.Token}); err != nil {
+	if _, err := c.Release(ctx, client.ReleaseRequest{Key: "db", Holder: "a", Token: g1.Token}); err != nil {
 		t.Fatal(err)
 	}
-	g2, err := c.Acquire(ctx, AcquireRequest{Key: "db", Holder: "b"})
+	g2, err := c.Acquire(ctx, client.AcquireRequest{Key: "db", Holder: "b"})
 	if err != nil || g2.Token <= g1.Token {
 		t.Fatalf("second grant %+v %v", g2, err)
 	}
@@ -173,13 +178,13 @@ func TestThroughFollower(t *testing.T) {
 	if err != nil || k.Holder != "b" || k.Token != g2.Token || k.State != "held" || k.LeaseRemaining == "" {
 		t.Fatalf("key: %+v %v", k, err)
 	}
-	if _, err := c.Key(ctx, "nokey"); !errors.Is(err, ErrUnknownKey) {
+	if _, err := c.Key(ctx, "nokey"); !errors.Is(err, client.ErrUnknownKey) {
 		t.Fatalf("unknown key: %v", err)
 	}
 	if ks, err := c.Keys(ctx, "d", 0); err != nil || len(ks) != 1 {
 		t.Fatalf("keys: %+v %v", ks, err)
 	}
-	if _, err := c.Release(ctx, ReleaseRequest{Key: "db", Force: true}); err != nil {
+	if _, err := c.Release(ctx, client.ReleaseRequest{Key: "db", Force: true}); err != nil {
 		t.Fatalf("force release: %v", err)
 	}
 	if v, _ := c.Verify(ctx, "db", g2.Token.String(), ""); v.Allow || v.Reason != "released" {
@@ -192,22 +197,22 @@ func TestThroughFollower(t *testing.T) {
 func TestBadInputChangesNothing(t *testing.T) {
 	nodes := startCluster(t, 3)
 	lead, _ := leaderOf(t, nodes)
-	c := NewClient([]string{lead.url})
+	c := client.New([]string{lead.url})
 	ctx := context.Background()
-	g, err := c.Acquire(ctx, AcquireRequest{Key: "k", Holder: "h", TTL: "1m"})
+	g, err := c.Acquire(ctx, client.AcquireRequest{Key: "k", Holder: "h", TTL: "1m"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	before, _ := c.Keys(ctx, "", 0)
 	applied := lead.node.FSM().Applied()
-	long := strings.Repeat("x", MaxKeyLen+1)
+	long := strings.Repeat("x", client.MaxKeyLen+1)
 	tok := g.Token.String()
 	bad := []struct{ path, body string }{
 		{"/v1/acquire", `{"key":"a","holder":"h","extra":1}`},
 		{"/v1/acquire", `{"key":"","holder":"h"}`},
 		{"/v1/acquire", `{"key":"a","holder":""}`},
 		{"/v1/acquire", `{"key":"` + long + `","holder":"h"}`},
-		{"/v1/acquire", `{"key":"a","holder":"` + strings.Repeat("h", MaxHolderLen+1) + `"}`},
+		{"/v1/acquire", `{"key":"a","holder":"` + strings.Repeat("h", client.MaxHolderLen+1) + `"}`},
 		{"/v1/acquire", `{"key":"a\u0007","holder":"h"}`},
 		{"/v1/acquire", `{"key":"a","holder":"h\n"}`},
 		{"/v1/acquire", "{\"key\":\"a\xff\",\"holder\":\"h\"}"},
@@ -218,8 +223,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"/v1/acquire", `{"key":"a","holder":"h","wait":"1h"}`},
 		{"/v1/acquire", `{"key":"a","holder":"h"} {"key":"b"}`},
 		{"/v1/acquire", `not json`},
-		{"/v1/acquire", `{"key":"a","holder":"h","request_id":"` + strings.Repeat("r", MaxRequestIDLen+1) + `"}`},
-		{"/v1/acquire", `{"key":"a","holder":"h","pad":"` + strings.Repeat("p", MaxBodyBytes) + `"}`},
+		{"/v1/acquire", `{"key":"a","holder":"h","request_id":"` + strings.Repeat("r", client.MaxRequestIDLen+1) + `"}`},
+		{"/v1/acquire", `{"key":"a","holder":"h","pad":"` + strings.Repeat("p", client.MaxBodyBytes) + `"}`},
 		{"/v1/release", `{"key":"k","holder":"h","token":` + tok + `}`},
 		{"/v1/release", `{"key":"k","holder":"h","token":"0x1"}`},
 		{"/v1/release", `{"key":"k","holder":"h","token":"-1"}`},
@@ -258,8 +263,8 @@ func TestBadInputChangesNothing(t *testing.T) {
 	}
 }
 
-func stripLease(ks []KeyInfo) []KeyInfo {
-	out := append([]KeyInfo(nil), ks...)
+func stripLease(ks []client.KeyInfo) []client.KeyInfo {
+	out := append([]client.KeyInfo(nil), ks...)
 	for i := range out {
 		out[i].LeaseRemaining = ""
 	}
@@ -267,7 +272,7 @@ func stripLease(ks []KeyInfo) []KeyInfo {
 }
 
 func TestVerifyUnreachableIsRefusal(t *testing.T) {
-	c := NewClient([]string{"127.0.0.1:1"})
+	c := client.New([]string{"127.0.0.1:1"})
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
 	v, err := c.Verify(ctx, "k", "4294967297", "")
@@ -278,9 +283,9 @@ func TestVerifyUnreachableIsRefusal(t *testing.T) {
 
 func TestLeaseKeepsAliveAndEnds(t *testing.T) {
 	nodes := startCluster(t, 3)
-	c := NewClient([]string{nodes[0].url, nodes[1].url, nodes[2].url})
+	c := client.New([]string{nodes[0].url, nodes[1].url, nodes[2].url})
 	ctx := context.Background()
-	l, err := c.Lease(ctx, "lease", "a", LeaseOptions{TTL: 600 * time.Millisecond})
+	l, err := c.Lease(ctx, "lease", "a", client.LeaseOptions{TTL: 600 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,24 +307,24 @@ func TestLeaseKeepsAliveAndEnds(t *testing.T) {
 		t.Fatal("header not set")
 	}
 	// An operator ends the grant: the lease notices and closes Done.
-	if _, err := c.Release(ctx, ReleaseRequest{Key: "lease", Force: true}); err != nil {
+	if _, err := c.Release(ctx, client.ReleaseRequest{Key: "lease", Force: true}); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case <-l.Done():
-		if !errors.Is(l.Err(), ErrLeaseLost) {
+		if !errors.Is(l.Err(), client.ErrLeaseLost) {
 			t.Fatalf("err = %v", l.Err())
 		}
 	case <-time.After(5 * time.Second):
 		t.Fatal("lease did not notice its grant ended")
 	}
-	if err := l.Release(ctx); err != nil && !errors.Is(err, ErrNotHolder) {
+	if err := l.Release(ctx); err != nil && !errors.Is(err, client.ErrNotHolder) {
 		t.Fatalf("release of an ended lease: %v", err)
 	}
 }
 
 func TestTokenIsNeverAJSONNumber(t *testing.T) {
-	b, _ := json.Marshal(Grant{Token: fence.MaxToken})
+	b, _ := json.Marshal(client.Grant{Token: fence.MaxToken})
 	if !bytes.Contains(b, []byte(`"token":"9223372036854775807"`)) {
 		t.Fatalf("%s", b)
 	}
@@ -328,9 +333,9 @@ func TestTokenIsNeverAJSONNumber(t *testing.T) {
 func TestBackupRestoreAndTransferOverHTTP(t *testing.T) {
 	nodes := startCluster(t, 3)
 	_, fol := leaderOf(t, nodes)
-	c := NewClient([]string{fol.url})
+	c := client.New([]string{fol.url})
 	ctx := context.Background()
-	g, err := c.Acquire(ctx, AcquireRequest{Key: "b", Holder: "a"})
+	g, err := c.Acquire(ctx, client.AcquireRequest{Key: "b", Holder: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -338,10 +343,10 @@ func TestBackupRestoreAndTransferOverHTTP(t *testing.T) {
 	if err != nil || meta.Keys != 1 || len(data) == 0 {
 		t.Fatalf("backup: %d bytes, %+v, %v", len(data), meta, err)
 	}
-	if _, err := c.Release(ctx, ReleaseRequest{Key: "b", Holder: "a", Token: g.Token}); err != nil {
+	if _, err := c.Release(ctx, client.ReleaseRequest{Key: "b", Holder: "a", Token: g.Token}); err != nil {
 		t.Fatal(err)
 	}
-	g2, err := c.Acquire(ctx, AcquireRequest{Key: "b", Holder: "b"})
+	g2, err := c.Acquire(ctx, client.AcquireRequest{Key: "b", Holder: "b"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -349,11 +354,11 @@ func TestBackupRestoreAndTransferOverHTTP(t *testing.T) {
 	if err != nil || !res.SameCluster {
 		t.Fatalf("restore: %+v %v", res, err)
 	}
-	g3, err := c.Acquire(ctx, AcquireRequest{Key: "b", Holder: "c"})
+	g3, err := c.Acquire(ctx, client.AcquireRequest{Key: "b", Holder: "c"})
 	if err != nil || g3.Token <= g2.Token {
 		t.Fatalf("after restore: %+v %v (before: %s)", g3, err, g2.Token)
 	}
-	if _, err := c.Restore(ctx, []byte("junk"), 0, 0); !errors.Is(err, ErrBadRequest) {
+	if _, err := c.Restore(ctx, []byte("junk"), 0, 0); !errors.Is(err, client.ErrBadRequest) {
 		t.Fatalf("junk restore: %v", err)
 	}
 	lead, _ := leaderOf(t, nodes)
@@ -373,12 +378,12 @@ func TestBackupRestoreAndTransferOverHTTP(t *testing.T) {
 // A lease whose acquire waited longer than its TTL is not lost on arrival.
 func TestLeaseAfterLongWait(t *testing.T) {
 	nodes := startCluster(t, 3)
-	c := NewClient([]string{nodes[0].url, nodes[1].url, nodes[2].url})
+	c := client.New([]string{nodes[0].url, nodes[1].url, nodes[2].url})
 	ctx := context.Background()
-	if _, err := c.Acquire(ctx, AcquireRequest{Key: "w", Holder: "first", TTL: "1500ms"}); err != nil {
+	if _, err := c.Acquire(ctx, client.AcquireRequest{Key: "w", Holder: "first", TTL: "1500ms"}); err != nil {
 		t.Fatal(err)
 	}
-	l, err := c.Lease(ctx, "w", "second", LeaseOptions{TTL: 600 * time.Millisecond, Wait: 10 * time.Second})
+	l, err := c.Lease(ctx, "w", "second", client.LeaseOptions{TTL: 600 * time.Millisecond, Wait: 10 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,14 +401,14 @@ func TestMetrics(t *testing.T) {
 	}
 	nodes := startCluster(t, 3)
 	lead, _ := leaderOf(t, nodes)
-	c := NewClient([]string{lead.url})
+	c := client.New([]string{lead.url})
 	ctx := context.Background()
-	g, err := c.Acquire(ctx, AcquireRequest{Key: "m", Holder: "a"})
+	g, err := c.Acquire(ctx, client.AcquireRequest{Key: "m", Holder: "a"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	_, _ = c.Verify(ctx, "m", g.Token.String(), "")
-	_, _ = c.Acquire(ctx, AcquireRequest{Key: "m", Holder: "b"})
+	_, _ = c.Acquire(ctx, client.AcquireRequest{Key: "m", Holder: "b"})
 	resp, err := http.Get(lead.url + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -427,11 +432,28 @@ func TestMetrics(t *testing.T) {
 func TestClientLearnsLeader(t *testing.T) {
 	nodes := startCluster(t, 3)
 	lead, fol := leaderOf(t, nodes)
-	c := NewClient([]string{fol.url, lead.url})
-	if _, err := c.Acquire(context.Background(), AcquireRequest{Key: "l", Holder: "a"}); err != nil {
+	// The follower is reached through a proxy that counts what it is sent.
+	target, err := url.Parse(fol.url)
+	if err != nil {
 		t.Fatal(err)
 	}
-	if got := c.Endpoints()[c.start()]; got != lead.url {
-		t.Fatalf("preferred endpoint %s, want the leader %s", got, lead.url)
+	var sent atomic.Int32
+	proxy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		sent.Add(1)
+		httputil.NewSingleHostReverseProxy(target).ServeHTTP(w, r)
+	}))
+	defer proxy.Close()
+	c := client.New([]string{proxy.URL, lead.url})
+	if _, err := c.Acquire(context.Background(), client.AcquireRequest{Key: "l", Holder: "a"}); err != nil {
+		t.Fatal(err)
+	}
+	before := sent.Load()
+	for i := range 5 {
+		if _, err := c.Acquire(context.Background(), client.AcquireRequest{Key: fmt.Sprintf("l%d", i), Holder: "a"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := sent.Load() - before; n != 0 {
+		t.Fatalf("%d later requests went to the follower listed first, want every one sent to the leader %s", n, lead.url)
 	}
 }

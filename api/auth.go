@@ -14,6 +14,8 @@ import (
 	"strings"
 	"sync/atomic"
 	"unicode"
+
+	"github.com/fenced/fenced/client"
 )
 
 // Role is what an authenticated identity may do. An admin can do everything
@@ -198,7 +200,7 @@ func ParseTokens(r io.Reader) (map[[sha256.Size]byte]Identity, error) {
 			return nil, fmt.Errorf("line %d: token shorter than %d characters", line, MinTokenLen)
 		case role != RoleClient && role != RoleAdmin:
 			return nil, fmt.Errorf("line %d: role %q is not client or admin", line, role)
-		case len(name) > MaxHolderLen || strings.IndexFunc(name, unicode.IsControl) >= 0 || checkHolderPath(name) != nil:
+		case len(name) > client.MaxHolderLen || strings.IndexFunc(name, unicode.IsControl) >= 0 || checkHolderPath(name) != nil:
 			return nil, fmt.Errorf("line %d: name is not a valid holder name", line)
 		}
 		sum := sha256.Sum256([]byte(tok))

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenced/fenced/client"
+
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fenced/fenced/cluster"
@@ -19,7 +21,7 @@ import (
 
 // startAuthNode starts a one-node cluster whose API server has auth as its
 // backup authentication.
-func startAuthNode(t *testing.T, auth BackupAuth) (*cluster.Node, *Client) {
+func startAuthNode(t *testing.T, auth BackupAuth) (*cluster.Node, *client.Client) {
 	t.Helper()
 	addr := testutil.FreeAddrs(t, 1)[0]
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -47,7 +49,7 @@ func startAuthNode(t *testing.T, auth BackupAuth) (*cluster.Node, *Client) {
 		}
 		return nil
 	})
-	return n, NewClient([]string{srv.URL})
+	return n, client.New([]string{srv.URL})
 }
 
 func backupKey(t *testing.T, fill byte) *cluster.BackupKey {
@@ -67,7 +69,7 @@ func TestRestoreRequiresAuthenticatedBackup(t *testing.T) {
 	key := backupKey(t, 7)
 	n, c := startAuthNode(t, BackupAuth{Key: key, Require: true})
 	ctx := context.Background()
-	if _, err := c.Acquire(ctx, AcquireRequest{Key: "k", Holder: "h"}); err != nil {
+	if _, err := c.Acquire(ctx, client.AcquireRequest{Key: "k", Holder: "h"}); err != nil {
 		t.Fatal(err)
 	}
 	data, _, err := c.Backup(ctx)
@@ -84,7 +86,7 @@ func TestRestoreRequiresAuthenticatedBackup(t *testing.T) {
 		t.Fatal(err)
 	}
 	for name, bad := range map[string][]byte{"unauthenticated": plain, "another key": forged} {
-		if res, err := c.Restore(ctx, bad, 0, 0); !errors.Is(err, ErrBadRequest) {
+		if res, err := c.Restore(ctx, bad, 0, 0); !errors.Is(err, client.ErrBadRequest) {
 			t.Fatalf("%s backup restored where authenticated ones are required: %+v %v", name, res, err)
 		}
 		if n.FSM().Floor() != floor {
@@ -120,7 +122,7 @@ func TestRestoreOptionsAreChecked(t *testing.T) {
 		"above_epoch=1&above_epoch=99", "margin=1&margin=2", "above_epoch=5&margin=7",
 	} {
 		v, _ := url.ParseQuery(q)
-		if o, err := restoreOptions(v); !errors.Is(err, ErrBadRequest) {
+		if o, err := restoreOptions(v); !errors.Is(err, cluster.ErrBadRequest) {
 			t.Errorf("%s: accepted as %+v", q, o)
 		}
 	}

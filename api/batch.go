@@ -6,8 +6,9 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/fenced/fenced/client"
+
 	"github.com/fenced/fenced/cluster"
-	"github.com/fenced/fenced/fence"
 	"github.com/fenced/fenced/metrics"
 )
 
@@ -27,61 +28,9 @@ import (
 // leadership not confirmed) is answered as the single route answers such a
 // request, so clients follow the leader and retry the same way.
 
-// MaxBatchItems bounds the checks of a verify batch and the holders of a
-// keepalive batch. The body is also bounded by MaxBodyBytes.
-const MaxBatchItems = 1024
-
 // batchRoutes are the routes whose requests count one per item against the
 // rate limit.
 var batchRoutes = map[string]bool{"POST /v1/verify/batch": true, "POST /v1/keepalive/batch": true}
-
-// VerifyBatchRequest is the body of POST /v1/verify/batch: 1 to
-// MaxBatchItems checks, each what POST /v1/verify takes.
-type VerifyBatchRequest struct {
-	Checks []VerifyRequest `json:"checks"`
-}
-
-// VerifyBatchResponse answers a verify batch: Results[i] answers Checks[i].
-type VerifyBatchResponse struct {
-	Results []VerifyResult `json:"results"`
-}
-
-// VerifyResult is what POST /v1/verify would have answered for one check:
-// Status is its HTTP status; with 200 the verdict fields are set, otherwise
-// Code and Message too, with the verdict of a refused verify (allow false,
-// reason malformed), as the single route's error body has them.
-type VerifyResult struct {
-	Status       int         `json:"status"`
-	Allow        bool        `json:"allow"`
-	Reason       string      `json:"reason"`
-	CurrentToken fence.Token `json:"current_token,omitempty"`
-	Holder       string      `json:"holder,omitempty"`
-	Code         string      `json:"code,omitempty"`
-	Message      string      `json:"message,omitempty"`
-}
-
-// KeepaliveBatchRequest is the body of POST /v1/keepalive/batch: 1 to
-// MaxBatchItems holders, each what POST /v1/keepalive takes.
-type KeepaliveBatchRequest struct {
-	Holders []string `json:"holders"`
-}
-
-// KeepaliveBatchResponse answers a keepalive batch: Results[i] answers
-// Holders[i].
-type KeepaliveBatchResponse struct {
-	Results []KeepaliveResult `json:"results"`
-}
-
-// KeepaliveResult is what POST /v1/keepalive would have answered for one
-// holder: Status is its HTTP status; with 200, Holder and Renewed are set,
-// otherwise Code and Message.
-type KeepaliveResult struct {
-	Status  int             `json:"status"`
-	Holder  string          `json:"holder,omitempty"`
-	Renewed []RenewResponse `json:"renewed,omitempty"`
-	Code    string          `json:"code,omitempty"`
-	Message string          `json:"message,omitempty"`
-}
 
 // rateKeyOf carries, in a batch request's context, the rate-limit bucket
 // its items are counted in (security.go admit).
@@ -92,8 +41,8 @@ func checkBatchSize(what string, n int) error {
 	switch {
 	case n == 0:
 		return fmt.Errorf("%w: %s is required and may not be empty", cluster.ErrBadRequest, what)
-	case n > MaxBatchItems:
-		return fmt.Errorf("%w: %d %s; a batch holds at most %d", cluster.ErrBadRequest, n, what, MaxBatchItems)
+	case n > client.MaxBatchItems:
+		return fmt.Errorf("%w: %d %s; a batch holds at most %d", cluster.ErrBadRequest, n, what, client.MaxBatchItems)
 	}
 	return nil
 }
@@ -123,7 +72,7 @@ func (s *Server) verifyBatch(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var req VerifyBatchRequest
+	var req client.VerifyBatchRequest
 	err := decode(body, &req)
 	if err == nil {
 		err = checkBatchSize("checks", len(req.Checks))
@@ -134,14 +83,14 @@ func (s *Server) verifyBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.countBatch(r, "verify", len(req.Checks))
-	results := make([]VerifyResult, len(req.Checks))
+	results := make([]client.VerifyResult, len(req.Checks))
 	checks := make([]cluster.VerifyCheck, 0, len(req.Checks))
 	at := make([]int, 0, len(req.Checks)) // checks[j] answers results[at[j]]
 	for i, c := range req.Checks {
 		tok, code, err := checkVerify(c)
 		if err != nil {
 			metrics.Refusals.WithLabelValues(code).Inc()
-			results[i] = VerifyResult{Status: http.StatusBadRequest, Reason: string(cluster.ReasonMalformed), Code: code, Message: err.Error()}
+			results[i] = client.VerifyResult{Status: http.StatusBadRequest, Reason: string(cluster.ReasonMalformed), Code: code, Message: err.Error()}
 			continue
 		}
 		checks = append(checks, cluster.VerifyCheck{Key: c.Key, Token: tok, Holder: c.Holder})
@@ -161,11 +110,11 @@ func (s *Server) verifyBatch(w http.ResponseWriter, r *http.Request) {
 			results[at[j]] = verifyResultOf(verdictOf(v, err))
 		}
 	}
-	writeJSON(w, http.StatusOK, VerifyBatchResponse{Results: results})
+	writeJSON(w, http.StatusOK, client.VerifyBatchResponse{Results: results})
 }
 
-func verifyResultOf(v VerifyResponse) VerifyResult {
-	return VerifyResult{Status: http.StatusOK, Allow: v.Allow, Reason: v.Reason, CurrentToken: v.CurrentToken, Holder: v.Holder}
+func verifyResultOf(v client.VerifyResponse) client.VerifyResult {
+	return client.VerifyResult{Status: http.StatusOK, Allow: v.Allow, Reason: v.Reason, CurrentToken: v.CurrentToken, Holder: v.Holder}
 }
 
 // proxyVerifyBatch forwards a verify batch as proxyVerify forwards a verify:
@@ -182,11 +131,11 @@ func (s *Server) proxyVerifyBatch(w http.ResponseWriter, r *http.Request, body [
 		_, _ = w.Write(rec.buf.Bytes())
 		return
 	}
-	results := make([]VerifyResult, n)
+	results := make([]client.VerifyResult, n)
 	for i := range results {
-		results[i] = verifyResultOf(VerifyResponse{Reason: string(cluster.ReasonUnavailable)})
+		results[i] = verifyResultOf(client.VerifyResponse{Reason: string(cluster.ReasonUnavailable)})
 	}
-	writeJSON(w, http.StatusOK, VerifyBatchResponse{Results: results})
+	writeJSON(w, http.StatusOK, client.VerifyBatchResponse{Results: results})
 }
 
 // keepaliveBatch serves POST /v1/keepalive/batch.
@@ -202,7 +151,7 @@ func (s *Server) keepaliveBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	body, err := readBody(w, r)
-	var req KeepaliveBatchRequest
+	var req client.KeepaliveBatchRequest
 	if err == nil {
 		err = decode(body, &req)
 	}
@@ -214,11 +163,11 @@ func (s *Server) keepaliveBatch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.countBatch(r, "keepalive", len(req.Holders))
-	results := make([]KeepaliveResult, len(req.Holders))
+	results := make([]client.KeepaliveResult, len(req.Holders))
 	holders := make([]string, 0, len(req.Holders))
 	at := make([]int, 0, len(req.Holders)) // holders[j] answers results[at[j]]
 	for i, h := range req.Holders {
-		if err := firstOf(checkName("holder", h, MaxHolderLen, true), s.mayActAs(r, h)); err != nil {
+		if err := firstOf(checkName("holder", h, client.MaxHolderLen, true), s.mayActAs(r, h)); err != nil {
 			results[i] = itemError(err)
 			continue
 		}
@@ -241,10 +190,10 @@ func (s *Server) keepaliveBatch(w http.ResponseWriter, r *http.Request) {
 		}
 		for j, h := range holders {
 			k := keepaliveOf(h, ls[j])
-			results[at[j]] = KeepaliveResult{Status: http.StatusOK, Holder: k.Holder, Renewed: k.Renewed}
+			results[at[j]] = client.KeepaliveResult{Status: http.StatusOK, Holder: k.Holder, Renewed: k.Renewed}
 		}
 	}
-	writeJSON(w, http.StatusOK, KeepaliveBatchResponse{Results: results})
+	writeJSON(w, http.StatusOK, client.KeepaliveBatchResponse{Results: results})
 }
 
 // mayActAs is the holder check the single keepalive route makes before its
@@ -262,8 +211,8 @@ func (s *Server) mayActAs(r *http.Request, holder string) error {
 
 // itemError is the result of an item refused as the single route would
 // refuse its request.
-func itemError(err error) KeepaliveResult {
+func itemError(err error) client.KeepaliveResult {
 	code, status := codeOf(err)
 	metrics.Refusals.WithLabelValues(code).Inc()
-	return KeepaliveResult{Status: status, Code: code, Message: err.Error()}
+	return client.KeepaliveResult{Status: status, Code: code, Message: err.Error()}
 }

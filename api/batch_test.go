@@ -4,23 +4,22 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/fenced/fenced/client"
 
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fenced/fenced/cluster"
 	"github.com/fenced/fenced/fence"
-	"github.com/fenced/fenced/internal/testutil"
 )
 
 // postRaw posts body and returns the status and the raw answer.
@@ -43,10 +42,10 @@ func postRaw(t *testing.T, url, path, body, token string) (int, []byte) {
 }
 
 // singleVerify is what POST /v1/verify answers for c, as a batch result.
-func singleVerify(t *testing.T, url string, c VerifyRequest) VerifyResult {
+func singleVerify(t *testing.T, url string, c client.VerifyRequest) client.VerifyResult {
 	t.Helper()
 	status, data := postRaw(t, url, "/v1/verify", jsonOf(c), "")
-	var r VerifyResult
+	var r client.VerifyResult
 	if err := json.Unmarshal(data, &r); err != nil {
 		t.Fatalf("verify %+v: %d %s", c, status, data)
 	}
@@ -54,10 +53,10 @@ func singleVerify(t *testing.T, url string, c VerifyRequest) VerifyResult {
 	return r
 }
 
-func verifyBatchOf(t *testing.T, url string, checks []VerifyRequest) (int, VerifyBatchResponse) {
+func verifyBatchOf(t *testing.T, url string, checks []client.VerifyRequest) (int, client.VerifyBatchResponse) {
 	t.Helper()
-	status, data := postRaw(t, url, "/v1/verify/batch", jsonOf(VerifyBatchRequest{Checks: checks}), "")
-	var out VerifyBatchResponse
+	status, data := postRaw(t, url, "/v1/verify/batch", jsonOf(client.VerifyBatchRequest{Checks: checks}), "")
+	var out client.VerifyBatchResponse
 	if status == http.StatusOK {
 		if err := json.Unmarshal(data, &out); err != nil {
 			t.Fatalf("verify batch: %v: %s", err, data)
@@ -71,36 +70,36 @@ func verifyBatchOf(t *testing.T, url string, checks []VerifyRequest) (int, Verif
 func TestVerifyBatchItems(t *testing.T) {
 	nodes := startCluster(t, 1)
 	url := nodes[0].url
-	c := NewClient([]string{url})
+	c := client.New([]string{url})
 	ctx := context.Background()
-	g, err := c.Acquire(ctx, AcquireRequest{Key: "k", Holder: "alice", TTL: "30s"})
+	g, err := c.Acquire(ctx, client.AcquireRequest{Key: "k", Holder: "alice", TTL: "30s"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := c.Release(ctx, ReleaseRequest{Key: "k", Holder: "alice", Token: g.Token}); err != nil {
+	if _, err := c.Release(ctx, client.ReleaseRequest{Key: "k", Holder: "alice", Token: g.Token}); err != nil {
 		t.Fatal(err)
 	}
-	if g, err = c.Acquire(ctx, AcquireRequest{Key: "k", Holder: "alice", TTL: "30s"}); err != nil {
+	if g, err = c.Acquire(ctx, client.AcquireRequest{Key: "k", Holder: "alice", TTL: "30s"}); err != nil {
 		t.Fatal(err)
 	}
 	tok := g.Token
 	cases := []struct {
 		name   string
-		check  VerifyRequest
+		check  client.VerifyRequest
 		status int
 		reason string
 	}{
-		{"current grant", VerifyRequest{Key: "k", Token: tok.String()}, 200, "ok"},
-		{"malformed token", VerifyRequest{Key: "k", Token: "-1"}, 400, "malformed"},
-		{"current grant and holder", VerifyRequest{Key: "k", Token: tok.String(), Holder: "alice"}, 200, "ok"},
-		{"other holder", VerifyRequest{Key: "k", Token: tok.String(), Holder: "bob"}, 200, "holder_mismatch"},
-		{"older token", VerifyRequest{Key: "k", Token: (tok - 1).String()}, 200, "superseded"},
-		{"newer token", VerifyRequest{Key: "k", Token: (tok + 1).String()}, 200, "not_granted_yet"},
-		{"unknown key", VerifyRequest{Key: "nope", Token: tok.String()}, 200, "unknown_key"},
-		{"no key", VerifyRequest{Token: tok.String()}, 400, "malformed"},
-		{"control character", VerifyRequest{Key: "a\x01", Token: tok.String()}, 400, "malformed"},
+		{"current grant", client.VerifyRequest{Key: "k", Token: tok.String()}, 200, "ok"},
+		{"malformed token", client.VerifyRequest{Key: "k", Token: "-1"}, 400, "malformed"},
+		{"current grant and holder", client.VerifyRequest{Key: "k", Token: tok.String(), Holder: "alice"}, 200, "ok"},
+		{"other holder", client.VerifyRequest{Key: "k", Token: tok.String(), Holder: "bob"}, 200, "holder_mismatch"},
+		{"older token", client.VerifyRequest{Key: "k", Token: (tok - 1).String()}, 200, "superseded"},
+		{"newer token", client.VerifyRequest{Key: "k", Token: (tok + 1).String()}, 200, "not_granted_yet"},
+		{"unknown key", client.VerifyRequest{Key: "nope", Token: tok.String()}, 200, "unknown_key"},
+		{"no key", client.VerifyRequest{Token: tok.String()}, 400, "malformed"},
+		{"control character", client.VerifyRequest{Key: "a\x01", Token: tok.String()}, 400, "malformed"},
 	}
-	checks := make([]VerifyRequest, len(cases))
+	checks := make([]client.VerifyRequest, len(cases))
 	for i, tc := range cases {
 		checks[i] = tc.check
 	}
@@ -126,7 +125,7 @@ func TestVerifyBatchItems(t *testing.T) {
 func TestVerifyBatchEqualsSingle(t *testing.T) {
 	nodes := startCluster(t, 1)
 	url := nodes[0].url
-	c := NewClient([]string{url}, WithBatching(false))
+	c := client.New([]string{url}, client.WithBatching(false))
 	ctx := context.Background()
 	rng := rand.New(rand.NewPCG(1, uint64(time.Now().UnixNano())))
 	var keys []string
@@ -135,17 +134,17 @@ func TestVerifyBatchEqualsSingle(t *testing.T) {
 		key := fmt.Sprintf("k%d", i)
 		holder := fmt.Sprintf("h%d", i%3)
 		for range 1 + rng.IntN(3) { // several grants: superseded tokens
-			g, err := c.Acquire(ctx, AcquireRequest{Key: key, Holder: holder, TTL: "1m"})
+			g, err := c.Acquire(ctx, client.AcquireRequest{Key: key, Holder: holder, TTL: "1m"})
 			if err != nil {
 				t.Fatal(err)
 			}
 			toks = append(toks, g.Token)
-			if _, err := c.Release(ctx, ReleaseRequest{Key: key, Holder: holder, Token: g.Token}); err != nil {
+			if _, err := c.Release(ctx, client.ReleaseRequest{Key: key, Holder: holder, Token: g.Token}); err != nil {
 				t.Fatal(err)
 			}
 		}
 		if rng.IntN(2) == 0 {
-			g, err := c.Acquire(ctx, AcquireRequest{Key: key, Holder: holder, TTL: "1m"})
+			g, err := c.Acquire(ctx, client.AcquireRequest{Key: key, Holder: holder, TTL: "1m"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -153,7 +152,7 @@ func TestVerifyBatchEqualsSingle(t *testing.T) {
 		}
 		keys = append(keys, key)
 	}
-	pick := func() VerifyRequest {
+	pick := func() client.VerifyRequest {
 		key := keys[rng.IntN(len(keys))]
 		if rng.IntN(8) == 0 {
 			key = "unknown"
@@ -164,10 +163,10 @@ func TestVerifyBatchEqualsSingle(t *testing.T) {
 			text = []string{"", "x", "-3", "0"}[rng.IntN(4)]
 		}
 		holder := []string{"", "h0", "h1", "h2"}[rng.IntN(4)]
-		return VerifyRequest{Key: key, Token: text, Holder: holder}
+		return client.VerifyRequest{Key: key, Token: text, Holder: holder}
 	}
 	for round := range 5 {
-		checks := make([]VerifyRequest, 1+rng.IntN(40))
+		checks := make([]client.VerifyRequest, 1+rng.IntN(40))
 		for i := range checks {
 			checks[i] = pick()
 		}
@@ -223,14 +222,14 @@ func (n *batchStub) KeepaliveBatch(_ context.Context, holders []string) ([][]clu
 // single route's answer.
 func TestBatchLimitsAndWholeBatchErrors(t *testing.T) {
 	checks := func(n int) string {
-		return jsonOf(VerifyBatchRequest{Checks: make([]VerifyRequest, n)})
+		return jsonOf(client.VerifyBatchRequest{Checks: make([]client.VerifyRequest, n)})
 	}
 	holders := func(n int, h string) string {
 		hs := make([]string, n)
 		for i := range hs {
 			hs[i] = h
 		}
-		return jsonOf(KeepaliveBatchRequest{Holders: hs})
+		return jsonOf(client.KeepaliveBatchRequest{Holders: hs})
 	}
 	cases := []struct {
 		name       string
@@ -242,13 +241,13 @@ func TestBatchLimitsAndWholeBatchErrors(t *testing.T) {
 	}{
 		{"no checks", &batchStub{ready: true}, "/v1/verify/batch", `{"checks":[]}`, 400, "bad_request", false},
 		{"checks missing", &batchStub{ready: true}, "/v1/verify/batch", `{}`, 400, "bad_request", false},
-		{"too many checks", &batchStub{ready: true}, "/v1/verify/batch", checks(MaxBatchItems + 1), 400, "bad_request", false},
-		{"body too large", &batchStub{ready: true}, "/v1/verify/batch", `{"checks":[{"key":"` + strings.Repeat("a", MaxBodyBytes) + `","token":"1"}]}`, 400, "bad_request", false},
+		{"too many checks", &batchStub{ready: true}, "/v1/verify/batch", checks(client.MaxBatchItems + 1), 400, "bad_request", false},
+		{"body too large", &batchStub{ready: true}, "/v1/verify/batch", `{"checks":[{"key":"` + strings.Repeat("a", client.MaxBodyBytes) + `","token":"1"}]}`, 400, "bad_request", false},
 		{"unknown field", &batchStub{ready: true}, "/v1/verify/batch", `{"checks":[{"key":"k","token":"1","x":1}]}`, 400, "bad_request", false},
 		{"no holders", &batchStub{ready: true}, "/v1/keepalive/batch", `{"holders":[]}`, 400, "bad_request", false},
-		{"too many holders", &batchStub{ready: true}, "/v1/keepalive/batch", holders(MaxBatchItems+1, "h"), 400, "bad_request", false},
+		{"too many holders", &batchStub{ready: true}, "/v1/keepalive/batch", holders(client.MaxBatchItems+1, "h"), 400, "bad_request", false},
 		{"only invalid holders", &batchStub{ready: true}, "/v1/keepalive/batch", `{"holders":["","a//b"]}`, 200, "bad_request", false},
-		{"most checks", &batchStub{ready: true}, "/v1/verify/batch", strings.NewReplacer(`"key":""`, `"key":"k"`, `"token":""`, `"token":"4294967297"`).Replace(checks(MaxBatchItems)), 200, "", true},
+		{"most checks", &batchStub{ready: true}, "/v1/verify/batch", strings.NewReplacer(`"key":""`, `"key":"k"`, `"token":""`, `"token":"4294967297"`).Replace(checks(client.MaxBatchItems)), 200, "", true},
 		{"verify, not confirmed", &batchStub{ready: true, err: cluster.ErrBusy}, "/v1/verify/batch", `{"checks":[{"key":"k","token":"1"}]}`, 200, "", true},
 		{"verify, no leader", &batchStub{}, "/v1/verify/batch", `{"checks":[{"key":"k","token":"1"}]}`, 200, "", false},
 		{"keepalive, not confirmed", &batchStub{ready: true, err: cluster.ErrLeadershipLost}, "/v1/keepalive/batch", `{"holders":["h"]}`, 504, "outcome_unknown", true},
@@ -267,7 +266,7 @@ func TestBatchLimitsAndWholeBatchErrors(t *testing.T) {
 				t.Errorf("reached the node: %v, want %v", reached, tc.reached)
 			}
 			if status != 200 {
-				var e ErrorResponse
+				var e client.ErrorResponse
 				if json.Unmarshal(data, &e) != nil || e.Code != tc.code {
 					t.Errorf("answer %.300s, want code %s", data, tc.code)
 				}
@@ -301,13 +300,13 @@ func TestBatchLimitsAndWholeBatchErrors(t *testing.T) {
 // holder counts against the rate limit.
 func TestKeepaliveBatchAuthorizationAndRateLimit(t *testing.T) {
 	tn := startSecureNode(t, cluster.Limits{}, ServerOptions{RateLimit: 0.001, RateBurst: 4})
-	c := NewClient([]string{tn.url}, WithBearerToken(testClientToken), WithBatching(false))
+	c := client.New([]string{tn.url}, client.WithBearerToken(testClientToken), client.WithBatching(false))
 	ctx := context.Background()
-	if _, err := c.Acquire(ctx, AcquireRequest{Key: "k", Holder: "bob/w", TTL: "30s"}); err != nil {
+	if _, err := c.Acquire(ctx, client.AcquireRequest{Key: "k", Holder: "bob/w", TTL: "30s"}); err != nil {
 		t.Fatal(err)
 	}
 	status, data := postRaw(t, tn.url, "/v1/keepalive/batch", `{"holders":["bob/w","alice","ops","bob"]}`, testClientToken)
-	var out KeepaliveBatchResponse
+	var out client.KeepaliveBatchResponse
 	if status != 200 || json.Unmarshal(data, &out) != nil || len(out.Results) != 4 {
 		t.Fatalf("%d %s", status, data)
 	}
@@ -332,340 +331,19 @@ func TestKeepaliveBatchAuthorizationAndRateLimit(t *testing.T) {
 	}
 }
 
-// coalesceServer is a node stand-in that counts requests; single verifies
-// wait for gate when it is set, so calls pile up behind one in flight.
-type coalesceServer struct {
-	singles, batches atomic.Int32
-	batchItems       atomic.Int32
-	noBatch          bool
-	gate             chan struct{}
-	batchGate        chan struct{}
-}
-
-func (s *coalesceServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	switch r.URL.Path {
-	case "/v1/verify":
-		s.singles.Add(1)
-		if s.gate != nil {
-			<-s.gate
-		}
-		var req VerifyRequest
-		_ = json.Unmarshal(body, &req)
-		writeJSON(w, 200, VerifyResponse{Reason: "unknown_key", Holder: req.Key})
-	case "/v1/verify/batch":
-		s.batches.Add(1)
-		if s.noBatch {
-			writeError(w, 404, "not_found", "no such endpoint")
-			return
-		}
-		if s.batchGate != nil {
-			<-s.batchGate
-		}
-		var req VerifyBatchRequest
-		_ = json.Unmarshal(body, &req)
-		s.batchItems.Add(int32(len(req.Checks)))
-		out := VerifyBatchResponse{}
-		for _, c := range req.Checks {
-			if c.Token == "bad" {
-				out.Results = append(out.Results, VerifyResult{Status: 400, Reason: "malformed", Code: "malformed_token", Message: "bad"})
-				continue
-			}
-			out.Results = append(out.Results, VerifyResult{Status: 200, Reason: "unknown_key", Holder: c.Key})
-		}
-		writeJSON(w, 200, out)
-	case "/v1/keepalive":
-		s.singles.Add(1)
-		if s.gate != nil {
-			<-s.gate
-		}
-		var req KeepaliveRequest
-		_ = json.Unmarshal(body, &req)
-		writeJSON(w, 200, KeepaliveResponse{Holder: req.Holder, Renewed: []RenewResponse{}})
-	case "/v1/keepalive/batch":
-		s.batches.Add(1)
-		var req KeepaliveBatchRequest
-		_ = json.Unmarshal(body, &req)
-		s.batchItems.Add(int32(len(req.Holders)))
-		out := KeepaliveBatchResponse{}
-		for _, h := range req.Holders {
-			if h == "alice" {
-				out.Results = append(out.Results, KeepaliveResult{Status: 403, Code: "forbidden", Message: "not yours"})
-				continue
-			}
-			out.Results = append(out.Results, KeepaliveResult{Status: 200, Holder: h})
-		}
-		writeJSON(w, 200, out)
-	default:
-		writeError(w, 404, "not_found", "no such endpoint")
-	}
-}
-
-// TestClientCoalescesKeepalives: keepalives made while maxFlights are in flight go
-// out as one batch; each caller gets its own holder's answer or refusal.
-func TestClientCoalescesKeepalives(t *testing.T) {
-	s := &coalesceServer{gate: make(chan struct{})}
-	srv := httptest.NewServer(s)
-	defer srv.Close()
-	release := sync.OnceFunc(func() { close(s.gate) })
-	defer release() // before srv.Close, so a failed test does not hang
-	c := NewClient([]string{srv.URL})
-	const n = 12
-	outs := make([]*KeepaliveResponse, n)
-	errs := make([]error, n)
-	holder := func(i int) string {
-		if i == 3 {
-			return "alice"
-		}
-		return fmt.Sprintf("h%d", i)
-	}
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			outs[i], errs[i] = c.Keepalive(context.Background(), holder(i))
-		}()
-		if i < maxFlights {
-			inFlight(t, s, i+1)
-		}
-	}
-	testutil.Eventually(t, 10*time.Second, func() error {
-		c.keepalives.mu.Lock()
-		defer c.keepalives.mu.Unlock()
-		if len(c.keepalives.queue) < n-maxFlights {
-			return fmt.Errorf("%d queued", len(c.keepalives.queue))
-		}
-		return nil
-	})
-	release()
-	wg.Wait()
-	if s.singles.Load() != maxFlights || s.batches.Load() != 1 || s.batchItems.Load() != n-maxFlights {
-		t.Fatalf("%d single and %d batch requests (%d items), want %d and 1 (%d)", s.singles.Load(), s.batches.Load(), s.batchItems.Load(), maxFlights, n-maxFlights)
-	}
-	for i := range n {
-		switch {
-		case i == 3:
-			if !errors.Is(errs[i], ErrForbidden) {
-				t.Errorf("refused holder: %+v %v", outs[i], errs[i])
-			}
-		case errs[i] != nil || outs[i].Holder != holder(i) || outs[i].Renewed == nil:
-			t.Errorf("caller %d: %+v %v", i, outs[i], errs[i])
-		}
-	}
-}
-
-// inFlight waits until n single calls reached the server (and wait at its
-// gate).
-func inFlight(t *testing.T, s *coalesceServer, n int) {
-	t.Helper()
-	testutil.Eventually(t, 10*time.Second, func() error {
-		if got := s.singles.Load(); got < int32(n) {
-			return fmt.Errorf("%d single calls in flight, want %d", got, n)
-		}
-		return nil
-	})
-}
-
-// queued waits until n calls wait behind the ones in flight.
-func queued(t *testing.T, c *Client, n int) {
-	t.Helper()
-	testutil.Eventually(t, 10*time.Second, func() error {
-		c.verifies.mu.Lock()
-		defer c.verifies.mu.Unlock()
-		live := 0
-		for _, w := range c.verifies.queue {
-			if !w.gone {
-				live++
-			}
-		}
-		if live < n {
-			return fmt.Errorf("%d calls queued, want %d", live, n)
-		}
-		return nil
-	})
-}
-
-// TestClientCoalescesVerifies: calls made while maxFlights are in flight go out as
-// one batch, each caller gets its own answer, and one caller's bad input or
-// cancelled context fails no other.
-func TestClientCoalescesVerifies(t *testing.T) {
-	s := &coalesceServer{gate: make(chan struct{})}
-	srv := httptest.NewServer(s)
-	defer srv.Close()
-	release := sync.OnceFunc(func() { close(s.gate) })
-	defer release() // before srv.Close, so a failed test does not hang
-	c := NewClient([]string{srv.URL})
-	ctx := context.Background()
-
-	const n = 32
-	type answer struct {
-		v   VerifyResponse
-		err error
-	}
-	answers := make([]answer, n)
-	var wg sync.WaitGroup
-	call := func(i int, ctx context.Context, tok string) {
-		defer wg.Done()
-		v, err := c.Verify(ctx, fmt.Sprintf("key-%d", i), tok, "")
-		answers[i] = answer{v, err}
-	}
-	for i := range maxFlights {
-		wg.Add(1)
-		go call(i, ctx, "1")
-		inFlight(t, s, i+1)
-	}
-	// The first queued caller gives up; the second's token is malformed.
-	cancelled, bad := maxFlights, maxFlights+1
-	cctx, cancel := context.WithCancel(ctx)
-	for i := maxFlights; i < n; i++ {
-		wg.Add(1)
-		switch i {
-		case cancelled:
-			go call(i, cctx, "1")
-		case bad:
-			go call(i, ctx, "bad")
-		default:
-			go call(i, ctx, "1")
-		}
-	}
-	queued(t, c, n-maxFlights)
-	cancel()
-	queued(t, c, n-maxFlights-1)
-	release()
-	wg.Wait()
-	if s.singles.Load() != maxFlights || s.batches.Load() != 1 || s.batchItems.Load() != n-maxFlights-1 {
-		t.Fatalf("%d calls made %d single and %d batch requests (%d items), want %d and 1 (%d)", n, s.singles.Load(), s.batches.Load(), s.batchItems.Load(), maxFlights, n-maxFlights-1)
-	}
-	for i, a := range answers {
-		switch i {
-		case cancelled:
-			if a.v.Allow || !errors.Is(a.err, ErrUnavailable) {
-				t.Errorf("cancelled caller: %+v %v", a.v, a.err)
-			}
-		case bad:
-			if a.v.Reason != "malformed" || !errors.Is(a.err, ErrMalformedToken) {
-				t.Errorf("bad token: %+v %v", a.v, a.err)
-			}
-		default:
-			if a.err != nil || a.v.Holder != fmt.Sprintf("key-%d", i) {
-				t.Errorf("caller %d got %+v %v", i, a.v, a.err)
-			}
-		}
-	}
-}
-
-// TestClientCancelInBatch: a caller that gives up while its batch is in
-// flight returns at once; the others of the batch get their answers.
-func TestClientCancelInBatch(t *testing.T) {
-	s := &coalesceServer{gate: make(chan struct{}), batchGate: make(chan struct{})}
-	srv := httptest.NewServer(s)
-	defer srv.Close()
-	release := sync.OnceFunc(func() { close(s.gate) })
-	defer release() // before srv.Close, so a failed test does not hang
-	releaseBatch := sync.OnceFunc(func() { close(s.batchGate) })
-	defer releaseBatch()
-	c := NewClient([]string{srv.URL})
-	ctx := context.Background()
-	var wg sync.WaitGroup
-	errs := make([]error, maxFlights+3)
-	cancelled := maxFlights + 1 // the second of the batch
-	cctx, cancel := context.WithCancel(ctx)
-	for i := range errs {
-		wg.Add(1)
-		cx := ctx
-		if i == cancelled {
-			cx = cctx
-		}
-		go func() {
-			defer wg.Done()
-			_, errs[i] = c.Verify(cx, "k", "1", "")
-		}()
-		if i < maxFlights {
-			inFlight(t, s, i+1)
-		}
-	}
-	queued(t, c, 3)
-	release() // the batch goes out and waits at the server
-	testutil.Eventually(t, 10*time.Second, func() error {
-		if s.batches.Load() == 0 {
-			return errors.New("batch not sent")
-		}
-		return nil
-	})
-	cancel()
-	testutil.Eventually(t, 10*time.Second, func() error {
-		c.verifies.mu.Lock()
-		defer c.verifies.mu.Unlock()
-		if c.verifies.queue != nil && len(c.verifies.queue) > 0 {
-			return errors.New("still queued")
-		}
-		return nil
-	})
-	releaseBatch()
-	wg.Wait()
-	for i, err := range errs {
-		if (i == cancelled) != (err != nil) {
-			t.Errorf("caller %d: %v", i, err)
-		}
-	}
-}
-
-// TestClientFallsBackWithoutBatchRoute: against a node that does not know
-// the batch route, coalesced calls are sent singly, and the client stops
-// trying batches.
-func TestClientFallsBackWithoutBatchRoute(t *testing.T) {
-	s := &coalesceServer{gate: make(chan struct{}), noBatch: true}
-	srv := httptest.NewServer(s)
-	defer srv.Close()
-	release := sync.OnceFunc(func() { close(s.gate) })
-	defer release() // before srv.Close, so a failed test does not hang
-	c := NewClient([]string{srv.URL})
-	var wg sync.WaitGroup
-	errs := make([]error, 8)
-	for i := range errs {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			v, err := c.Verify(context.Background(), fmt.Sprintf("k%d", i), "1", "")
-			if err == nil && v.Holder != fmt.Sprintf("k%d", i) {
-				err = fmt.Errorf("answer of another call: %+v", v)
-			}
-			errs[i] = err
-		}()
-		if i < maxFlights {
-			inFlight(t, s, i+1)
-		}
-	}
-	queued(t, c, len(errs)-maxFlights)
-	release()
-	wg.Wait()
-	for i, err := range errs {
-		if err != nil {
-			t.Errorf("caller %d: %v", i, err)
-		}
-	}
-	if s.batches.Load() != 1 || s.singles.Load() != int32(len(errs)) {
-		t.Fatalf("%d batch and %d single requests, want 1 and %d", s.batches.Load(), s.singles.Load(), len(errs))
-	}
-	if time.Now().UnixNano() >= c.verifies.offUntil.Load() {
-		t.Fatal("the client did not remember that the node has no batch route")
-	}
-}
-
 // TestBatchAgainstCutOffLeader: over real TCP, a leader cut off from its
 // followers answers no batch from its own state: no verify of a live grant
 // is allowed, and keepalives fail as a whole once it stepped down.
 func TestBatchAgainstCutOffLeader(t *testing.T) {
 	nodes := startCluster(t, 3)
 	lead, _ := leaderOf(t, nodes)
-	c := NewClient([]string{lead.url})
+	c := client.New([]string{lead.url})
 	ctx := context.Background()
-	g, err := c.Acquire(ctx, AcquireRequest{Key: "k", Holder: "h", TTL: "1m"})
+	g, err := c.Acquire(ctx, client.AcquireRequest{Key: "k", Holder: "h", TTL: "1m"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	checks := []VerifyRequest{{Key: "k", Token: g.Token.String()}, {Key: "k", Token: g.Token.String(), Holder: "h"}}
+	checks := []client.VerifyRequest{{Key: "k", Token: g.Token.String()}, {Key: "k", Token: g.Token.String(), Holder: "h"}}
 	if _, out := verifyBatchOf(t, lead.url, checks); len(out.Results) != 2 || !out.Results[0].Allow {
 		t.Fatalf("before the cut: %+v", out)
 	}

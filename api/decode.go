@@ -11,6 +11,8 @@ import (
 	"strings"
 	"unicode/utf8"
 
+	"github.com/fenced/fenced/client"
+
 	"github.com/fenced/fenced/cluster"
 	"github.com/fenced/fenced/fence"
 	"github.com/fenced/fenced/metrics"
@@ -44,7 +46,7 @@ func checkContentType(r *http.Request) error {
 // It is written here rather than by writeErr, whose codes do not know it.
 func writeUnsupportedMediaType(w http.ResponseWriter, err error, verify bool) {
 	metrics.Refusals.WithLabelValues("unsupported_media_type").Inc()
-	resp := ErrorResponse{Code: "unsupported_media_type", Message: err.Error()}
+	resp := client.ErrorResponse{Code: "unsupported_media_type", Message: err.Error()}
 	if verify {
 		f := false
 		resp.Allow, resp.Reason = &f, string(cluster.ReasonMalformed)

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"net/http"
 	"testing"
+
+	"github.com/fenced/fenced/client"
 )
 
 // BenchmarkDecode measures the strict decoder on the hot path's bodies.
@@ -13,9 +15,9 @@ func BenchmarkDecode(b *testing.B) {
 		body string
 		v    func() any
 	}{
-		{"acquire", `{"key":"orders-db","holder":"bob/worker-1","ttl":"10s","request_id":"4f1c2b7a9d3e5f60718293a4"}`, func() any { return new(AcquireRequest) }},
-		{"verify", `{"key":"orders-db","token":"8589934593","holder":"bob/worker-1"}`, func() any { return new(VerifyRequest) }},
-		{"renew", `{"key":"orders-db","holder":"bob/worker-1","token":"8589934593"}`, func() any { return new(RenewRequest) }},
+		{"acquire", `{"key":"orders-db","holder":"bob/worker-1","ttl":"10s","request_id":"4f1c2b7a9d3e5f60718293a4"}`, func() any { return new(client.AcquireRequest) }},
+		{"verify", `{"key":"orders-db","token":"8589934593","holder":"bob/worker-1"}`, func() any { return new(client.VerifyRequest) }},
+		{"renew", `{"key":"orders-db","holder":"bob/worker-1","token":"8589934593"}`, func() any { return new(client.RenewRequest) }},
 	} {
 		body := []byte(bc.body)
 		b.Run(bc.name, func(b *testing.B) {
@@ -43,12 +45,12 @@ func BenchmarkDecode(b *testing.B) {
 func BenchmarkHotAnswers(b *testing.B) {
 	verifyBody := []byte(`{"key":"orders-db","token":"8589934593","holder":"bob/worker-1"}`)
 	keepaliveBody := []byte(`{"holder":"bob/worker-1"}`)
-	verdict := VerifyResponse{Allow: true, Reason: "ok"}
-	renewed := KeepaliveResponse{Holder: "bob/worker-1", Renewed: []RenewResponse{{Key: "orders-db", Holder: "bob/worker-1", Token: 8589934593, TTL: "30s"}}}
+	verdict := client.VerifyResponse{Allow: true, Reason: "ok"}
+	renewed := client.KeepaliveResponse{Holder: "bob/worker-1", Renewed: []client.RenewResponse{{Key: "orders-db", Holder: "bob/worker-1", Token: 8589934593, TTL: "30s"}}}
 	b.Run("verify/decode", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			var req VerifyRequest
+			var req client.VerifyRequest
 			if err := decode(verifyBody, &req); err != nil {
 				b.Fatal(err)
 			}
@@ -57,7 +59,7 @@ func BenchmarkHotAnswers(b *testing.B) {
 	b.Run("verify/flat", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			var req VerifyRequest
+			var req client.VerifyRequest
 			if !decodeFlatStrings(verifyBody, []string{"key", "token", "holder"}, []*string{&req.Key, &req.Token, &req.Holder}) {
 				b.Fatal("refused")
 			}
@@ -66,7 +68,7 @@ func BenchmarkHotAnswers(b *testing.B) {
 	b.Run("keepalive/decode", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			var req KeepaliveRequest
+			var req client.KeepaliveRequest
 			if err := decode(keepaliveBody, &req); err != nil {
 				b.Fatal(err)
 			}
@@ -75,7 +77,7 @@ func BenchmarkHotAnswers(b *testing.B) {
 	b.Run("keepalive/flat", func(b *testing.B) {
 		b.ReportAllocs()
 		for i := 0; i < b.N; i++ {
-			var req KeepaliveRequest
+			var req client.KeepaliveRequest
 			if !decodeFlatStrings(keepaliveBody, []string{"holder"}, []*string{&req.Holder}) {
 				b.Fatal("refused")
 			}
@@ -84,7 +86,7 @@ func BenchmarkHotAnswers(b *testing.B) {
 	for _, a := range []struct {
 		name string
 		v    jsonAppender
-	}{{"verify", verdict}, {"keepalive", renewed}} {
+	}{{"verify", verifyAnswer(verdict)}, {"keepalive", keepaliveAnswer(renewed)}} {
 		w := &sinkWriter{h: http.Header{}}
 		b.Run(a.name+"/encode-json", func(b *testing.B) {
 			b.ReportAllocs()

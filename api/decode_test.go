@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/fenced/fenced/client"
+
 	"github.com/hashicorp/go-hclog"
 )
 
@@ -77,7 +79,7 @@ func TestStrictBodies(t *testing.T) {
 			}
 			rec := httptest.NewRecorder()
 			s.ServeHTTP(rec, req)
-			var er ErrorResponse
+			var er client.ErrorResponse
 			if err := json.Unmarshal(rec.Body.Bytes(), &er); err != nil {
 				t.Fatalf("answer is not JSON: %s", rec.Body)
 			}

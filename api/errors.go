@@ -2,127 +2,74 @@ package api
 
 import (
 	"errors"
-	"fmt"
 	"net/http"
 
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/cluster"
 	"github.com/fenced/fenced/fence"
 	"github.com/fenced/fenced/fsm"
 )
 
-// Client-side errors. They are the same values as the server's layers use, so
-// errors.Is works from the FSM through the wire to the caller.
+// Refusals of the HTTP layer itself; nothing was done. The client module
+// defines them, with every other wire code, so both sides name the same
+// values.
 var (
-	ErrHeld           = fsm.ErrHeld
-	ErrNotHolder      = fsm.ErrNotHolder
-	ErrStaleToken     = fsm.ErrStaleToken
-	ErrExpired        = fsm.ErrExpired
-	ErrUnknownKey     = fsm.ErrUnknownKey
-	ErrGrantEnded     = fsm.ErrGrantEnded
-	ErrSeqExhausted   = fsm.ErrSeqExhausted
-	ErrNotLeader      = cluster.ErrNotLeader
-	ErrNotReady       = cluster.ErrNotReady
-	ErrBusy           = cluster.ErrBusy
-	ErrBadRequest     = cluster.ErrBadRequest
-	ErrMalformedToken = fence.ErrMalformed
-	ErrNoLease        = cluster.ErrNoLease
-	ErrLockDelay      = cluster.ErrLockDelay
-	// ErrNotMember: the node asked is not a member of the cluster (it was
-	// removed, or has not joined yet); nothing was done, another node may
-	// serve the request.
-	ErrNotMember = cluster.ErrNotMember
-	// ErrTooManyKeys and ErrTooManyWaiters: a limit of the cluster refused
-	// the acquire (HTTP 429); nothing was done.
-	ErrTooManyKeys    = cluster.ErrTooManyKeys
-	ErrTooManyWaiters = cluster.ErrTooManyWaiters
-	// ErrUnknownOutcome: a write may or may not have been committed. The
-	// client retries such writes itself (they are idempotent); it returns this
-	// only when its context ends first. Never read it as "failed".
-	ErrUnknownOutcome = cluster.ErrLeadershipLost
-	// ErrUnavailable: no node could serve the request (no leader, no node
-	// reachable). Nothing was done.
-	ErrUnavailable = errors.New("cluster unavailable")
-	// ErrLeaseLost: a Lease ended because the grant was lost or could not be
-	// renewed before its deadline.
-	ErrLeaseLost = errors.New("lease lost")
+	// ErrUnavailable: this node cannot serve the request (503).
+	ErrUnavailable = client.ErrUnavailable
+	// ErrUnauthenticated: the request carried no valid credentials (401).
+	ErrUnauthenticated = client.ErrUnauthenticated
+	// ErrForbidden: the identity's role does not allow the operation, or it
+	// named a holder it may not act as (403).
+	ErrForbidden = client.ErrForbidden
+	// ErrRateLimited: the client sent requests faster than its rate (429).
+	ErrRateLimited = client.ErrRateLimited
+	// ErrBodyTimeout: the client did not send its request body in time (408).
+	ErrBodyTimeout = client.ErrBodyTimeout
 )
 
-// wireError maps an error to a wire code and status. The first match wins.
+// wireErrors maps the errors of the server's layers to wire codes; the
+// client module's table gives each code its HTTP status. The first match
+// wins.
 var wireErrors = []struct {
-	code   string
-	status int
-	err    error
+	code string
+	err  error
 }{
-	{"held", http.StatusConflict, fsm.ErrHeld},
-	{"not_holder", http.StatusConflict, fsm.ErrNotHolder},
-	{"stale_token", http.StatusConflict, fsm.ErrStaleToken},
-	{"expired", http.StatusConflict, fsm.ErrExpired},
-	{"grant_ended", http.StatusConflict, fsm.ErrGrantEnded},
-	{"no_lease", http.StatusConflict, cluster.ErrNoLease},
-	{"lock_delay", http.StatusConflict, cluster.ErrLockDelay},
-	{"unknown_key", http.StatusNotFound, fsm.ErrUnknownKey},
-	{"compacted", http.StatusGone, fsm.ErrCompacted},
-	{"seq_exhausted", http.StatusServiceUnavailable, fsm.ErrSeqExhausted},
-	{"epoch_exhausted", http.StatusServiceUnavailable, fsm.ErrEpochExhausted},
-	{"epoch_regressed", http.StatusServiceUnavailable, fsm.ErrEpochRegressed},
-	{"malformed_token", http.StatusBadRequest, fence.ErrMalformed},
-	{"bad_request", http.StatusBadRequest, cluster.ErrBadRequest},
-	{"bad_request", http.StatusBadRequest, fsm.ErrInvalid},
-	{"not_leader", http.StatusServiceUnavailable, cluster.ErrNotLeader},
-	{"not_ready", http.StatusServiceUnavailable, cluster.ErrNotReady},
-	{"not_member", http.StatusServiceUnavailable, cluster.ErrNotMember},
-	{"busy", http.StatusServiceUnavailable, cluster.ErrBusy},
-	{"shutting_down", http.StatusServiceUnavailable, cluster.ErrShutdown},
-	{"unavailable", http.StatusServiceUnavailable, ErrUnavailable},
-	{"outcome_unknown", http.StatusGatewayTimeout, cluster.ErrLeadershipLost},
-	{"unauthenticated", http.StatusUnauthorized, ErrUnauthenticated},
-	{"forbidden", http.StatusForbidden, ErrForbidden},
-	{"rate_limited", http.StatusTooManyRequests, ErrRateLimited},
-	{"request_timeout", http.StatusRequestTimeout, ErrBodyTimeout},
-	{"too_many_keys", http.StatusTooManyRequests, cluster.ErrTooManyKeys},
-	{"too_many_waiters", http.StatusTooManyRequests, cluster.ErrTooManyWaiters},
+	{"held", fsm.ErrHeld},
+	{"not_holder", fsm.ErrNotHolder},
+	{"stale_token", fsm.ErrStaleToken},
+	{"expired", fsm.ErrExpired},
+	{"grant_ended", fsm.ErrGrantEnded},
+	{"no_lease", cluster.ErrNoLease},
+	{"lock_delay", cluster.ErrLockDelay},
+	{"unknown_key", fsm.ErrUnknownKey},
+	{"compacted", fsm.ErrCompacted},
+	{"seq_exhausted", fsm.ErrSeqExhausted},
+	{"epoch_exhausted", fsm.ErrEpochExhausted},
+	{"epoch_regressed", fsm.ErrEpochRegressed},
+	{"malformed_token", fence.ErrMalformed},
+	{"bad_request", cluster.ErrBadRequest},
+	{"bad_request", fsm.ErrInvalid},
+	{"not_leader", cluster.ErrNotLeader},
+	{"not_ready", cluster.ErrNotReady},
+	{"not_member", cluster.ErrNotMember},
+	{"busy", cluster.ErrBusy},
+	{"shutting_down", cluster.ErrShutdown},
+	{"unavailable", ErrUnavailable},
+	{"outcome_unknown", cluster.ErrLeadershipLost},
+	{"unauthenticated", ErrUnauthenticated},
+	{"forbidden", ErrForbidden},
+	{"rate_limited", ErrRateLimited},
+	{"request_timeout", ErrBodyTimeout},
+	{"too_many_keys", cluster.ErrTooManyKeys},
+	{"too_many_waiters", cluster.ErrTooManyWaiters},
 }
 
+// codeOf returns the wire code and HTTP status of an error.
 func codeOf(err error) (string, int) {
 	for _, w := range wireErrors {
 		if errors.Is(err, w.err) {
-			return w.code, w.status
+			return w.code, client.StatusOfCode(w.code)
 		}
 	}
 	return "internal", http.StatusInternalServerError
-}
-
-func errOfCode(code string) error {
-	for _, w := range wireErrors {
-		if w.code == code {
-			return w.err
-		}
-	}
-	return nil
-}
-
-// Error is a non-2xx answer of the server. errors.Is(err, ErrHeld) and the
-// other sentinels work on it.
-type Error struct {
-	Status int
-	ErrorResponse
-}
-
-func (e *Error) Error() string {
-	if e.Code == "held" && e.HeldBy != "" {
-		return fmt.Sprintf("%s: held by %q", e.Message, e.HeldBy)
-	}
-	return fmt.Sprintf("%s (%s)", e.Message, e.Code)
-}
-
-// Unwrap returns the sentinel of the wire code.
-func (e *Error) Unwrap() error { return errOfCode(e.Code) }
-
-// safeToRetry reports whether an answer says nothing was done.
-func safeToRetry(code string) bool {
-	switch code {
-	case "not_leader", "not_ready", "busy", "shutting_down", "unavailable", "not_member":
-		return true
-	}
-	return false
 }

@@ -4,6 +4,8 @@ import (
 	"encoding/json"
 	"strconv"
 	"sync"
+
+	"github.com/fenced/fenced/client"
 )
 
 // The answers of verify and keepalive, the requests a client sends most,
@@ -15,13 +17,35 @@ import (
 // json.Encoder (which escapes HTML) writes for it, without the newline.
 type jsonAppender interface{ appendJSON(b []byte) []byte }
 
+// The answers with a fast encoding: the wire types are the client module's,
+// so their encoders hang off local types of the same layout.
+type (
+	verifyAnswer    client.VerifyResponse
+	keepaliveAnswer client.KeepaliveResponse
+	renewAnswer     client.RenewResponse
+)
+
+// appendAnswer appends v's JSON to b when v is an answer with a fast
+// encoding; ok is false otherwise, and b is unchanged.
+func appendAnswer(b []byte, v any) (_ []byte, ok bool) {
+	switch v := v.(type) {
+	case client.VerifyResponse:
+		return verifyAnswer(v).appendJSON(b), true
+	case client.KeepaliveResponse:
+		return keepaliveAnswer(v).appendJSON(b), true
+	case client.RenewResponse:
+		return renewAnswer(v).appendJSON(b), true
+	}
+	return b, false
+}
+
 // answerBufs holds the buffers answers are encoded in; one that grew past
 // maxPooledAnswer (a keepalive of many keys) is left to the collector.
 var answerBufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
 
 const maxPooledAnswer = 16 << 10
 
-func (v VerifyResponse) appendJSON(b []byte) []byte {
+func (v verifyAnswer) appendJSON(b []byte) []byte {
 	b = append(b, `{"allow":`...)
 	b = strconv.AppendBool(b, v.Allow)
 	b = append(b, `,"reason":`...)
@@ -38,7 +62,7 @@ func (v VerifyResponse) appendJSON(b []byte) []byte {
 	return append(b, '}')
 }
 
-func (v KeepaliveResponse) appendJSON(b []byte) []byte {
+func (v keepaliveAnswer) appendJSON(b []byte) []byte {
 	b = append(b, `{"holder":`...)
 	b = appendJSONString(b, v.Holder)
 	b = append(b, `,"renewed":`...)
@@ -50,14 +74,14 @@ func (v KeepaliveResponse) appendJSON(b []byte) []byte {
 			if i > 0 {
 				b = append(b, ',')
 			}
-			b = r.appendJSON(b)
+			b = renewAnswer(r).appendJSON(b)
 		}
 		b = append(b, ']')
 	}
 	return append(b, '}')
 }
 
-func (v RenewResponse) appendJSON(b []byte) []byte {
+func (v renewAnswer) appendJSON(b []byte) []byte {
 	b = append(b, `{"key":`...)
 	b = appendJSONString(b, v.Key)
 	b = append(b, `,"holder":`...)
@@ -154,8 +178,9 @@ func decodeFlatStrings(body []byte, names []string, dst []*string) bool {
 
 // plainString reads the JSON string at data[i] if it holds only printable
 // ASCII without escapes, and returns its content and the index after its
-// closing quote. Both fast paths (request bodies and the Go client's watch
-// events) take only such strings and leave the rest to encoding/json.
+// closing quote. The fast path of decode takes only such strings and leaves
+// the rest to encoding/json. (The Go client's watch event decoder has its
+// own copy: the two modules share no code beyond the wire types.)
 func plainString(data []byte, i int) ([]byte, int, bool) {
 	if i >= len(data) || data[i] != '"' {
 		return nil, 0, false

@@ -6,6 +6,8 @@ import (
 	"reflect"
 	"testing"
 
+	"github.com/fenced/fenced/client"
+
 	"github.com/fenced/fenced/fence"
 )
 
@@ -27,11 +29,11 @@ func TestAppendJSONMatchesEncodingJSON(t *testing.T) {
 	var vals []jsonAppender
 	for _, s := range awkwardStrings {
 		vals = append(vals,
-			VerifyResponse{Allow: true, Reason: s},
-			VerifyResponse{Reason: "stale_token", CurrentToken: fence.Token(1<<32 | 7), Holder: s},
-			KeepaliveResponse{Holder: s},
-			KeepaliveResponse{Holder: s, Renewed: []RenewResponse{}},
-			KeepaliveResponse{Holder: "h", Renewed: []RenewResponse{{Key: s, Holder: s, Token: 1<<63 - 1, TTL: "10s"}, {Key: "k", TTL: s}}})
+			verifyAnswer{Allow: true, Reason: s},
+			verifyAnswer{Reason: "stale_token", CurrentToken: fence.Token(1<<32 | 7), Holder: s},
+			keepaliveAnswer{Holder: s},
+			keepaliveAnswer{Holder: s, Renewed: []client.RenewResponse{}},
+			keepaliveAnswer{Holder: "h", Renewed: []client.RenewResponse{{Key: s, Holder: s, Token: 1<<63 - 1, TTL: "10s"}, {Key: "k", TTL: s}}})
 	}
 	for _, v := range vals {
 		want := encodingJSON(t, v)
@@ -47,7 +49,7 @@ func FuzzAppendJSONString(f *testing.F) {
 		f.Add(s)
 	}
 	f.Fuzz(func(t *testing.T, s string) {
-		v := RenewResponse{Key: s, Holder: s, TTL: s}
+		v := renewAnswer{Key: s, Holder: s, TTL: s}
 		if got, want := append(v.appendJSON(nil), '\n'), encodingJSON(t, v); !bytes.Equal(got, want) {
 			t.Fatalf("%q: got %s want %s", s, got, want)
 		}
@@ -93,9 +95,9 @@ func TestDecodeFlatStringsAgreesWithDecode(t *testing.T) {
 // refuses it or reads other values, and reports whether it accepted it.
 func checkFastDecode(t *testing.T, body []byte) bool {
 	t.Helper()
-	var fast, slow VerifyRequest
+	var fast, slow client.VerifyRequest
 	if !decodeFlatStrings(body, []string{"key", "token", "holder"}, []*string{&fast.Key, &fast.Token, &fast.Holder}) {
-		if fast != (VerifyRequest{}) {
+		if fast != (client.VerifyRequest{}) {
 			t.Fatalf("%q: refused by the fast path, which still stored %+v", body, fast)
 		}
 		return false
@@ -106,7 +108,7 @@ func checkFastDecode(t *testing.T, body []byte) bool {
 	if fast != slow {
 		t.Fatalf("%q: fast path read %+v, decode %+v", body, fast, slow)
 	}
-	var fk, sk KeepaliveRequest
+	var fk, sk client.KeepaliveRequest
 	if decodeFlatStrings(body, []string{"holder"}, []*string{&fk.Holder}) {
 		if err := decode(body, &sk); err != nil || fk != sk {
 			t.Fatalf("%q: keepalive: fast path read %+v, decode %+v, %v", body, fk, sk, err)
@@ -147,7 +149,7 @@ func filled(t reflect.Type) reflect.Value {
 // field added to an answer later: with every field set, the output must
 // still be encoding/json's.
 func TestAppendJSONCoversEveryField(t *testing.T) {
-	for _, v := range []jsonAppender{VerifyResponse{}, KeepaliveResponse{}, RenewResponse{}} {
+	for _, v := range []jsonAppender{verifyAnswer{}, keepaliveAnswer{}, renewAnswer{}} {
 		full := filled(reflect.TypeOf(v)).Interface()
 		want := encodingJSON(t, full)
 		if got := append(full.(jsonAppender).appendJSON(nil), '\n'); !bytes.Equal(got, want) {

@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenced/fenced/client"
+
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fenced/fenced/cluster"
@@ -43,7 +45,7 @@ func (f *fakeLeader) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.seen = append(f.seen, r.Header.Clone())
 	f.mu.Unlock()
-	writeJSON(w, http.StatusOK, Grant{Key: "k", Holder: "bob/w", Token: 99999999999999})
+	writeJSON(w, http.StatusOK, client.Grant{Key: "k", Holder: "bob/w", Token: 99999999999999})
 }
 
 func (f *fakeLeader) requests() []http.Header {
@@ -192,9 +194,9 @@ func TestPlainForwardCarriesNoCredentials(t *testing.T) {
 	url := startForwarder(t, "n1", fake.addr, ServerOptions{})
 	body := `{"key":"k","holder":"bob/w","ttl":"10s"}`
 	status, er, hdr := send(t, url, "POST", "/v1/acquire", body, testClientToken)
-	if status != http.StatusServiceUnavailable || er.Code != "not_leader" || hdr.Get(LeaderHeader) != fake.addr {
+	if status != http.StatusServiceUnavailable || er.Code != "not_leader" || hdr.Get(client.LeaderHeader) != fake.addr {
 		t.Errorf("plain forward with authentication on: %d %s (%s), leader header %q; want 503 not_leader naming the leader",
-			status, er.Code, er.Message, hdr.Get(LeaderHeader))
+			status, er.Code, er.Message, hdr.Get(client.LeaderHeader))
 	}
 	if got := fake.requests(); len(got) != 0 {
 		t.Errorf("a plain follower forwarded %d requests (Authorization %q)", len(got), got[0].Get("Authorization"))

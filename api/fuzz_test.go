@@ -16,6 +16,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenced/fenced/client"
+
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fenced/fenced/cluster"
@@ -25,14 +27,14 @@ import (
 
 // requestTypes are the bodies the server decodes, by kind.
 var requestTypes = []func() any{
-	func() any { return new(AcquireRequest) },
-	func() any { return new(RenewRequest) },
-	func() any { return new(KeepaliveRequest) },
-	func() any { return new(ReleaseRequest) },
-	func() any { return new(VerifyRequest) },
-	func() any { return new(JoinRequest) },
-	func() any { return new(RemoveRequest) },
-	func() any { return new(TransferRequest) },
+	func() any { return new(client.AcquireRequest) },
+	func() any { return new(client.RenewRequest) },
+	func() any { return new(client.KeepaliveRequest) },
+	func() any { return new(client.ReleaseRequest) },
+	func() any { return new(client.VerifyRequest) },
+	func() any { return new(client.JoinRequest) },
+	func() any { return new(client.RemoveRequest) },
+	func() any { return new(client.TransferRequest) },
 }
 
 // seedBodies are valid bodies of each kind, and a few that are not.

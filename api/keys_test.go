@@ -8,6 +8,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/fenced/fenced/client"
+
 	"github.com/fenced/fenced/cluster"
 	"github.com/fenced/fenced/metrics"
 )
@@ -17,10 +19,10 @@ import (
 // listing, in order, each key once.
 func TestKeysPagination(t *testing.T) {
 	nodes := startCluster(t, 1)
-	c := NewClient([]string{nodes[0].url})
+	c := client.New([]string{nodes[0].url})
 	ctx := context.Background()
 	for i := 0; i < 5; i++ {
-		if _, err := c.Acquire(ctx, AcquireRequest{Key: fmt.Sprintf("page/%d", i), Holder: "h"}); err != nil {
+		if _, err := c.Acquire(ctx, client.AcquireRequest{Key: fmt.Sprintf("page/%d", i), Holder: "h"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -35,9 +37,9 @@ func TestKeysPagination(t *testing.T) {
 			t.Fatal(err)
 		}
 		var kr struct {
-			Keys      []KeyInfo `json:"keys"`
-			Truncated bool      `json:"truncated"`
-			Next      string    `json:"next"`
+			Keys      []client.KeyInfo `json:"keys"`
+			Truncated bool             `json:"truncated"`
+			Next      string           `json:"next"`
 		}
 		err = json.NewDecoder(resp.Body).Decode(&kr)
 		resp.Body.Close()
@@ -89,27 +91,27 @@ func TestMetricLabelsCoverCodes(t *testing.T) {
 // alone; an unknown state is a 400.
 func TestKeysStateFilter(t *testing.T) {
 	nodes := startCluster(t, 1)
-	c := NewClient([]string{nodes[0].url})
+	c := client.New([]string{nodes[0].url})
 	ctx := context.Background()
 	for i := 0; i < 4; i++ {
-		g, err := c.Acquire(ctx, AcquireRequest{Key: fmt.Sprintf("st/%d", i), Holder: "h"})
+		g, err := c.Acquire(ctx, client.AcquireRequest{Key: fmt.Sprintf("st/%d", i), Holder: "h"})
 		if err != nil {
 			t.Fatal(err)
 		}
 		if i%2 == 1 {
-			if _, err := c.Release(ctx, ReleaseRequest{Key: g.Key, Holder: "h", Token: g.Token}); err != nil {
+			if _, err := c.Release(ctx, client.ReleaseRequest{Key: g.Key, Holder: "h", Token: g.Token}); err != nil {
 				t.Fatal(err)
 			}
 		}
 	}
-	kr, err := c.ListKeys(ctx, KeysQuery{Prefix: "st/", State: "released", Limit: 1})
+	kr, err := c.ListKeys(ctx, client.KeysQuery{Prefix: "st/", State: "released", Limit: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(kr.Keys) != 1 || kr.Keys[0].Key != "st/1" || !kr.Truncated || kr.Next != "st/1" {
 		t.Fatalf("first page of released keys: %+v", kr)
 	}
-	kr, err = c.ListKeys(ctx, KeysQuery{Prefix: "st/", State: "released", After: kr.Next, Limit: 1})
+	kr, err = c.ListKeys(ctx, client.KeysQuery{Prefix: "st/", State: "released", After: kr.Next, Limit: 1})
 	if err != nil || len(kr.Keys) != 1 || kr.Keys[0].Key != "st/3" || kr.Truncated {
 		t.Fatalf("second page of released keys: %+v %v", kr, err)
 	}

@@ -24,6 +24,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenced/fenced/client"
+
 	"github.com/hashicorp/go-hclog"
 	"github.com/pb33f/libopenapi"
 	validator "github.com/pb33f/libopenapi-validator"
@@ -135,7 +137,7 @@ func (k *contract) do(base string, c contractCall) []byte {
 		return data
 	}
 	if c.code != "" {
-		var er ErrorResponse
+		var er client.ErrorResponse
 		if json.Unmarshal(data, &er) != nil || er.Code != c.code {
 			k.t.Errorf("%s: want error code %q; body: %s", where, c.code, data)
 		}
@@ -193,7 +195,7 @@ func (k *contract) slow(base string, c contractCall) {
 	resp.Body.Close()
 	route := k.route(req)
 	where := fmt.Sprintf("%s %s (route %s, body stalled) answered %d", c.method, c.path, route, resp.StatusCode)
-	var er ErrorResponse
+	var er client.ErrorResponse
 	if resp.StatusCode != c.status || json.Unmarshal(data, &er) != nil || er.Code != c.code {
 		k.t.Errorf("%s: want %d %s; body: %s", where, c.status, c.code, data)
 		return
@@ -326,7 +328,7 @@ func driveCluster(k *contract) {
 	k.do(base, contractCall{method: "GET", path: "/v1/watch/index", status: 200})
 	k.do(base, contractCall{method: "GET", path: "/v1/watch?prefix=a&key=b", status: 400, code: "bad_request", badRequest: true})
 
-	var g Grant
+	var g client.Grant
 	must(k.t, json.Unmarshal(post("/v1/acquire", `{"key":"orders/db","holder":"alice","ttl":"30s","request_id":"r1"}`, 200, ""), &g))
 	post("/v1/acquire", `{"key":"orders/db","holder":"alice","ttl":"30s"}`, 200, "")
 	k.do(base, contractCall{method: "GET", path: "/v1/keys/orders%2Fdb?index=1&wait=10ms", status: 200}) // a blocking read
@@ -339,9 +341,9 @@ func driveCluster(k *contract) {
 		status: 415, code: "unsupported_media_type", badRequest: true})
 
 	tok := g.Token.String()
-	post("/v1/renew", jsonOf(RenewRequest{Key: "orders/db", Holder: "alice", Token: g.Token}), 200, "")
-	post("/v1/renew", jsonOf(RenewRequest{Key: "orders/db", Holder: "bob", Token: g.Token}), 409, "not_holder")
-	post("/v1/renew", jsonOf(RenewRequest{Key: "nope", Holder: "bob", Token: g.Token}), 404, "unknown_key")
+	post("/v1/renew", jsonOf(client.RenewRequest{Key: "orders/db", Holder: "alice", Token: g.Token}), 200, "")
+	post("/v1/renew", jsonOf(client.RenewRequest{Key: "orders/db", Holder: "bob", Token: g.Token}), 409, "not_holder")
+	post("/v1/renew", jsonOf(client.RenewRequest{Key: "nope", Holder: "bob", Token: g.Token}), 404, "unknown_key")
 	bad("/v1/renew", `{"key":"orders/db","holder":"alice","token":"012"}`, "malformed_token")
 	post("/v1/keepalive", `{"holder":"alice"}`, 200, "")
 	bad("/v1/keepalive", `{"holder":""}`, "bad_request")
@@ -366,10 +368,10 @@ func driveCluster(k *contract) {
 	k.do(base, contractCall{method: "GET", path: "/v1/keys/missing", status: 404, code: "unknown_key"})
 	k.do(base, contractCall{method: "GET", path: "/v1/keys/bad%01key", status: 400, code: "bad_request"})
 
-	post("/v1/release", jsonOf(ReleaseRequest{Key: "orders/db", Holder: "bob", Token: g.Token}), 409, "not_holder")
-	post("/v1/release", jsonOf(ReleaseRequest{Key: "missing", Holder: "bob", Token: g.Token}), 404, "unknown_key")
-	post("/v1/release", jsonOf(ReleaseRequest{Key: "orders/db", Holder: "alice", Token: g.Token}), 200, "")
-	post("/v1/release", jsonOf(ReleaseRequest{Key: "orders/db", Holder: "alice", Token: g.Token}), 200, "")
+	post("/v1/release", jsonOf(client.ReleaseRequest{Key: "orders/db", Holder: "bob", Token: g.Token}), 409, "not_holder")
+	post("/v1/release", jsonOf(client.ReleaseRequest{Key: "missing", Holder: "bob", Token: g.Token}), 404, "unknown_key")
+	post("/v1/release", jsonOf(client.ReleaseRequest{Key: "orders/db", Holder: "alice", Token: g.Token}), 200, "")
+	post("/v1/release", jsonOf(client.ReleaseRequest{Key: "orders/db", Holder: "alice", Token: g.Token}), 200, "")
 	bad("/v1/release", `{"key":"orders/db","holder":"alice"}`, "malformed_token")
 
 	bad("/v1/cluster/join", `{"raft_addr":"127.0.0.1:1"}`, "bad_request")
@@ -551,7 +553,7 @@ func driveFailures(k *contract) {
 	// Every error of every layer, through every route whose handler calls
 	// the node.
 	for _, w := range wireErrors {
-		if w.status == http.StatusUnauthorized || w.status == http.StatusForbidden || w.status == http.StatusRequestTimeout ||
+		if status := client.StatusOfCode(w.code); status == http.StatusUnauthorized || status == http.StatusForbidden || status == http.StatusRequestTimeout ||
 			w.code == "rate_limited" || w.code == "not_leader" || w.code == "not_ready" {
 			continue // the security layer's own (driveSecure), or forwarded
 		}
@@ -559,7 +561,7 @@ func driveFailures(k *contract) {
 		calls := append(append([]contractCall{}, writeCalls...), readCalls...)
 		calls = append(calls, contractCall{method: "POST", path: "/v1/snapshot/restore", body: "x", header: []string{"Content-Type", "application/octet-stream"}})
 		for _, c := range calls {
-			c.status, c.code = w.status, w.code
+			c.status, c.code = client.StatusOfCode(w.code), w.code
 			if !k.documents(c, w.code) {
 				continue // the route's operation cannot fail so
 			}

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenced/fenced/client"
+
 	"github.com/fenced/fenced/internal/testutil"
 )
 
@@ -56,18 +58,18 @@ func TestForcedReleaseRetryKeepsNextGrant(t *testing.T) {
 		return nil
 	})
 	ctx := context.Background()
-	c := NewClient([]string{n.url})
-	first, err := c.Acquire(ctx, AcquireRequest{Key: "k", Holder: "a", TTL: "1m"})
+	c := client.New([]string{n.url})
+	first, err := c.Acquire(ctx, client.AcquireRequest{Key: "k", Holder: "a", TTL: "1m"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	type result struct {
-		g   *Grant
+		g   *client.Grant
 		err error
 	}
 	waited := make(chan result, 1)
 	go func() {
-		g, err := c.Acquire(ctx, AcquireRequest{Key: "k", Holder: "w", TTL: "1m", Wait: "1m"})
+		g, err := c.Acquire(ctx, client.AcquireRequest{Key: "k", Holder: "w", TTL: "1m", Wait: "1m"})
 		waited <- result{g, err}
 	}()
 	testutil.Eventually(t, 10*time.Second, func() error {
@@ -77,8 +79,8 @@ func TestForcedReleaseRetryKeepsNextGrant(t *testing.T) {
 		return nil
 	})
 
-	lossy := NewClient([]string{n.url}, WithHTTPClient(&http.Client{Transport: &loseAnswer{next: http.DefaultTransport, path: "/v1/release"}}))
-	out, err := lossy.Release(ctx, ReleaseRequest{Key: "k", Force: true})
+	lossy := client.New([]string{n.url}, client.WithHTTPClient(&http.Client{Transport: &loseAnswer{next: http.DefaultTransport, path: "/v1/release"}}))
+	out, err := lossy.Release(ctx, client.ReleaseRequest{Key: "k", Force: true})
 	t.Logf("forced release: %+v, %v", out, err)
 
 	var w result
@@ -101,7 +103,7 @@ func TestForcedReleaseRetryKeepsNextGrant(t *testing.T) {
 	switch {
 	case err == nil && out != nil && out.Token != first.Token:
 		t.Fatalf("the forced release reports token %s, not the grant it ended (%s)", out.Token, first.Token)
-	case err != nil && !errors.Is(err, ErrUnknownOutcome):
+	case err != nil && !errors.Is(err, client.ErrUnknownOutcome):
 		t.Fatalf("the forced release failed without saying its outcome is unknown: %v", err)
 	}
 }

@@ -16,23 +16,12 @@ import (
 	"sync"
 	"time"
 
+	"github.com/fenced/fenced/client"
+
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fenced/fenced/cluster"
 	"github.com/fenced/fenced/tlsutil"
-)
-
-// Security and limit refusals. Nothing was done.
-var (
-	// ErrUnauthenticated: the request carried no valid credentials (401).
-	ErrUnauthenticated = errors.New("unauthenticated")
-	// ErrForbidden: the identity's role does not allow the operation, or it
-	// named a holder it may not act as (403).
-	ErrForbidden = errors.New("forbidden")
-	// ErrRateLimited: the client sent requests faster than its rate (429).
-	ErrRateLimited = errors.New("rate limited")
-	// ErrBodyTimeout: the client did not send its request body in time (408).
-	ErrBodyTimeout = errors.New("request body timeout")
 )
 
 // ServerOptions configure the security and limits of a Server. The zero
@@ -352,25 +341,25 @@ func (sec *security) authorize(w http.ResponseWriter, r *http.Request, pattern s
 	var holder string
 	switch pattern {
 	case "POST /v1/acquire":
-		var req AcquireRequest
+		var req client.AcquireRequest
 		if err := peekBody(w, r, &req); err != nil {
 			return err
 		}
 		holder = req.Holder
 	case "POST /v1/renew":
-		var req RenewRequest
+		var req client.RenewRequest
 		if err := peekBody(w, r, &req); err != nil {
 			return err
 		}
 		holder = req.Holder
 	case "POST /v1/keepalive":
-		var req KeepaliveRequest
+		var req client.KeepaliveRequest
 		if err := peekBody(w, r, &req); err != nil {
 			return err
 		}
 		holder = req.Holder
 	case "POST /v1/release":
-		var req ReleaseRequest
+		var req client.ReleaseRequest
 		if err := peekBody(w, r, &req); err != nil {
 			return err
 		}
@@ -408,13 +397,13 @@ func memberOf(w http.ResponseWriter, r *http.Request, pattern string) (string, e
 	var id string
 	switch pattern {
 	case "POST /v1/cluster/join":
-		var req JoinRequest
+		var req client.JoinRequest
 		if err := peekBody(w, r, &req); err != nil {
 			return "", err
 		}
 		id = req.ID
 	case "POST /v1/cluster/remove":
-		var req RemoveRequest
+		var req client.RemoveRequest
 		if err := peekBody(w, r, &req); err != nil {
 			return "", err
 		}
@@ -513,7 +502,7 @@ func (e *retryError) RetryAfterHint() time.Duration { return e.after }
 
 // setRetryAfter puts the retry hint of a refusal that has one (a limit) in
 // the body and the Retry-After header.
-func setRetryAfter(w http.ResponseWriter, resp *ErrorResponse, err error) {
+func setRetryAfter(w http.ResponseWriter, resp *client.ErrorResponse, err error) {
 	var h interface{ RetryAfterHint() time.Duration }
 	if !errors.As(err, &h) {
 		return

@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenced/fenced/client"
+
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fenced/fenced/cluster"
@@ -64,7 +66,7 @@ func startSecureNode(t *testing.T, limits cluster.Limits, o ServerOptions) *test
 
 // send posts (or gets, without a body) with an optional bearer token and
 // returns the status and the error body.
-func send(t *testing.T, url, method, path, body, token string, hdr ...string) (int, ErrorResponse, http.Header) {
+func send(t *testing.T, url, method, path, body, token string, hdr ...string) (int, client.ErrorResponse, http.Header) {
 	t.Helper()
 	var rd io.Reader
 	if body != "" {
@@ -86,7 +88,7 @@ func send(t *testing.T, url, method, path, body, token string, hdr ...string) (i
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
-	var er ErrorResponse
+	var er client.ErrorResponse
 	if resp.StatusCode/100 != 2 {
 		if err := decodeLoose(data, &er); err != nil {
 			t.Fatalf("%s %s: %d, body not JSON: %s", method, path, resp.StatusCode, data)
@@ -232,7 +234,7 @@ func TestRateLimit(t *testing.T) {
 			t.Fatalf("healthz was limited: %d", status)
 		}
 	}
-	c := NewClient([]string{tn.url}, WithBearerToken(testClientToken))
+	c := client.New([]string{tn.url}, client.WithBearerToken(testClientToken))
 	if _, err := c.Status(context.Background()); !errors.Is(err, ErrRateLimited) {
 		t.Fatalf("the client's error: %v, want ErrRateLimited", err)
 	}
@@ -244,13 +246,13 @@ func TestRateLimit(t *testing.T) {
 func TestKeyAndWaiterLimits(t *testing.T) {
 	tn := startSecureNode(t, cluster.Limits{MaxKeysPerHolder: 2, MaxWaitersPerKey: 1}, ServerOptions{})
 	ctx := context.Background()
-	admin := NewClient([]string{tn.url}, WithBearerToken(testAdminToken))
-	bob := NewClient([]string{tn.url}, WithBearerToken(testClientToken))
-	g1, err := bob.Acquire(ctx, AcquireRequest{Key: "k1", Holder: "bob", TTL: "1m"})
+	admin := client.New([]string{tn.url}, client.WithBearerToken(testAdminToken))
+	bob := client.New([]string{tn.url}, client.WithBearerToken(testClientToken))
+	g1, err := bob.Acquire(ctx, client.AcquireRequest{Key: "k1", Holder: "bob", TTL: "1m"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := bob.Acquire(ctx, AcquireRequest{Key: "k2", Holder: "bob", TTL: "1m"}); err != nil {
+	if _, err := bob.Acquire(ctx, client.AcquireRequest{Key: "k2", Holder: "bob", TTL: "1m"}); err != nil {
 		t.Fatal(err)
 	}
 	before, _ := admin.Keys(ctx, "", 0)
@@ -258,14 +260,14 @@ func TestKeyAndWaiterLimits(t *testing.T) {
 	if status != http.StatusTooManyRequests || er.Code != "too_many_keys" || er.RetryAfter == "" || hdr.Get("Retry-After") == "" {
 		t.Fatalf("third key: %d %+v", status, er)
 	}
-	if _, err := bob.Acquire(ctx, AcquireRequest{Key: "k3", Holder: "bob", TTL: "1m"}); !errors.Is(err, ErrTooManyKeys) {
+	if _, err := bob.Acquire(ctx, client.AcquireRequest{Key: "k3", Holder: "bob", TTL: "1m"}); !errors.Is(err, client.ErrTooManyKeys) {
 		t.Fatalf("client error: %v, want ErrTooManyKeys", err)
 	}
 	// Renewing what it holds is not a new key; another holder has its own count.
-	if g, err := bob.Acquire(ctx, AcquireRequest{Key: "k1", Holder: "bob", TTL: "1m"}); err != nil || !g.Renewed {
+	if g, err := bob.Acquire(ctx, client.AcquireRequest{Key: "k1", Holder: "bob", TTL: "1m"}); err != nil || !g.Renewed {
 		t.Fatalf("renewal at the limit: %+v %v", g, err)
 	}
-	if _, err := bob.Acquire(ctx, AcquireRequest{Key: "k3", Holder: "bob/other", TTL: "1m"}); err != nil {
+	if _, err := bob.Acquire(ctx, client.AcquireRequest{Key: "k3", Holder: "bob/other", TTL: "1m"}); err != nil {
 		t.Fatalf("another holder: %v", err)
 	}
 	after, _ := admin.Keys(ctx, "", 0)
@@ -276,7 +278,7 @@ func TestKeyAndWaiterLimits(t *testing.T) {
 	// One waiter may queue for k1; the second is refused at once.
 	waited := make(chan error, 1)
 	go func() {
-		_, err := admin.Acquire(ctx, AcquireRequest{Key: "k1", Holder: "ops/w1", TTL: "1m", Wait: "30s"})
+		_, err := admin.Acquire(ctx, client.AcquireRequest{Key: "k1", Holder: "ops/w1", TTL: "1m", Wait: "30s"})
 		waited <- err
 	}()
 	testutil.Eventually(t, 5*time.Second, func() error {
@@ -286,11 +288,11 @@ func TestKeyAndWaiterLimits(t *testing.T) {
 		return nil
 	})
 	start := time.Now()
-	_, err = admin.Acquire(ctx, AcquireRequest{Key: "k1", Holder: "ops/w2", TTL: "1m", Wait: "30s"})
-	if !errors.Is(err, ErrTooManyWaiters) || time.Since(start) > 5*time.Second {
+	_, err = admin.Acquire(ctx, client.AcquireRequest{Key: "k1", Holder: "ops/w2", TTL: "1m", Wait: "30s"})
+	if !errors.Is(err, client.ErrTooManyWaiters) || time.Since(start) > 5*time.Second {
 		t.Fatalf("second waiter: %v after %v, want ErrTooManyWaiters at once", err, time.Since(start))
 	}
-	if _, err := bob.Release(ctx, ReleaseRequest{Key: "k1", Holder: "bob", Token: g1.Token}); err != nil {
+	if _, err := bob.Release(ctx, client.ReleaseRequest{Key: "k1", Holder: "bob", Token: g1.Token}); err != nil {
 		t.Fatal(err)
 	}
 	if err := <-waited; err != nil {
@@ -324,13 +326,13 @@ func TestSlowBody(t *testing.T) {
 	}
 
 	ctx := context.Background()
-	admin := NewClient([]string{tn.url}, WithBearerToken(testAdminToken))
-	if _, err := admin.Acquire(ctx, AcquireRequest{Key: "busy", Holder: "ops/a", TTL: "1m"}); err != nil {
+	admin := client.New([]string{tn.url}, client.WithBearerToken(testAdminToken))
+	if _, err := admin.Acquire(ctx, client.AcquireRequest{Key: "busy", Holder: "ops/a", TTL: "1m"}); err != nil {
 		t.Fatal(err)
 	}
 	start = time.Now()
-	_, err = admin.Acquire(ctx, AcquireRequest{Key: "busy", Holder: "ops/b", TTL: "1m", Wait: "1500ms"})
-	if !errors.Is(err, ErrHeld) || time.Since(start) < time.Second {
+	_, err = admin.Acquire(ctx, client.AcquireRequest{Key: "busy", Holder: "ops/b", TTL: "1m", Wait: "1500ms"})
+	if !errors.Is(err, client.ErrHeld) || time.Since(start) < time.Second {
 		t.Fatalf("waiting acquire: %v after %v, want held after its wait", err, time.Since(start))
 	}
 }
@@ -381,7 +383,7 @@ func TestHolderPathSegments(t *testing.T) {
 	if status != http.StatusBadRequest {
 		t.Errorf("verify with holder bob/../alice: %d %s", status, er.Code)
 	}
-	if ks, _ := NewClient([]string{tn.url}, WithBearerToken(testAdminToken)).Keys(context.Background(), "", 0); len(ks) != 0 {
+	if ks, _ := client.New([]string{tn.url}, client.WithBearerToken(testAdminToken)).Keys(context.Background(), "", 0); len(ks) != 0 {
 		t.Fatalf("refused acquires left keys: %+v", ks)
 	}
 	for _, h := range []string{"bob", "bob/w", "bob/w.1/..x", "bob/...", "ops/a b"} {
@@ -398,11 +400,11 @@ func TestHolderPathSegments(t *testing.T) {
 func TestIdentityLimits(t *testing.T) {
 	tn := startSecureNode(t, cluster.Limits{MaxKeysPerHolder: 100, MaxKeysPerIdentity: 2, MaxWaitersPerIdentity: 1}, ServerOptions{})
 	ctx := context.Background()
-	admin := NewClient([]string{tn.url}, WithBearerToken(testAdminToken))
-	bob := NewClient([]string{tn.url}, WithBearerToken(testClientToken))
-	var grants []Grant
+	admin := client.New([]string{tn.url}, client.WithBearerToken(testAdminToken))
+	bob := client.New([]string{tn.url}, client.WithBearerToken(testClientToken))
+	var grants []client.Grant
 	for i, h := range []string{"bob/a", "bob/b"} {
-		g, err := bob.Acquire(ctx, AcquireRequest{Key: fmt.Sprint("k", i), Holder: h, TTL: "1m"})
+		g, err := bob.Acquire(ctx, client.AcquireRequest{Key: fmt.Sprint("k", i), Holder: h, TTL: "1m"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -414,22 +416,22 @@ func TestIdentityLimits(t *testing.T) {
 	}
 	// The admin is not bob: its own holders are not counted against him,
 	// and renewing what bob holds is not a new key.
-	if _, err := admin.Acquire(ctx, AcquireRequest{Key: "k2", Holder: "ops/c", TTL: "1m"}); err != nil {
+	if _, err := admin.Acquire(ctx, client.AcquireRequest{Key: "k2", Holder: "ops/c", TTL: "1m"}); err != nil {
 		t.Fatalf("admin: %v", err)
 	}
-	if g, err := bob.Acquire(ctx, AcquireRequest{Key: "k0", Holder: "bob/a", TTL: "1m"}); err != nil || !g.Renewed {
+	if g, err := bob.Acquire(ctx, client.AcquireRequest{Key: "k0", Holder: "bob/a", TTL: "1m"}); err != nil || !g.Renewed {
 		t.Fatalf("renewal at the limit: %+v %v", g, err)
 	}
 
 	// One waiter of bob's may queue; a second, for another key under another
 	// holder, is refused at once (bob is under his key limit by then).
-	if _, err := bob.Release(ctx, ReleaseRequest{Key: "k1", Holder: "bob/b", Token: grants[1].Token}); err != nil {
+	if _, err := bob.Release(ctx, client.ReleaseRequest{Key: "k1", Holder: "bob/b", Token: grants[1].Token}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.Acquire(ctx, AcquireRequest{Key: "busy1", Holder: "ops/x", TTL: "1m"}); err != nil {
+	if _, err := admin.Acquire(ctx, client.AcquireRequest{Key: "busy1", Holder: "ops/x", TTL: "1m"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := admin.Acquire(ctx, AcquireRequest{Key: "busy2", Holder: "ops/x", TTL: "1m"}); err != nil {
+	if _, err := admin.Acquire(ctx, client.AcquireRequest{Key: "busy2", Holder: "ops/x", TTL: "1m"}); err != nil {
 		t.Fatal(err)
 	}
 	wctx, cancel := context.WithCancel(ctx)
@@ -437,7 +439,7 @@ func TestIdentityLimits(t *testing.T) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		_, _ = bob.Acquire(wctx, AcquireRequest{Key: "busy1", Holder: "bob/a", TTL: "1m", Wait: "30s"})
+		_, _ = bob.Acquire(wctx, client.AcquireRequest{Key: "busy1", Holder: "bob/a", TTL: "1m", Wait: "30s"})
 	}()
 	testutil.Eventually(t, 5*time.Second, func() error {
 		if st := tn.node.Status(); st.Waiters != 1 {

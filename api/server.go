@@ -16,6 +16,8 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/fenced/fenced/client"
+
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fenced/fenced/cluster"
@@ -47,30 +49,6 @@ type Node interface {
 	Leader() (id, httpAddr string)
 }
 
-// Bounds on durations in requests.
-const (
-	MinTTL     = 100 * time.Millisecond
-	MaxTTL     = 24 * time.Hour
-	DefaultTTL = 10 * time.Second
-	MaxWait    = 5 * time.Minute
-	// MaxLockDelay bounds the lock-delay of a grant.
-	MaxLockDelay = 5 * time.Minute
-)
-
-// LeaderHeader carries, on every answer, the HTTP address of the leader as the
-// answering node knows it.
-const LeaderHeader = "X-Fenced-Leader"
-
-// LeaderIDHeader carries, on every answer, the id of the leader as the
-// answering node knows it, and NodeHeader the answering node's own id: a
-// client that reaches the nodes through addresses of its own (proxies, NAT,
-// published ports), which the leader's address does not match, finds the
-// leader's endpoint by its id.
-const (
-	LeaderIDHeader = "X-Fenced-Leader-Id"
-	NodeHeader     = "X-Fenced-Node"
-)
-
 // forwardedHeader marks a request a follower forwarded, so it is forwarded at
 // most once and never loops between nodes that disagree about the leader.
 const forwardedHeader = "X-Fenced-Forwarded"
@@ -95,7 +73,7 @@ func NewServer(node Node, log hclog.Logger) *Server {
 		node: node,
 		log:  log.Named("api"),
 		forward: &http.Client{
-			Timeout: MaxWait + 30*time.Second,
+			Timeout: client.MaxWait + 30*time.Second,
 			Transport: &http.Transport{
 				DialContext:         (&net.Dialer{Timeout: 2 * time.Second, KeepAlive: 15 * time.Second}).DialContext,
 				MaxIdleConnsPerHost: 64,
@@ -118,7 +96,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// Clients learn where the leader is and go there directly next time.
 	if s.self != nil {
 		// Shared, never changed: a handler that sets the header replaces it.
-		w.Header()[NodeHeader] = s.self
+		w.Header()[client.NodeHeader] = s.self
 	}
 	setLeader(w.Header(), s.node.Leader)
 	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK, leader: s.node.Leader}
@@ -154,10 +132,10 @@ func (w *statusWriter) WriteHeader(code int) {
 func setLeader(h http.Header, leader func() (id, addr string)) {
 	id, addr := leader()
 	if addr != "" {
-		h.Set(LeaderHeader, addr)
+		h.Set(client.LeaderHeader, addr)
 	}
 	if id != "" {
-		h.Set(LeaderIDHeader, id)
+		h.Set(client.LeaderIDHeader, id)
 	}
 }
 
@@ -251,7 +229,7 @@ func (s *Server) serve(h handlerFunc, write bool) http.HandlerFunc {
 }
 
 func readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
-	return readBodyLimit(w, r, MaxBodyBytes)
+	return readBodyLimit(w, r, client.MaxBodyBytes)
 }
 
 func readBodyLimit(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
@@ -311,7 +289,7 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, body []byte, writ
 		return
 	}
 	defer resp.Body.Close()
-	for _, h := range []string{"Content-Type", BackupMetaHeader, IndexHeader} {
+	for _, h := range []string{"Content-Type", client.BackupMetaHeader, client.IndexHeader} {
 		if v := resp.Header.Get(h); v != "" {
 			w.Header().Set(h, v)
 		}
@@ -379,12 +357,6 @@ func checkToken(t fence.Token) error {
 	return nil
 }
 
-// MaxRestoreBytes bounds the size of a backup given to restore.
-const MaxRestoreBytes = 4 << 30
-
-// BackupMetaHeader carries a backup's metadata (JSON) beside its bytes.
-const BackupMetaHeader = "X-Fenced-Backup"
-
 func (s *Server) snapshotSave(w http.ResponseWriter, r *http.Request) {
 	if !s.node.Ready() && r.Header.Get(forwardedHeader) == "" {
 		s.proxy(w, r, nil, false)
@@ -400,13 +372,13 @@ func (s *Server) snapshotSave(w http.ResponseWriter, r *http.Request) {
 	}
 	hdr, _ := json.Marshal(meta)
 	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set(BackupMetaHeader, string(hdr))
+	w.Header().Set(client.BackupMetaHeader, string(hdr))
 	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
 	_, _ = w.Write(data)
 }
 
 func (s *Server) snapshotRestore(w http.ResponseWriter, r *http.Request) {
-	body, err := readBodyLimit(w, r, MaxRestoreBytes)
+	body, err := readBodyLimit(w, r, client.MaxRestoreBytes)
 	if err != nil {
 		writeErr(w, err)
 		return
@@ -457,18 +429,12 @@ func restoreOptions(q url.Values) (cluster.RestoreOptions, error) {
 	return o, nil
 }
 
-// TransferRequest is the body of POST /v1/cluster/transfer; an empty ID
-// lets raft pick the most up-to-date voter.
-type TransferRequest struct {
-	ID string `json:"id,omitempty"`
-}
-
 func (s *Server) transfer(ctx context.Context, body []byte, _ *http.Request) (any, error) {
-	var req TransferRequest
+	var req client.TransferRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	if err := checkName("id", req.ID, MaxHolderLen, false); err != nil {
+	if err := checkName("id", req.ID, client.MaxHolderLen, false); err != nil {
 		return nil, err
 	}
 	if err := s.node.TransferLeadership(req.ID); err != nil {
@@ -485,23 +451,23 @@ func (s *Server) transfer(ctx context.Context, body []byte, _ *http.Request) (an
 }
 
 func (s *Server) acquire(ctx context.Context, body []byte, _ *http.Request) (any, error) {
-	var req AcquireRequest
+	var req client.AcquireRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	if err := firstOf(checkName("key", req.Key, MaxKeyLen, true), checkName("holder", req.Holder, MaxHolderLen, true),
-		checkName("request_id", req.RequestID, MaxRequestIDLen, false), checkName("value", req.Value, MaxValueLen, false)); err != nil {
+	if err := firstOf(checkName("key", req.Key, client.MaxKeyLen, true), checkName("holder", req.Holder, client.MaxHolderLen, true),
+		checkName("request_id", req.RequestID, client.MaxRequestIDLen, false), checkName("value", req.Value, client.MaxValueLen, false)); err != nil {
 		return nil, err
 	}
-	ttl, err := parseDuration("ttl", req.TTL, DefaultTTL, MinTTL, MaxTTL)
+	ttl, err := parseDuration("ttl", req.TTL, client.DefaultTTL, client.MinTTL, client.MaxTTL)
 	if err != nil {
 		return nil, err
 	}
-	wait, err := parseDuration("wait", req.Wait, 0, 0, MaxWait)
+	wait, err := parseDuration("wait", req.Wait, 0, 0, client.MaxWait)
 	if err != nil {
 		return nil, err
 	}
-	delay, err := parseDuration("lock_delay", req.LockDelay, 0, 0, MaxLockDelay)
+	delay, err := parseDuration("lock_delay", req.LockDelay, 0, 0, client.MaxLockDelay)
 	if err != nil {
 		return nil, err
 	}
@@ -513,33 +479,33 @@ func (s *Server) acquire(ctx context.Context, body []byte, _ *http.Request) (any
 	return grantOf(g.KeyState, g.Renewed), nil
 }
 
-func grantOf(k fsm.KeyState, renewed bool) Grant {
-	return Grant{Key: k.Key, Holder: k.Holder, Token: k.Token, Epoch: k.Token.Epoch(), Seq: k.Token.Seq(), TTL: k.TTL.String(), Renewed: renewed, Value: k.Value}
+func grantOf(k fsm.KeyState, renewed bool) client.Grant {
+	return client.Grant{Key: k.Key, Holder: k.Holder, Token: k.Token, Epoch: k.Token.Epoch(), Seq: k.Token.Seq(), TTL: k.TTL.String(), Renewed: renewed, Value: k.Value}
 }
 
 func (s *Server) renew(ctx context.Context, body []byte, _ *http.Request) (any, error) {
-	var req RenewRequest
+	var req client.RenewRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	if err := firstOf(checkName("key", req.Key, MaxKeyLen, true), checkName("holder", req.Holder, MaxHolderLen, true), checkToken(req.Token)); err != nil {
+	if err := firstOf(checkName("key", req.Key, client.MaxKeyLen, true), checkName("holder", req.Holder, client.MaxHolderLen, true), checkToken(req.Token)); err != nil {
 		return nil, err
 	}
 	k, _, err := s.node.Renew(ctx, req.Key, req.Holder, req.Token)
 	if err != nil {
 		return nil, err
 	}
-	return RenewResponse{Key: k.Key, Holder: k.Holder, Token: k.Token, TTL: k.TTL.String()}, nil
+	return client.RenewResponse{Key: k.Key, Holder: k.Holder, Token: k.Token, TTL: k.TTL.String()}, nil
 }
 
 func (s *Server) keepalive(ctx context.Context, body []byte, _ *http.Request) (any, error) {
-	var req KeepaliveRequest
+	var req client.KeepaliveRequest
 	if !decodeFlatStrings(body, []string{"holder"}, []*string{&req.Holder}) {
 		if err := decode(body, &req); err != nil {
 			return nil, err
 		}
 	}
-	if err := checkName("holder", req.Holder, MaxHolderLen, true); err != nil {
+	if err := checkName("holder", req.Holder, client.MaxHolderLen, true); err != nil {
 		return nil, err
 	}
 	ls, err := s.node.Keepalive(ctx, req.Holder)
@@ -551,20 +517,20 @@ func (s *Server) keepalive(ctx context.Context, body []byte, _ *http.Request) (a
 
 // keepaliveOf is the answer to a keepalive of holder that renewed ls, for
 // POST /v1/keepalive and each holder of POST /v1/keepalive/batch alike.
-func keepaliveOf(holder string, ls []cluster.RenewedLease) KeepaliveResponse {
-	out := KeepaliveResponse{Holder: holder, Renewed: make([]RenewResponse, 0, len(ls))}
+func keepaliveOf(holder string, ls []cluster.RenewedLease) client.KeepaliveResponse {
+	out := client.KeepaliveResponse{Holder: holder, Renewed: make([]client.RenewResponse, 0, len(ls))}
 	for _, l := range ls {
-		out.Renewed = append(out.Renewed, RenewResponse{Key: l.Key.Key, Holder: l.Key.Holder, Token: l.Key.Token, TTL: l.Key.TTL.String()})
+		out.Renewed = append(out.Renewed, client.RenewResponse{Key: l.Key.Key, Holder: l.Key.Holder, Token: l.Key.Token, TTL: l.Key.TTL.String()})
 	}
 	return out
 }
 
 func (s *Server) release(ctx context.Context, body []byte, _ *http.Request) (any, error) {
-	var req ReleaseRequest
+	var req client.ReleaseRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	if err := firstOf(checkName("key", req.Key, MaxKeyLen, true), checkName("holder", req.Holder, MaxHolderLen, !req.Force)); err != nil {
+	if err := firstOf(checkName("key", req.Key, client.MaxKeyLen, true), checkName("holder", req.Holder, client.MaxHolderLen, !req.Force)); err != nil {
 		return nil, err
 	}
 	if req.Force && req.Token == 0 {
@@ -589,7 +555,7 @@ func (s *Server) release(ctx context.Context, body []byte, _ *http.Request) (any
 	if req.Force {
 		s.log.Warn("forced release", "key", req.Key, "holder", k.Holder, "token", k.Token, "by", who(ctx))
 	}
-	return ReleaseResponse{Key: k.Key, Token: k.Token, Holder: k.Holder, State: k.State.String()}, nil
+	return client.ReleaseResponse{Key: k.Key, Token: k.Token, Holder: k.Holder, State: k.State.String()}, nil
 }
 
 // verify answers every request with a verdict; whatever it cannot prove is
@@ -600,7 +566,7 @@ func (s *Server) verify(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	var req VerifyRequest
+	var req client.VerifyRequest
 	if !decodeFlatStrings(body, []string{"key", "token", "holder"}, []*string{&req.Key, &req.Token, &req.Holder}) {
 		if err := decode(body, &req); err != nil {
 			code, _ := codeOf(err)
@@ -631,7 +597,7 @@ func (s *Server) verify(w http.ResponseWriter, r *http.Request) {
 func verifyRefusal(w http.ResponseWriter) func(status int, code string, err error) {
 	return func(status int, code string, err error) {
 		f := false
-		writeJSON(w, status, ErrorResponse{Code: code, Message: err.Error(), Allow: &f, Reason: string(cluster.ReasonMalformed)})
+		writeJSON(w, status, client.ErrorResponse{Code: code, Message: err.Error(), Allow: &f, Reason: string(cluster.ReasonMalformed)})
 	}
 }
 
@@ -653,8 +619,8 @@ func readVerifyBody(w http.ResponseWriter, r *http.Request, refuse func(int, str
 // checkVerify validates one verify request, for POST /v1/verify and each
 // check of POST /v1/verify/batch alike: the token, or the wire code of the
 // 400 refusal and its error.
-func checkVerify(req VerifyRequest) (fence.Token, string, error) {
-	if err := firstOf(checkName("key", req.Key, MaxKeyLen, true), checkName("holder", req.Holder, MaxHolderLen, false)); err != nil {
+func checkVerify(req client.VerifyRequest) (fence.Token, string, error) {
+	if err := firstOf(checkName("key", req.Key, client.MaxKeyLen, true), checkName("holder", req.Holder, client.MaxHolderLen, false)); err != nil {
 		return 0, "bad_request", err
 	}
 	tok, err := fence.Parse(req.Token)
@@ -664,11 +630,11 @@ func checkVerify(req VerifyRequest) (fence.Token, string, error) {
 	return tok, "", nil
 }
 
-func verdictOf(v cluster.Verdict, err error) VerifyResponse {
+func verdictOf(v cluster.Verdict, err error) client.VerifyResponse {
 	if err != nil {
-		return VerifyResponse{Allow: false, Reason: string(cluster.ReasonUnavailable)}
+		return client.VerifyResponse{Allow: false, Reason: string(cluster.ReasonUnavailable)}
 	}
-	out := VerifyResponse{Allow: v.Allow, Reason: string(v.Reason)}
+	out := client.VerifyResponse{Allow: v.Allow, Reason: string(v.Reason)}
 	if v.Current != nil {
 		out.CurrentToken, out.Holder = v.Current.Token, v.Current.Holder
 	}
@@ -685,7 +651,7 @@ func (s *Server) proxyVerify(w http.ResponseWriter, r *http.Request, body []byte
 		_, _ = w.Write(rec.buf.Bytes())
 		return
 	}
-	writeJSON(w, http.StatusOK, VerifyResponse{Allow: false, Reason: string(cluster.ReasonUnavailable)})
+	writeJSON(w, http.StatusOK, client.VerifyResponse{Allow: false, Reason: string(cluster.ReasonUnavailable)})
 }
 
 type captureWriter struct {
@@ -703,8 +669,8 @@ func (c *captureWriter) Write(b []byte) (int, error) {
 }
 func (c *captureWriter) WriteHeader(s int) { c.status = s }
 
-func keyInfoOf(k cluster.KeyInfo) KeyInfo {
-	ki := KeyInfo{Key: k.Key, Holder: k.Holder, Token: k.Token, Epoch: k.Token.Epoch(), Seq: k.Token.Seq(),
+func keyInfoOf(k cluster.KeyInfo) client.KeyInfo {
+	ki := client.KeyInfo{Key: k.Key, Holder: k.Holder, Token: k.Token, Epoch: k.Token.Epoch(), Seq: k.Token.Seq(),
 		State: k.State.String(), TTL: k.TTL.String(), Index: k.Index, Value: k.Value}
 	if !k.Deadline.IsZero() {
 		ki.LeaseRemaining = time.Until(k.Deadline).Round(time.Millisecond).String()
@@ -719,10 +685,10 @@ func keyInfoOf(k cluster.KeyInfo) KeyInfo {
 func (s *Server) keys(ctx context.Context, _ []byte, r *http.Request) (any, error) {
 	q := r.URL.Query()
 	prefix, after := q.Get("prefix"), q.Get("after")
-	if err := checkName("prefix", prefix, MaxPrefixLen, false); err != nil {
+	if err := checkName("prefix", prefix, client.MaxPrefixLen, false); err != nil {
 		return nil, err
 	}
-	if err := checkName("after", after, MaxKeyLen, false); err != nil {
+	if err := checkName("after", after, client.MaxKeyLen, false); err != nil {
 		return nil, err
 	}
 	state := q.Get("state")
@@ -750,7 +716,7 @@ func (s *Server) keys(ctx context.Context, _ []byte, r *http.Request) (any, erro
 	if err != nil {
 		return nil, err
 	}
-	out := KeysResponse{Keys: make([]KeyInfo, 0, min(len(ks), max(limit, 16)))}
+	out := client.KeysResponse{Keys: make([]client.KeyInfo, 0, min(len(ks), max(limit, 16)))}
 	for _, k := range ks {
 		if after != "" && k.Key <= after || state != "" && k.State.String() != state {
 			continue
@@ -766,7 +732,7 @@ func (s *Server) keys(ctx context.Context, _ []byte, r *http.Request) (any, erro
 
 func (s *Server) key(ctx context.Context, _ []byte, r *http.Request) (any, error) {
 	name := r.PathValue("key")
-	if err := checkName("key", name, MaxKeyLen, true); err != nil {
+	if err := checkName("key", name, client.MaxKeyLen, true); err != nil {
 		return nil, err
 	}
 	k, ok, err := s.node.Key(ctx, name)
@@ -801,12 +767,12 @@ func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) join(ctx context.Context, body []byte, _ *http.Request) (any, error) {
-	var req JoinRequest
+	var req client.JoinRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	if err := firstOf(checkName("id", req.ID, MaxHolderLen, true), checkName("raft_addr", req.RaftAddr, MaxKeyLen, true),
-		checkName("http_addr", req.HTTPAddr, MaxKeyLen, false)); err != nil {
+	if err := firstOf(checkName("id", req.ID, client.MaxHolderLen, true), checkName("raft_addr", req.RaftAddr, client.MaxKeyLen, true),
+		checkName("http_addr", req.HTTPAddr, client.MaxKeyLen, false)); err != nil {
 		return nil, err
 	}
 	if err := s.node.Join(ctx, req.ID, req.RaftAddr, req.HTTPAddr); err != nil {
@@ -816,11 +782,11 @@ func (s *Server) join(ctx context.Context, body []byte, _ *http.Request) (any, e
 }
 
 func (s *Server) remove(ctx context.Context, body []byte, _ *http.Request) (any, error) {
-	var req RemoveRequest
+	var req client.RemoveRequest
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	if err := checkName("id", req.ID, MaxHolderLen, true); err != nil {
+	if err := checkName("id", req.ID, client.MaxHolderLen, true); err != nil {
 		return nil, err
 	}
 	if err := s.node.Remove(ctx, req.ID); err != nil {
@@ -831,9 +797,9 @@ func (s *Server) remove(ctx context.Context, body []byte, _ *http.Request) (any,
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
-	if a, ok := v.(jsonAppender); ok {
-		bp := answerBufs.Get().(*[]byte)
-		b := append(a.appendJSON((*bp)[:0]), '\n')
+	bp := answerBufs.Get().(*[]byte)
+	if b, ok := appendAnswer((*bp)[:0], v); ok {
+		b = append(b, '\n')
 		w.WriteHeader(status)
 		_, _ = w.Write(b)
 		if cap(b) <= maxPooledAnswer {
@@ -842,19 +808,20 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 		}
 		return
 	}
+	answerBufs.Put(bp)
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }
 
 func writeError(w http.ResponseWriter, status int, code, msg string) {
-	writeJSON(w, status, ErrorResponse{Code: code, Message: msg})
+	writeJSON(w, status, client.ErrorResponse{Code: code, Message: msg})
 }
 
 // writeErr translates an error of any layer to its wire form.
 func writeErr(w http.ResponseWriter, err error) {
 	code, status := codeOf(err)
 	metrics.Refusals.WithLabelValues(code).Inc()
-	resp := ErrorResponse{Code: code, Message: err.Error()}
+	resp := client.ErrorResponse{Code: code, Message: err.Error()}
 	var he *fsm.HeldError
 	if errors.As(err, &he) {
 		resp.HeldBy = he.Holder

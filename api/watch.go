@@ -12,79 +12,15 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fenced/fenced/client"
+
 	"github.com/fenced/fenced/cluster"
-	"github.com/fenced/fenced/fence"
 	"github.com/fenced/fenced/fsm"
-)
-
-// IndexHeader carries, on the answer of a blocking read, the index to pass
-// as ?index= next time.
-const IndexHeader = "X-Fenced-Index"
-
-// Watch defaults and bounds.
-const (
-	// DefaultBlockWait is how long a blocking read waits without ?wait=.
-	DefaultBlockWait = 30 * time.Second
-	// DefaultProgress is how often a watch stream, when nothing else
-	// happens, confirms with the leader that it is current and says so
-	// with a sync event.
-	DefaultProgress = 10 * time.Second
-	// MinProgress and MaxProgress bound ?progress=.
-	MinProgress = 100 * time.Millisecond
-	MaxProgress = time.Minute
 )
 
 // ErrCompacted: a watch asked for history the node no longer holds (HTTP
 // 410, code "compacted"). Read the current state and watch from its index.
 var ErrCompacted = fsm.ErrCompacted
-
-// WatchEvent is one event of a watch stream (the data of a server-sent
-// event, whose name is Type). Changes of keys (the types of fsm.EventType:
-// granted, renewed, released, force_released, expired, lock_delay_ended,
-// handed_off) carry the key's grant after the change; lock_delay_ended
-// names the expired grant whose lock-delay ran out, with no new grant; "state" gives a key's current state when a stream starts
-// without a resume index; "sync" says every change up to Index was sent;
-// "reset" says the stream ends and the watcher must resync from a fresh
-// read (Reason: lagged, restored).
-type WatchEvent struct {
-	Type      string      `json:"type"`
-	Index     uint64      `json:"index"`
-	Key       string      `json:"key,omitempty"`
-	Holder    string      `json:"holder,omitempty"`
-	Token     fence.Token `json:"token,omitempty"`
-	State     string      `json:"state,omitempty"`
-	TTL       string      `json:"ttl,omitempty"`
-	LockDelay string      `json:"lock_delay,omitempty"`
-	// PrevHolder and PrevToken name the grant a handoff ended; Ended says
-	// how it ended (released, force_released, expired).
-	PrevHolder string      `json:"prev_holder,omitempty"`
-	PrevToken  fence.Token `json:"prev_token,omitempty"`
-	Ended      string      `json:"ended,omitempty"`
-	Reason     string      `json:"reason,omitempty"`
-	Value      string      `json:"value,omitempty"`
-}
-
-// Watch event types beyond the changes of fsm.EventType.
-const (
-	WatchState = "state"
-	WatchSync  = "sync"
-	WatchReset = "reset"
-	// WatchError is the Go client's last event of a watch the cluster
-	// refused for good; Reason says why. Servers never send it.
-	WatchError = "error"
-)
-
-// IndexedKey is the answer of a blocking read: the key, and the index to
-// pass as ?index= to wait for its next change.
-type IndexedKey struct {
-	KeyInfo
-	WatchIndex uint64 `json:"watch_index"`
-}
-
-// ReadIndexResponse is the answer of GET /v1/watch/index.
-type ReadIndexResponse struct {
-	Index uint64 `json:"index"`
-}
 
 // watchNode is what watches need of a node beyond Node.
 type watchNode interface {
@@ -102,8 +38,8 @@ func (s *Server) watchNode() (watchNode, error) {
 	return wn, nil
 }
 
-func eventOf(ev fsm.Event) WatchEvent {
-	we := WatchEvent{Type: string(ev.Type), Index: ev.Index, Key: ev.Key, Holder: ev.Holder, Token: ev.Token, State: ev.State.String(),
+func watchEventOf(ev fsm.Event) client.WatchEvent {
+	we := client.WatchEvent{Type: string(ev.Type), Index: ev.Index, Key: ev.Key, Holder: ev.Holder, Token: ev.Token, State: ev.State.String(),
 		TTL: ev.TTL.String(), PrevHolder: ev.PrevHolder, PrevToken: ev.PrevToken, Ended: string(ev.Ended), Value: ev.Value}
 	if ev.LockDelay > 0 {
 		we.LockDelay = ev.LockDelay.String()
@@ -111,8 +47,8 @@ func eventOf(ev fsm.Event) WatchEvent {
 	return we
 }
 
-func stateOf(k fsm.KeyState, index uint64) WatchEvent {
-	return WatchEvent{Type: WatchState, Index: index, Key: k.Key, Holder: k.Holder, Token: k.Token, State: k.State.String(), TTL: k.TTL.String(), Value: k.Value}
+func watchStateOf(k fsm.KeyState, index uint64) client.WatchEvent {
+	return client.WatchEvent{Type: client.WatchState, Index: index, Key: k.Key, Holder: k.Holder, Token: k.Token, State: k.State.String(), TTL: k.TTL.String(), Value: k.Value}
 }
 
 // parseIndex reads a log index given as decimal text; "" is 0.
@@ -146,7 +82,7 @@ func (s *Server) keyRead(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if index > 0 {
-		w.Header().Set(IndexHeader, strconv.FormatUint(index, 10))
+		w.Header().Set(client.IndexHeader, strconv.FormatUint(index, 10))
 	}
 	if err != nil {
 		writeErr(w, err)
@@ -159,17 +95,17 @@ func (s *Server) keyRead(w http.ResponseWriter, r *http.Request) {
 // then reads it linearizably. The index it answers is taken before the
 // read, so the state is at least as new as it: a later wait from it never
 // misses a change, at worst it returns at once.
-func (s *Server) blockingKey(r *http.Request) (*IndexedKey, uint64, error) {
+func (s *Server) blockingKey(r *http.Request) (*client.IndexedKey, uint64, error) {
 	name := r.PathValue("key")
 	q := r.URL.Query()
-	if err := checkName("key", name, MaxKeyLen, true); err != nil {
+	if err := checkName("key", name, client.MaxKeyLen, true); err != nil {
 		return nil, 0, err
 	}
 	index, err := parseIndex("index", q.Get("index"))
 	if err != nil {
 		return nil, 0, err
 	}
-	wait, err := parseDuration("wait", q.Get("wait"), DefaultBlockWait, 0, MaxWait)
+	wait, err := parseDuration("wait", q.Get("wait"), client.DefaultBlockWait, 0, client.MaxWait)
 	if err != nil {
 		return nil, 0, err
 	}
@@ -198,7 +134,7 @@ func (s *Server) blockingKey(r *http.Request) (*IndexedKey, uint64, error) {
 	if !ok {
 		return nil, last, fsm.ErrUnknownKey
 	}
-	return &IndexedKey{KeyInfo: keyInfoOf(k), WatchIndex: last}, last, nil
+	return &client.IndexedKey{KeyInfo: keyInfoOf(k), WatchIndex: last}, last, nil
 }
 
 // readIndexHandler serves GET /v1/watch/index on the leader.
@@ -211,7 +147,7 @@ func (s *Server) readIndexHandler(ctx context.Context, _ []byte, _ *http.Request
 	if err != nil {
 		return nil, err
 	}
-	return ReadIndexResponse{Index: idx}, nil
+	return client.ReadIndexResponse{Index: idx}, nil
 }
 
 // readIndex returns the index a linearizable read would be served at, from
@@ -258,7 +194,7 @@ func (s *Server) leaderReadIndex(ctx context.Context, r *http.Request) (uint64, 
 	if resp.StatusCode != http.StatusOK {
 		return 0, fmt.Errorf("%w: leader %s answered %d to a read index", ErrUnavailable, lid, resp.StatusCode)
 	}
-	var out ReadIndexResponse
+	var out client.ReadIndexResponse
 	if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
 		return 0, fmt.Errorf("%w: leader %s: %v", ErrUnavailable, lid, err)
 	}
@@ -278,7 +214,7 @@ func parseWatch(r *http.Request) (watchRequest, error) {
 	q := r.URL.Query()
 	var wr watchRequest
 	prefix, key := q.Get("prefix"), q.Get("key")
-	if err := firstOf(checkName("prefix", prefix, MaxPrefixLen, false), checkName("key", key, MaxKeyLen, false)); err != nil {
+	if err := firstOf(checkName("prefix", prefix, client.MaxPrefixLen, false), checkName("key", key, client.MaxKeyLen, false)); err != nil {
 		return wr, err
 	}
 	if prefix != "" && key != "" {
@@ -297,7 +233,7 @@ func parseWatch(r *http.Request) (watchRequest, error) {
 	if wr.from, err = parseIndex("from", strings.TrimSpace(from)); err != nil {
 		return wr, err
 	}
-	wr.progress, err = parseDuration("progress", q.Get("progress"), DefaultProgress, MinProgress, MaxProgress)
+	wr.progress, err = parseDuration("progress", q.Get("progress"), client.DefaultProgress, client.MinProgress, client.MaxProgress)
 	return wr, err
 }
 
@@ -337,7 +273,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusOK)
 	sw := &sseWriter{cache: &s.frames, w: w, rc: http.NewResponseController(w)}
 	for _, k := range state {
-		sw.event("", WatchState, stateOf(k, wr.from))
+		sw.event("", client.WatchState, watchStateOf(k, wr.from))
 	}
 	if !s.sendPoll(sw, sub) {
 		return
@@ -399,7 +335,7 @@ func (s *Server) sendPoll(sw *sseWriter, sub *fsm.Sub) bool {
 		return false
 	}
 	sw.events(b)
-	sw.event(strconv.FormatUint(b.Through, 10), WatchSync, WatchEvent{Type: WatchSync, Index: b.Through})
+	sw.event(strconv.FormatUint(b.Through, 10), client.WatchSync, client.WatchEvent{Type: client.WatchSync, Index: b.Through})
 	return sw.flush()
 }
 
@@ -411,7 +347,7 @@ type sseWriter struct {
 	err   error
 }
 
-func (sw *sseWriter) event(id, name string, v WatchEvent) {
+func (sw *sseWriter) event(id, name string, v client.WatchEvent) {
 	if sw.err != nil {
 		return
 	}
@@ -467,7 +403,7 @@ func (c *frameCache) frame(ev fsm.Event) []byte {
 	if ok {
 		return b
 	}
-	data, _ := json.Marshal(eventOf(ev)) // a WatchEvent always encodes
+	data, _ := json.Marshal(watchEventOf(ev)) // a WatchEvent always encodes
 	b = make([]byte, 0, len(data)+64)
 	b = append(b, "id: "+strconv.FormatUint(ev.Index, 10)+"\nevent: "+string(ev.Type)+"\ndata: "...)
 	b = append(b, data...)
@@ -508,6 +444,6 @@ func (sw *sseWriter) reset(err error) {
 	case errors.Is(err, fsm.ErrReset):
 		reason = "restored"
 	}
-	sw.event("", WatchReset, WatchEvent{Type: WatchReset, Reason: reason})
+	sw.event("", client.WatchReset, client.WatchEvent{Type: client.WatchReset, Reason: reason})
 	sw.flush()
 }

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenced/fenced/client"
+
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fenced/fenced/cluster"
@@ -95,7 +97,7 @@ type arrival struct {
 func benchFanout(b *testing.B, watchers, keys int, every time.Duration, raw bool) {
 	url, node := benchNode(b)
 	// Many streams: give the client enough connections.
-	c := NewClient([]string{url}, WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: watchers + 16, MaxConnsPerHost: 0}}))
+	c := client.New([]string{url}, client.WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: watchers + 16, MaxConnsPerHost: 0}}))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	key := func(i int) string { return fmt.Sprintf("bench/%04d", i%keys) }
@@ -112,7 +114,7 @@ func benchFanout(b *testing.B, watchers, keys int, every time.Duration, raw bool
 			})
 			continue
 		}
-		go noteArrivals(c.Watch(ctx, WatchOptions{Key: key(w)}), &started, func(index uint64, at time.Time) {
+		go noteArrivals(c.Watch(ctx, client.WatchOptions{Key: key(w)}), &started, func(index uint64, at time.Time) {
 			mu.Lock()
 			arrivals[w] = append(arrivals[w], arrival{index, at})
 			mu.Unlock()
@@ -204,7 +206,7 @@ func benchFanout(b *testing.B, watchers, keys int, every time.Duration, raw bool
 // binary. Latency compares wall clocks of the two processes on one machine.
 func benchFanoutProcess(b *testing.B, watchers int, every time.Duration) {
 	url, node := benchNode(b)
-	c := NewClient([]string{url})
+	c := client.New([]string{url})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const key = "bench/0000"
@@ -301,7 +303,7 @@ func TestWatchFanoutWatchers(t *testing.T) {
 	watchers, _ := strconv.Atoi(os.Getenv("FENCED_FANOUT_WATCHERS"))
 	want, _ := strconv.Atoi(os.Getenv("FENCED_FANOUT_WANT"))
 	key := os.Getenv("FENCED_FANOUT_KEY")
-	c := NewClient([]string{url}, WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: watchers + 16}}))
+	c := client.New([]string{url}, client.WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: watchers + 16}}))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var mu sync.Mutex
@@ -310,7 +312,7 @@ func TestWatchFanoutWatchers(t *testing.T) {
 	got := make(chan struct{}, watchers)
 	for w := 0; w < watchers; w++ {
 		started.Add(1)
-		go noteArrivals(c.Watch(ctx, WatchOptions{Key: key}), &started, func(index uint64, at time.Time) {
+		go noteArrivals(c.Watch(ctx, client.WatchOptions{Key: key}), &started, func(index uint64, at time.Time) {
 			mu.Lock()
 			arrivals[w] = append(arrivals[w], arrival{index, at})
 			mu.Unlock()
@@ -346,14 +348,14 @@ wait:
 
 // grantAndRelease commits a grant of key and its release, each at the next
 // tick, so that each event's delivery is timed alone, not behind a backlog.
-func grantAndRelease(b *testing.B, ctx context.Context, c *Client, tick *time.Ticker, key string) {
+func grantAndRelease(b *testing.B, ctx context.Context, c *client.Client, tick *time.Ticker, key string) {
 	<-tick.C
-	g, err := c.Acquire(ctx, AcquireRequest{Key: key, Holder: "h", TTL: "1m"})
+	g, err := c.Acquire(ctx, client.AcquireRequest{Key: key, Holder: "h", TTL: "1m"})
 	if err != nil {
 		b.Fatal(err)
 	}
 	<-tick.C
-	if _, err := c.Release(ctx, ReleaseRequest{Key: key, Holder: "h", Token: g.Token}); err != nil {
+	if _, err := c.Release(ctx, client.ReleaseRequest{Key: key, Holder: "h", Token: g.Token}); err != nil {
 		b.Fatal(err)
 	}
 }
@@ -361,10 +363,10 @@ func grantAndRelease(b *testing.B, ctx context.Context, c *Client, tick *time.Ti
 // noteArrivals reads a Go client's watch stream: its first sync says the
 // watcher started, and each grant or release after it is noted with the
 // time it arrived.
-func noteArrivals(ch <-chan WatchEvent, started *sync.WaitGroup, note func(uint64, time.Time)) {
+func noteArrivals(ch <-chan client.WatchEvent, started *sync.WaitGroup, note func(uint64, time.Time)) {
 	first := true
 	for ev := range ch {
-		if first && ev.Type == WatchSync {
+		if first && ev.Type == client.WatchSync {
 			first = false
 			started.Done()
 			continue

@@ -48,20 +48,6 @@ const (
 	restoreHeadroom = 1024
 )
 
-// BackupMeta describes a backup.
-type BackupMeta struct {
-	ClusterID string    `json:"cluster_id"`
-	NodeID    string    `json:"node_id"`
-	Term      uint64    `json:"term"`
-	Index     uint64    `json:"index"`
-	Keys      int       `json:"keys"`
-	Floor     uint64    `json:"epoch_floor"`
-	MaxEpoch  uint64    `json:"max_epoch"`
-	Epoch     uint64    `json:"epoch"` // term + floor at backup time: the epoch of any grant made then
-	CreatedAt time.Time `json:"created_at"`
-	SHA256    string    `json:"sha256,omitempty"`
-}
-
 // Backup takes a consistent copy of the state, linearizably: every grant
 // acknowledged before the call is in it.
 func (n *Node) Backup(ctx context.Context) ([]byte, BackupMeta, error) {
@@ -204,17 +190,6 @@ type RestoreOptions struct {
 	// Margin is added to the backup's epoch when restoring into another
 	// cluster without AboveEpoch; DefaultRestoreMargin when zero.
 	Margin uint64
-}
-
-// RestoreResult says what a restore did.
-type RestoreResult struct {
-	Meta        BackupMeta `json:"backup"`
-	SameCluster bool       `json:"same_cluster"`
-	OldFloor    uint64     `json:"old_epoch_floor"`
-	NewFloor    uint64     `json:"new_epoch_floor"`
-	// Attested is the epoch every new token's epoch now exceeds.
-	Attested uint64 `json:"attested_epoch"`
-	Expired  int    `json:"grants_expired"`
 }
 
 // Restore replaces the cluster's state with a backup's. Every new token is

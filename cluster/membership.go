@@ -11,40 +11,6 @@ import (
 	"github.com/fenced/fenced/fsm"
 )
 
-// Member is one server of the Raft configuration.
-type Member struct {
-	ID       string `json:"id"`
-	RaftAddr string `json:"raft_addr"`
-	HTTPAddr string `json:"http_addr,omitempty"`
-	Voter    bool   `json:"voter"`
-	Leader   bool   `json:"leader"`
-}
-
-// Status is this node's view of the cluster.
-type Status struct {
-	ID           string   `json:"id"`
-	ClusterID    string   `json:"cluster_id,omitempty"`
-	State        string   `json:"state"`
-	Ready        bool     `json:"ready"`
-	LeaderID     string   `json:"leader_id,omitempty"`
-	LeaderHTTP   string   `json:"leader_http,omitempty"`
-	Term         uint64   `json:"term"`
-	CommitIndex  uint64   `json:"commit_index"`
-	AppliedIndex uint64   `json:"applied_index"`
-	LastIndex    uint64   `json:"last_index"`
-	EpochFloor   uint64   `json:"epoch_floor"`
-	Keys         int      `json:"keys"`
-	Waiters      int      `json:"waiters"`
-	Members      []Member `json:"members"`
-	// QuorumContactMS, on a leader, is how long ago it sent the latest
-	// heartbeat a quorum accepted; renewals rest on it while it is under
-	// 250 ms (renewal.go). Absent elsewhere.
-	QuorumContactMS *float64 `json:"quorum_contact_ms,omitempty"`
-	// Credentials describes the credentials (certificates, tokens) this
-	// node uses; absent when it has none.
-	Credentials *CredentialStatus `json:"credentials,omitempty"`
-}
-
 // Status returns this node's view; it is local, not linearizable.
 func (n *Node) Status() Status {
 	r := n.r()

@@ -25,7 +25,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/internal/proccluster"
 	"github.com/fenced/fenced/internal/testutil"
 	"github.com/fenced/fenced/jepsen-like/backend"
@@ -245,22 +245,22 @@ func (p *project) endpoints(svcs []string) []string {
 	return out
 }
 
-func (p *project) client(svcs ...string) *api.Client {
+func (p *project) client(svcs ...string) *client.Client {
 	if len(svcs) == 0 {
 		svcs = p.services
 	}
-	return api.NewClient(p.endpoints(svcs))
+	return client.New(p.endpoints(svcs))
 }
 
-func (p *project) status(ctx context.Context, svc string) (*api.Status, error) {
+func (p *project) status(ctx context.Context, svc string) (*client.Status, error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	return api.NewClient(nil).NodeStatus(ctx, "http://"+p.http[svc])
+	return client.New(nil).NodeStatus(ctx, "http://"+p.http[svc])
 }
 
 // statuses asks every service in svcs for its status.
-func (p *project) statuses(ctx context.Context, svcs []string) (map[string]*api.Status, error) {
-	views := map[string]*api.Status{}
+func (p *project) statuses(ctx context.Context, svcs []string) (map[string]*client.Status, error) {
+	views := map[string]*client.Status{}
 	for _, s := range svcs {
 		st, err := p.status(ctx, s)
 		if err != nil {
@@ -274,9 +274,9 @@ func (p *project) statuses(ctx context.Context, svcs []string) (map[string]*api.
 // waitAgreed waits until every given service answers, the leader they all
 // name is among them and reports itself ready in a term above minTerm, and
 // every member's HTTP address is known. It returns the leader's status.
-func (p *project) waitAgreed(ctx context.Context, svcs []string, minTerm uint64, timeout time.Duration) *api.Status {
+func (p *project) waitAgreed(ctx context.Context, svcs []string, minTerm uint64, timeout time.Duration) *client.Status {
 	p.t.Helper()
-	var leader *api.Status
+	var leader *client.Status
 	testutil.Eventually(p.t, timeout, func() error {
 		views, err := p.statuses(ctx, svcs)
 		if err != nil {
@@ -335,14 +335,14 @@ func TestComposeKillLeader(t *testing.T) {
 	t.Logf("cluster ready %v after up; leader %s, term %d", time.Since(p.started).Round(10*time.Millisecond), lead.ID, lead.Term)
 
 	cl := p.client()
-	g1, err := cl.Acquire(ctx, api.AcquireRequest{Key: "deploy", Holder: "a", TTL: "30s"})
+	g1, err := cl.Acquire(ctx, client.AcquireRequest{Key: "deploy", Holder: "a", TTL: "30s"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cl.Release(ctx, api.ReleaseRequest{Key: "deploy", Holder: "a", Token: g1.Token}); err != nil {
+	if _, err := cl.Release(ctx, client.ReleaseRequest{Key: "deploy", Holder: "a", Token: g1.Token}); err != nil {
 		t.Fatal(err)
 	}
-	held, err := cl.Acquire(ctx, api.AcquireRequest{Key: "held", Holder: "a", TTL: "2m"})
+	held, err := cl.Acquire(ctx, client.AcquireRequest{Key: "held", Holder: "a", TTL: "2m"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -363,7 +363,7 @@ func TestComposeKillLeader(t *testing.T) {
 	}
 
 	sc := p.client(survivors...)
-	g2, err := sc.Acquire(ctx, api.AcquireRequest{Key: "deploy", Holder: "b", TTL: "30s"})
+	g2, err := sc.Acquire(ctx, client.AcquireRequest{Key: "deploy", Holder: "b", TTL: "30s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,14 +423,14 @@ func TestComposeRestartKeepsData(t *testing.T) {
 	t.Logf("all containers healthy %v after up", time.Since(p.started).Round(10*time.Millisecond))
 
 	cl := p.client()
-	g1, err := cl.Acquire(ctx, api.AcquireRequest{Key: "orders", Holder: "a", TTL: "30s"})
+	g1, err := cl.Acquire(ctx, client.AcquireRequest{Key: "orders", Holder: "a", TTL: "30s"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cl.Release(ctx, api.ReleaseRequest{Key: "orders", Holder: "a", Token: g1.Token}); err != nil {
+	if _, err := cl.Release(ctx, client.ReleaseRequest{Key: "orders", Holder: "a", Token: g1.Token}); err != nil {
 		t.Fatal(err)
 	}
-	held, err := cl.Acquire(ctx, api.AcquireRequest{Key: "held", Holder: "a", TTL: "5m"})
+	held, err := cl.Acquire(ctx, client.AcquireRequest{Key: "held", Holder: "a", TTL: "5m"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -441,14 +441,14 @@ func TestComposeRestartKeepsData(t *testing.T) {
 	t.Logf("cluster ready %v after docker-compose restart; leader %s, term %d", time.Since(restarted).Round(10*time.Millisecond), after.ID, after.Term)
 
 	cl = p.client()
-	g2, err := cl.Acquire(ctx, api.AcquireRequest{Key: "orders", Holder: "b", TTL: "30s"})
+	g2, err := cl.Acquire(ctx, client.AcquireRequest{Key: "orders", Holder: "b", TTL: "30s"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if g2.Token <= g1.Token || g2.Epoch <= g1.Epoch {
 		t.Fatalf("grant after restarting every node: %s (epoch %d); before: %s (epoch %d)", g2.Token, g2.Epoch, g1.Token, g1.Epoch)
 	}
-	if _, err := cl.Acquire(ctx, api.AcquireRequest{Key: "held", Holder: "c", TTL: "30s"}); !errors.Is(err, api.ErrHeld) {
+	if _, err := cl.Acquire(ctx, client.AcquireRequest{Key: "held", Holder: "c", TTL: "30s"}); !errors.Is(err, client.ErrHeld) {
 		t.Fatalf("acquire of a key held across the restart: %v, want held", err)
 	}
 	if v, err := cl.Verify(ctx, "held", held.Token.String(), "a"); err != nil || !v.Allow {
@@ -474,7 +474,7 @@ func TestCompose5Nodes(t *testing.T) {
 	if voters != 5 || len(lead.Members) != 5 {
 		t.Fatalf("members: %+v, want 5 voters", lead.Members)
 	}
-	g, err := p.client("fenced5").Acquire(ctx, api.AcquireRequest{Key: "five", Holder: "a", TTL: "30s"})
+	g, err := p.client("fenced5").Acquire(ctx, client.AcquireRequest{Key: "five", Holder: "a", TTL: "30s"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/internal/testutil"
 )
 
@@ -55,11 +55,11 @@ func newDNSProject(t *testing.T) *project {
 // waitMembers waits until every service in svcs answers, all name the same
 // ready leader among them in the same term, and the leader's configuration
 // is exactly svcs, each with its HTTP address. It returns the leader's view.
-func (p *project) waitMembers(ctx context.Context, svcs []string, timeout time.Duration) *api.Status {
+func (p *project) waitMembers(ctx context.Context, svcs []string, timeout time.Duration) *client.Status {
 	p.t.Helper()
 	want := slices.Clone(svcs)
 	sort.Strings(want)
-	var leader *api.Status
+	var leader *client.Status
 	testutil.Eventually(p.t, timeout, func() error {
 		views, err := p.statuses(ctx, svcs)
 		if err != nil {
@@ -282,16 +282,16 @@ func (p *project) waitMembersOf(ctx context.Context, svcs, members []string, tim
 
 // acquireRelease takes and gives back the key "dns", checks that its token
 // is above after, and returns it.
-func acquireRelease(ctx context.Context, t *testing.T, cl *api.Client, after uint64) uint64 {
+func acquireRelease(ctx context.Context, t *testing.T, cl *client.Client, after uint64) uint64 {
 	t.Helper()
-	g, err := cl.Acquire(ctx, api.AcquireRequest{Key: "dns", Holder: "h", TTL: "30s"})
+	g, err := cl.Acquire(ctx, client.AcquireRequest{Key: "dns", Holder: "h", TTL: "30s"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	if uint64(g.Token) <= after {
 		t.Fatalf("token %d is not above %d", uint64(g.Token), after)
 	}
-	if _, err := cl.Release(ctx, api.ReleaseRequest{Key: "dns", Holder: "h", Token: g.Token}); err != nil {
+	if _, err := cl.Release(ctx, client.ReleaseRequest{Key: "dns", Holder: "h", Token: g.Token}); err != nil {
 		t.Fatal(err)
 	}
 	return uint64(g.Token)

@@ -14,7 +14,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/internal/testutil"
 	"github.com/fenced/fenced/jepsen-like/backend"
 	"github.com/fenced/fenced/jepsen-like/nemesis"
@@ -113,7 +113,7 @@ func TestDockerBackend(t *testing.T) {
 			rest = append(rest, id)
 		}
 	}
-	cl := api.NewClient(nil)
+	cl := client.New(nil)
 	if err := b.CanPartition(); err != nil {
 		t.Logf("partitions not checked: %v", err)
 	} else {

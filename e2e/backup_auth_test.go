@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/cluster"
 	"github.com/fenced/fenced/internal/testutil"
 )
@@ -31,8 +31,8 @@ func TestBackupAuthRequired(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	eps := c.Endpoints()
-	cl := api.NewClient(eps)
-	if _, err := cl.Acquire(ctx, api.AcquireRequest{Key: "auth/k", Holder: "h", TTL: "1m"}); err != nil {
+	cl := client.New(eps)
+	if _, err := cl.Acquire(ctx, client.AcquireRequest{Key: "auth/k", Holder: "h", TTL: "1m"}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -85,9 +85,9 @@ func TestBackupAuthRequired(t *testing.T) {
 	}
 	// A restore is sent to one node and not retried: wait until the first
 	// endpoint can forward a write to the leader.
-	first := api.NewClient(eps[:1])
+	first := client.New(eps[:1])
 	testutil.Eventually(t, 30*time.Second, func() error {
-		_, err := first.Acquire(ctx, api.AcquireRequest{Key: "auth/probe", Holder: "probe", TTL: "1s"})
+		_, err := first.Acquire(ctx, client.AcquireRequest{Key: "auth/probe", Holder: "probe", TTL: "1s"})
 		return err
 	})
 	if code, stdout, stderr := fencectl(t, eps, "snapshot", "restore", file, "--yes", "--backup-key-file", keyFile); code != 0 {

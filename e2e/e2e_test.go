@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/internal/proccluster"
 )
 
@@ -37,21 +37,21 @@ func TestKillLeader(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl := c.Client()
-	g1, err := cl.Acquire(ctx, api.AcquireRequest{Key: "deploy", Holder: "a", TTL: "30s"})
+	g1, err := cl.Acquire(ctx, client.AcquireRequest{Key: "deploy", Holder: "a", TTL: "30s"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := cl.Release(ctx, api.ReleaseRequest{Key: "deploy", Holder: "a", Token: g1.Token}); err != nil {
+	if _, err := cl.Release(ctx, client.ReleaseRequest{Key: "deploy", Holder: "a", Token: g1.Token}); err != nil {
 		t.Fatal(err)
 	}
-	held, err := cl.Acquire(ctx, api.AcquireRequest{Key: "held", Holder: "a", TTL: "1m"})
+	held, err := cl.Acquire(ctx, client.AcquireRequest{Key: "held", Holder: "a", TTL: "1m"})
 	if err != nil {
 		t.Fatal(err)
 	}
 
 	c.Kill(lead)
-	sc := api.NewClient(survivors(c, lead))
-	g2, err := sc.Acquire(ctx, api.AcquireRequest{Key: "deploy", Holder: "b", TTL: "30s"})
+	sc := client.New(survivors(c, lead))
+	g2, err := sc.Acquire(ctx, client.AcquireRequest{Key: "deploy", Holder: "b", TTL: "30s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +59,7 @@ func TestKillLeader(t *testing.T) {
 		t.Fatalf("grant after kill -9 of the leader: %s (epoch %d), before %s (epoch %d)", g2.Token, g2.Epoch, g1.Token, g1.Epoch)
 	}
 	for _, ep := range survivors(c, lead) {
-		one := api.NewClient([]string{ep})
+		one := client.New([]string{ep})
 		if v, err := one.Verify(ctx, "deploy", g1.Token.String(), ""); err != nil || v.Allow || v.Reason != "superseded" {
 			t.Fatalf("verify of the superseded token via %s: %+v %v", ep, v, err)
 		}
@@ -76,7 +76,7 @@ func TestKillLeader(t *testing.T) {
 	if err := c.StartNode(lead); err != nil {
 		t.Fatal(err)
 	}
-	one := api.NewClient([]string{lead.HTTPAddr})
+	one := client.New([]string{lead.HTTPAddr})
 	if v, err := one.Verify(ctx, "deploy", g2.Token.String(), "b"); err != nil || !v.Allow {
 		t.Fatalf("verify via the restarted node: %+v %v", v, err)
 	}
@@ -95,7 +95,7 @@ func TestPausedLeaderNeverAnswersFromStaleState(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl := c.Client()
-	ga, err := cl.Acquire(ctx, api.AcquireRequest{Key: "row", Holder: "a", TTL: "1m"})
+	ga, err := cl.Acquire(ctx, client.AcquireRequest{Key: "row", Holder: "a", TTL: "1m"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -106,11 +106,11 @@ func TestPausedLeaderNeverAnswersFromStaleState(t *testing.T) {
 
 	// Requests queue up in the frozen leader's socket.
 	type result struct {
-		verify api.VerifyResponse
-		grant  *api.Grant
+		verify client.VerifyResponse
+		grant  *client.Grant
 		err    error
 	}
-	stale := api.NewClient([]string{lead.HTTPAddr})
+	stale := client.New([]string{lead.HTTPAddr})
 	results := make(chan result, 8)
 	var wg sync.WaitGroup
 	for i := 0; i < 4; i++ {
@@ -122,17 +122,17 @@ func TestPausedLeaderNeverAnswersFromStaleState(t *testing.T) {
 		}()
 		go func() {
 			defer wg.Done()
-			g, err := stale.Acquire(ctx, api.AcquireRequest{Key: "row", Holder: "a", TTL: "1m"})
+			g, err := stale.Acquire(ctx, client.AcquireRequest{Key: "row", Holder: "a", TTL: "1m"})
 			results <- result{grant: g, err: err}
 		}()
 	}
 
 	// The others elect a leader; a releases through it and b acquires.
-	sc := api.NewClient(survivors(c, lead))
-	if _, err := sc.Release(ctx, api.ReleaseRequest{Key: "row", Holder: "a", Token: ga.Token}); err != nil {
+	sc := client.New(survivors(c, lead))
+	if _, err := sc.Release(ctx, client.ReleaseRequest{Key: "row", Holder: "a", Token: ga.Token}); err != nil {
 		t.Fatal(err)
 	}
-	gb, err := sc.Acquire(ctx, api.AcquireRequest{Key: "row", Holder: "b", TTL: "30s"})
+	gb, err := sc.Acquire(ctx, client.AcquireRequest{Key: "row", Holder: "b", TTL: "30s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +154,7 @@ func TestPausedLeaderNeverAnswersFromStaleState(t *testing.T) {
 		if r.grant != nil {
 			t.Errorf("the woken leader granted a the key b holds: %+v", r.grant)
 		}
-		if r.grant == nil && r.verify.Reason == "" && r.err != nil && !errors.Is(r.err, api.ErrHeld) {
+		if r.grant == nil && r.verify.Reason == "" && r.err != nil && !errors.Is(r.err, client.ErrHeld) {
 			t.Logf("stale acquire failed safely: %v", r.err)
 		}
 	}

@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/internal/proccluster"
 	"github.com/fenced/fenced/internal/testutil"
 )
@@ -73,7 +73,7 @@ func TestGrayFrozenFollowerListedFirst(t *testing.T) {
 		return stdout
 	}
 	run("status")
-	var g api.Grant
+	var g client.Grant
 	if err := json.Unmarshal([]byte(run("acquire", "pz", "--holder", "q", "--ttl", "1m", "-o", "json")), &g); err != nil {
 		t.Fatal(err)
 	}
@@ -93,7 +93,7 @@ func TestGrayFrozenFollowerListedFirst(t *testing.T) {
 		t.Fatal(err)
 	}
 	resumed = true
-	one := api.NewClient([]string{frozen.HTTPAddr})
+	one := client.New([]string{frozen.HTTPAddr})
 	testutil.Eventually(t, 20*time.Second, func() error {
 		_, err := one.Key(ctx, "pz")
 		return err
@@ -147,7 +147,7 @@ func TestGrayFrozenLeaderKeepsLock(t *testing.T) {
 	}
 	done := make(chan error, 1)
 	go func() { done <- cmd.Wait() }()
-	cl := api.NewClient(eps)
+	cl := client.New(eps)
 	testutil.Eventually(t, 20*time.Second, func() error {
 		ki, err := cl.Key(ctx, "gl")
 		if err != nil {
@@ -200,15 +200,15 @@ type probe struct {
 func startProbe(ctx context.Context, eps []string) *probe {
 	ctx, cancel := context.WithCancel(ctx)
 	p := &probe{cancel: cancel, last: time.Now()}
-	cl := api.NewClient(eps)
+	cl := client.New(eps)
 	p.wg.Add(1)
 	go func() {
 		defer p.wg.Done()
 		for i := 0; ctx.Err() == nil; i++ {
 			rctx, rcancel := context.WithTimeout(ctx, 10*time.Second)
-			g, err := cl.Acquire(rctx, api.AcquireRequest{Key: "probe", Holder: "probe", TTL: "5s"})
+			g, err := cl.Acquire(rctx, client.AcquireRequest{Key: "probe", Holder: "probe", TTL: "5s"})
 			if err == nil {
-				_, err = cl.Release(rctx, api.ReleaseRequest{Key: "probe", Holder: "probe", Token: g.Token})
+				_, err = cl.Release(rctx, client.ReleaseRequest{Key: "probe", Holder: "probe", Token: g.Token})
 			}
 			rcancel()
 			if err != nil {

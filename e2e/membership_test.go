@@ -13,7 +13,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/internal/proccluster"
 	"github.com/fenced/fenced/internal/testutil"
 )
@@ -76,10 +76,10 @@ func TestRemovedNodeStaysRemoved(t *testing.T) {
 	// Adding it back is an operator's act, and then it serves again.
 	fencectlJSON(t, original, &removed, "members", "add", "n4", n4.RaftAddr, "--http", n4.HTTPAddr)
 	awaitVoters(t, original, "n1", "n2", "n3", "n4")
-	via4 := api.NewClient([]string{n4.HTTPAddr})
+	via4 := client.New([]string{n4.HTTPAddr})
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	if _, err := via4.Acquire(ctx, api.AcquireRequest{Key: "back", Holder: "h", TTL: "10s"}); err != nil {
+	if _, err := via4.Acquire(ctx, client.AcquireRequest{Key: "back", Holder: "h", TTL: "10s"}); err != nil {
 		t.Fatalf("acquire through n4 after it was added back: %v", err)
 	}
 }
@@ -122,13 +122,13 @@ func answersNotMember(t *testing.T, n *proccluster.Node) {
 		}
 		defer resp.Body.Close()
 		b, _ := io.ReadAll(resp.Body)
-		var e api.ErrorResponse
+		var e client.ErrorResponse
 		_ = json.Unmarshal(b, &e)
 		if resp.StatusCode != http.StatusServiceUnavailable || e.Code != "not_member" {
 			return fmt.Errorf("acquire on %s: %d %s", n.ID, resp.StatusCode, b)
 		}
-		if !errors.Is(&api.Error{Status: resp.StatusCode, ErrorResponse: e}, api.ErrNotMember) {
-			return fmt.Errorf("not_member does not unwrap to api.ErrNotMember")
+		if !errors.Is(&client.Error{Status: resp.StatusCode, ErrorResponse: e}, client.ErrNotMember) {
+			return fmt.Errorf("not_member does not unwrap to client.ErrNotMember")
 		}
 		return nil
 	})

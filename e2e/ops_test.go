@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/fence"
 	"github.com/fenced/fenced/internal/proccluster"
 	"github.com/fenced/fenced/internal/testutil"
@@ -80,10 +80,10 @@ func fencectlJSON(t *testing.T, endpoints []string, v any, args ...string) {
 type membersView struct {
 	Leader  string `json:"leader"`
 	Members []struct {
-		ID     string      `json:"id"`
-		Voter  bool        `json:"voter"`
-		Health string      `json:"health"`
-		Status *api.Status `json:"status"`
+		ID     string         `json:"id"`
+		Voter  bool           `json:"voter"`
+		Health string         `json:"health"`
+		Status *client.Status `json:"status"`
 	} `json:"members"`
 }
 
@@ -139,7 +139,7 @@ type ackedGrant struct {
 // workload runs acquire/release loops from a few goroutines and records
 // every acknowledged grant.
 type workload struct {
-	cl   *api.Client
+	cl   *client.Client
 	stop chan struct{}
 	wg   sync.WaitGroup
 
@@ -152,7 +152,7 @@ type workload struct {
 // startWorkload starts workers; worker w works on keyOf(w), with acquires
 // that wait up to wait for a held key (0: no wait; a held key is tried again
 // at the next tick).
-func startWorkload(t *testing.T, cl *api.Client, workers int, keyOf func(w int) string, wait time.Duration) *workload {
+func startWorkload(t *testing.T, cl *client.Client, workers int, keyOf func(w int) string, wait time.Duration) *workload {
 	t.Helper()
 	l := &workload{cl: cl, stop: make(chan struct{}), errs: map[string]int{}}
 	for w := 0; w < workers; w++ {
@@ -165,7 +165,7 @@ func startWorkload(t *testing.T, cl *api.Client, workers int, keyOf func(w int) 
 
 func (l *workload) worker(w int, key string, wait time.Duration) {
 	defer l.wg.Done()
-	holder := fmt.Sprintf("worker-%d-%s", w, api.NewRequestID()[:6])
+	holder := fmt.Sprintf("worker-%d-%s", w, client.NewRequestID()[:6])
 	var last fence.Token
 	// The tick paces the load, so that the nodes, not the clients, get
 	// the CPU of a small test machine.
@@ -177,7 +177,7 @@ func (l *workload) worker(w int, key string, wait time.Duration) {
 			return
 		case <-tick.C:
 		}
-		req := api.AcquireRequest{Key: key, Holder: holder, TTL: "3s", RequestID: api.NewRequestID()}
+		req := client.AcquireRequest{Key: key, Holder: holder, TTL: "3s", RequestID: client.NewRequestID()}
 		if wait > 0 {
 			req.Wait = wait.String()
 		}
@@ -201,7 +201,7 @@ func (l *workload) worker(w int, key string, wait time.Duration) {
 			l.mu.Unlock()
 		}
 		ctx, cancel = context.WithTimeout(context.Background(), 10*time.Second)
-		_, err = l.cl.Release(ctx, api.ReleaseRequest{Key: key, Holder: holder, Token: g.Token})
+		_, err = l.cl.Release(ctx, client.ReleaseRequest{Key: key, Holder: holder, Token: g.Token})
 		cancel()
 		if err != nil {
 			l.fail(err) // the lease ends by itself within its TTL
@@ -212,10 +212,10 @@ func (l *workload) worker(w int, key string, wait time.Duration) {
 func (l *workload) fail(err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if errors.Is(err, api.ErrUnknownOutcome) {
+	if errors.Is(err, client.ErrUnknownOutcome) {
 		l.unknown++
 	}
-	var ae *api.Error
+	var ae *client.Error
 	if errors.As(err, &ae) {
 		l.errs[ae.Code]++
 	} else {
@@ -309,7 +309,7 @@ func checkGrantOrder(t *testing.T, acked []ackedGrant) map[string]fence.Token {
 // checkNothingLost checks that each key's high-water mark in the cluster,
 // read linearizably, is at least every token acknowledged for it, and that a
 // new grant of each key is higher still.
-func checkNothingLost(t *testing.T, cl *api.Client, high map[string]fence.Token) {
+func checkNothingLost(t *testing.T, cl *client.Client, high map[string]fence.Token) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
@@ -321,7 +321,7 @@ func checkNothingLost(t *testing.T, cl *api.Client, high map[string]fence.Token)
 		if ki.Token < tok {
 			t.Errorf("key %s: high-water %s below the acknowledged token %s: an acknowledged grant was lost", key, ki.Token, tok)
 		}
-		g, err := cl.Acquire(ctx, api.AcquireRequest{Key: key, Holder: "final-check", TTL: "1s", Wait: "10s"})
+		g, err := cl.Acquire(ctx, client.AcquireRequest{Key: key, Holder: "final-check", TTL: "1s", Wait: "10s"})
 		if err != nil {
 			t.Fatalf("final acquire of %s: %v", key, err)
 		}
@@ -372,7 +372,7 @@ func TestMembershipChangesUnderLoad(t *testing.T) {
 			break
 		}
 	}
-	load := startWorkload(t, api.NewClient(original), 3, func(w int) string { return fmt.Sprintf("members/w%d", w) }, 0)
+	load := startWorkload(t, client.New(original), 3, func(w int) string { return fmt.Sprintf("members/w%d", w) }, 0)
 	load.awaitProgress(t, 10, 20*time.Second)
 
 	// A node started with --join naming a follower only: the follower
@@ -382,8 +382,8 @@ func TestMembershipChangesUnderLoad(t *testing.T) {
 		t.Fatal(err)
 	}
 	awaitVoters(t, original, "n1", "n2", "n3", "n4")
-	via4 := api.NewClient([]string{n4.HTTPAddr})
-	g, err := via4.Acquire(ctx, api.AcquireRequest{Key: "members/via-n4", Holder: "h4", TTL: "30s"})
+	via4 := client.New([]string{n4.HTTPAddr})
+	g, err := via4.Acquire(ctx, client.AcquireRequest{Key: "members/via-n4", Holder: "h4", TTL: "30s"})
 	if err != nil {
 		t.Fatalf("acquire through the joined node: %v", err)
 	}
@@ -477,7 +477,7 @@ func TestMembershipChangesUnderLoad(t *testing.T) {
 		t.Fatalf("members after leave-on-terminate: %+v", view)
 	}
 	for _, n := range rest {
-		st, err := api.NewClient(nil).NodeStatus(ctx, "http://"+n.HTTPAddr)
+		st, err := client.New(nil).NodeStatus(ctx, "http://"+n.HTTPAddr)
 		if err != nil || len(st.Members) != 2 {
 			t.Fatalf("%s's own view after %s left: %+v %v", n.ID, lead.ID, st, err)
 		}
@@ -487,7 +487,7 @@ func TestMembershipChangesUnderLoad(t *testing.T) {
 	load.halt()
 	acked := load.grants()
 	t.Logf("%d grants acknowledged; %d unknown outcomes; errors %v", len(acked), load.unknown, load.errorCounts())
-	checkNothingLost(t, api.NewClient(httpAddrs(rest...)), checkGrantOrder(t, acked))
+	checkNothingLost(t, client.New(httpAddrs(rest...)), checkGrantOrder(t, acked))
 }
 
 // TestBackupAndRestore saves a backup with fencectl, grants more after it,
@@ -499,16 +499,16 @@ func TestBackupAndRestore(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	eps := a.Endpoints()
-	cl := api.NewClient(eps)
+	cl := client.New(eps)
 	issued := map[string]fence.Token{} // the highest token issued per key
-	grant := func(cl *api.Client, key, holder string, release bool) fence.Token {
+	grant := func(cl *client.Client, key, holder string, release bool) fence.Token {
 		t.Helper()
-		g, err := cl.Acquire(ctx, api.AcquireRequest{Key: key, Holder: holder, TTL: "1m"})
+		g, err := cl.Acquire(ctx, client.AcquireRequest{Key: key, Holder: holder, TTL: "1m"})
 		if err != nil {
 			t.Fatalf("acquire %s: %v", key, err)
 		}
 		if release {
-			if _, err := cl.Release(ctx, api.ReleaseRequest{Key: key, Holder: holder, Token: g.Token}); err != nil {
+			if _, err := cl.Release(ctx, client.ReleaseRequest{Key: key, Holder: holder, Token: g.Token}); err != nil {
 				t.Fatalf("release %s: %v", key, err)
 			}
 		}
@@ -562,7 +562,7 @@ func TestBackupAndRestore(t *testing.T) {
 	}
 
 	// Without --yes and without a terminal, nothing is restored.
-	floor := func(cl *api.Client) uint64 {
+	floor := func(cl *client.Client) uint64 {
 		st, err := cl.Status(ctx)
 		if err != nil {
 			t.Fatal(err)
@@ -597,7 +597,7 @@ func TestBackupAndRestore(t *testing.T) {
 	if v, err := cl.Verify(ctx, "backup/held", heldBefore.String(), ""); err != nil || v.Allow || v.Reason != "expired" {
 		t.Fatalf("verify of the grant live in the backup: %+v %v", v, err)
 	}
-	checkAbove := func(cl *api.Client, where string) {
+	checkAbove := func(cl *client.Client, where string) {
 		t.Helper()
 		for key, high := range issued {
 			tok := grant(cl, key, "restored-"+where, true)
@@ -610,7 +610,7 @@ func TestBackupAndRestore(t *testing.T) {
 
 	// Into a brand-new cluster, with the default margin.
 	b := startOpsCluster(t, 3)
-	bcl := api.NewClient(b.Endpoints())
+	bcl := client.New(b.Endpoints())
 	fencectlJSON(t, b.Endpoints(), &res, "snapshot", "restore", file, "--yes")
 	if res.SameCluster || res.Expired != 1 || res.Attested < saved.Epoch+1<<20 {
 		t.Fatalf("restore into a new cluster: %+v", res)
@@ -809,13 +809,13 @@ func TestForcedReleaseAndLockDelay(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	eps := c.Endpoints()
-	cl := api.NewClient(eps)
+	cl := client.New(eps)
 
-	stuck, err := cl.Acquire(ctx, api.AcquireRequest{Key: "hygiene/stuck", Holder: "gone-worker", TTL: "1h"})
+	stuck, err := cl.Acquire(ctx, client.AcquireRequest{Key: "hygiene/stuck", Holder: "gone-worker", TTL: "1h"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rel api.ReleaseResponse
+	var rel client.ReleaseResponse
 	fencectlJSON(t, eps, &rel, "release", "--force", "hygiene/stuck")
 	if rel.State != "released" || rel.Token != stuck.Token {
 		t.Fatalf("forced release: %+v", rel)
@@ -838,7 +838,7 @@ func TestForcedReleaseAndLockDelay(t *testing.T) {
 
 	// A grant with a lock-delay expires; the key is kept from bob until
 	// the delay has passed, and a wait long enough rides it out.
-	var first api.Grant
+	var first client.Grant
 	fencectlJSON(t, eps, &first, "acquire", "hygiene/delayed", "--holder", "alice", "--ttl", "200ms", "--lock-delay", "2s")
 	testutil.Eventually(t, 10*time.Second, func() error {
 		ki, err := cl.Key(ctx, "hygiene/delayed")
@@ -852,7 +852,7 @@ func TestForcedReleaseAndLockDelay(t *testing.T) {
 	if code != 1 || stdout != "" || !strings.Contains(stderr, "lock-delay") || !strings.Contains(stderr, "retry after") {
 		t.Fatalf("acquire during the lock-delay: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
 	}
-	var second api.Grant
+	var second client.Grant
 	fencectlJSON(t, eps, &second, "acquire", "hygiene/delayed", "--holder", "bob", "--wait", "10s")
 	if second.Token <= first.Token || second.Holder != "bob" {
 		t.Fatalf("grant after the lock-delay: %+v, first %+v", second, first)
@@ -863,7 +863,7 @@ func TestForcedReleaseAndLockDelay(t *testing.T) {
 		t.Fatalf("bob got the key %v after the expiry, within the 2s lock-delay", waited)
 	}
 	// A release is not an expiry: no delay after it.
-	if _, err := cl.Release(ctx, api.ReleaseRequest{Key: "hygiene/delayed", Holder: "bob", Token: second.Token}); err != nil {
+	if _, err := cl.Release(ctx, client.ReleaseRequest{Key: "hygiene/delayed", Holder: "bob", Token: second.Token}); err != nil {
 		t.Fatal(err)
 	}
 	if code, _, stderr := fencectl(t, eps, "acquire", "hygiene/delayed", "--holder", "carol"); code != 0 {

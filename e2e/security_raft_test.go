@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/cluster"
 	"github.com/fenced/fenced/internal/proccluster"
 	"github.com/fenced/fenced/internal/testutil"
@@ -83,7 +83,7 @@ func TestRaftPortCutsStalledHandshakes(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := sc.Client().Acquire(ctx, api.AcquireRequest{Key: "after-flood", Holder: "ops", TTL: "10s"}); err != nil {
+	if _, err := sc.Client().Acquire(ctx, client.AcquireRequest{Key: "after-flood", Holder: "ops", TTL: "10s"}); err != nil {
 		t.Fatalf("the cluster stopped serving: %v", err)
 	}
 }

@@ -19,7 +19,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/internal/proccluster"
 	"github.com/fenced/fenced/internal/testutil"
 	"github.com/fenced/fenced/tlsutil"
@@ -75,7 +75,7 @@ func startSecureCluster(t *testing.T) *secureCluster {
 		Nodes: 3, Dir: dir, Secure: true,
 		ExtraArgs:     []string{"--auth-tokens", tokens},
 		NodeArgs:      func(id string) []string { return nodeTLSArgs(pki, id) },
-		ClientOptions: []api.ClientOption{api.WithTLS(admin)},
+		ClientOptions: []client.Option{client.WithTLS(admin)},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -134,7 +134,7 @@ func httpsClient(cfg *tls.Config) *http.Client {
 }
 
 // call sends one request and returns the status and the error body.
-func call(t *testing.T, hc *http.Client, method, url, body string, hdr ...string) (int, api.ErrorResponse, error) {
+func call(t *testing.T, hc *http.Client, method, url, body string, hdr ...string) (int, client.ErrorResponse, error) {
 	t.Helper()
 	var rd io.Reader
 	if body != "" {
@@ -149,11 +149,11 @@ func call(t *testing.T, hc *http.Client, method, url, body string, hdr ...string
 	}
 	resp, err := hc.Do(req)
 	if err != nil {
-		return 0, api.ErrorResponse{}, err
+		return 0, client.ErrorResponse{}, err
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
-	var er api.ErrorResponse
+	var er client.ErrorResponse
 	_ = json.Unmarshal(data, &er)
 	if er.Code == "" && resp.StatusCode/100 != 2 {
 		er.Message = string(data)
@@ -167,7 +167,7 @@ func (sc *secureCluster) state(t *testing.T) string {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
-	cl := api.NewClient(sc.members, api.WithTLS(tlsConfig(t, sc.pki.Admin)))
+	cl := client.New(sc.members, client.WithTLS(tlsConfig(t, sc.pki.Admin)))
 	keys, err := cl.Keys(ctx, "", 0)
 	if err != nil {
 		t.Fatalf("keys: %v", err)
@@ -200,8 +200,8 @@ func TestSecureRefusals(t *testing.T) {
 		}
 	}
 	// A grant of the admin's, so there is something to steal.
-	ops := api.NewClient(sc.Endpoints(), api.WithTLS(tlsConfig(t, tlsutil.Files{CA: sc.pki.CA})), api.WithBearerToken(adminToken))
-	g, err := ops.Acquire(ctx, api.AcquireRequest{Key: "orders-db", Holder: "ops/worker-1", TTL: "5m"})
+	ops := client.New(sc.Endpoints(), client.WithTLS(tlsConfig(t, tlsutil.Files{CA: sc.pki.CA})), client.WithBearerToken(adminToken))
+	g, err := ops.Acquire(ctx, client.AcquireRequest{Key: "orders-db", Holder: "ops/worker-1", TTL: "5m"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +241,7 @@ func TestSecureRefusals(t *testing.T) {
 		"client-token":  {"Authorization", "Bearer " + clientToken},
 		"unknown-token": {"Authorization", "Bearer tok-0000000000000000000"},
 	}
-	forged := api.ReleaseRequest{Key: "orders-db", Force: true}
+	forged := client.ReleaseRequest{Key: "orders-db", Force: true}
 	forcedBody, _ := json.Marshal(forged)
 	calls := []struct{ name, method, path, body string }{
 		{"acquire", "POST", "/v1/acquire", `{"key":"orders-db","holder":"mallory","ttl":"10s"}`},
@@ -299,16 +299,16 @@ func TestSecureRefusals(t *testing.T) {
 
 	// The same credentials with the right role succeed, through a follower
 	// too: the forwarded identity is the one the follower authenticated.
-	fc := api.NewClient([]string{fol.HTTPAddr}, api.WithTLS(tlsConfig(t, sc.pki.Client)))
-	g2, err := fc.Acquire(ctx, api.AcquireRequest{Key: "client-key", Holder: "client/job-7", TTL: "1m"})
+	fc := client.New([]string{fol.HTTPAddr}, client.WithTLS(tlsConfig(t, sc.pki.Client)))
+	g2, err := fc.Acquire(ctx, client.AcquireRequest{Key: "client-key", Holder: "client/job-7", TTL: "1m"})
 	if err != nil {
 		t.Fatalf("client certificate through a follower: %v", err)
 	}
 	if _, err := fc.Renew(ctx, "client-key", "client/job-7", g2.Token); err != nil {
 		t.Fatalf("renew own grant: %v", err)
 	}
-	ops2 := api.NewClient([]string{fol.HTTPAddr}, api.WithTLS(tlsConfig(t, tlsutil.Files{CA: sc.pki.CA})), api.WithBearerToken(adminToken))
-	if _, err := ops2.Release(ctx, api.ReleaseRequest{Key: "orders-db", Force: true}); err != nil {
+	ops2 := client.New([]string{fol.HTTPAddr}, client.WithTLS(tlsConfig(t, tlsutil.Files{CA: sc.pki.CA})), client.WithBearerToken(adminToken))
+	if _, err := ops2.Release(ctx, client.ReleaseRequest{Key: "orders-db", Force: true}); err != nil {
 		t.Fatalf("admin force-release through a follower: %v", err)
 	}
 	testutil.Eventually(t, 10*time.Second, func() error {
@@ -326,13 +326,13 @@ func TestSecureRefusals(t *testing.T) {
 func TestHolderBinding(t *testing.T) {
 	sc, _, ctx := startSecureLeader(t, time.Minute)
 	ca := tlsConfig(t, tlsutil.Files{CA: sc.pki.CA})
-	client := api.NewClient(sc.Endpoints(), api.WithTLS(tlsConfig(t, sc.pki.Client)))
-	bob := api.NewClient(sc.Endpoints(), api.WithTLS(ca), api.WithBearerToken(clientToken))
-	ga, err := client.Acquire(ctx, api.AcquireRequest{Key: "a", Holder: "client/a", TTL: "1m"})
+	cl := client.New(sc.Endpoints(), client.WithTLS(tlsConfig(t, sc.pki.Client)))
+	bob := client.New(sc.Endpoints(), client.WithTLS(ca), client.WithBearerToken(clientToken))
+	ga, err := cl.Acquire(ctx, client.AcquireRequest{Key: "a", Holder: "client/a", TTL: "1m"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	gb, err := bob.Acquire(ctx, api.AcquireRequest{Key: "b", Holder: "bob", TTL: "1m"})
+	gb, err := bob.Acquire(ctx, client.AcquireRequest{Key: "b", Holder: "bob", TTL: "1m"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,32 +343,32 @@ func TestHolderBinding(t *testing.T) {
 	}{
 		{"bob renews client's grant", func() error { _, err := bob.Renew(ctx, "a", "client/a", ga.Token); return err }},
 		{"bob releases client's grant", func() error {
-			_, err := bob.Release(ctx, api.ReleaseRequest{Key: "a", Holder: "client/a", Token: ga.Token})
+			_, err := bob.Release(ctx, client.ReleaseRequest{Key: "a", Holder: "client/a", Token: ga.Token})
 			return err
 		}},
 		{"bob keeps client's leases alive", func() error { _, err := bob.Keepalive(ctx, "client/a"); return err }},
 		{"bob acquires as client", func() error {
-			_, err := bob.Acquire(ctx, api.AcquireRequest{Key: "a", Holder: "client/a", TTL: "1m"})
+			_, err := bob.Acquire(ctx, client.AcquireRequest{Key: "a", Holder: "client/a", TTL: "1m"})
 			return err
 		}},
 		{"client releases bob's grant", func() error {
-			_, err := client.Release(ctx, api.ReleaseRequest{Key: "b", Holder: "bob", Token: gb.Token})
+			_, err := cl.Release(ctx, client.ReleaseRequest{Key: "b", Holder: "bob", Token: gb.Token})
 			return err
 		}},
 		{"client holder prefix is not a name prefix", func() error {
-			_, err := client.Acquire(ctx, api.AcquireRequest{Key: "c", Holder: "clientele", TTL: "1m"})
+			_, err := cl.Acquire(ctx, client.AcquireRequest{Key: "c", Holder: "clientele", TTL: "1m"})
 			return err
 		}},
 	}
 	for _, r := range refusals {
 		err := r.do()
-		var ae *api.Error
-		if !errors.As(err, &ae) || ae.Status != http.StatusForbidden || !errors.Is(err, api.ErrForbidden) {
+		var ae *client.Error
+		if !errors.As(err, &ae) || ae.Status != http.StatusForbidden || !errors.Is(err, client.ErrForbidden) {
 			t.Errorf("%s: %v, want 403 forbidden", r.what, err)
 		}
 	}
 	// Naming the holder right but with a stale token is the FSM's refusal.
-	if _, err := bob.Release(ctx, api.ReleaseRequest{Key: "b", Holder: "bob", Token: gb.Token + 1}); !errors.Is(err, api.ErrStaleToken) {
+	if _, err := bob.Release(ctx, client.ReleaseRequest{Key: "b", Holder: "bob", Token: gb.Token + 1}); !errors.Is(err, client.ErrStaleToken) {
 		t.Errorf("release with another token: %v, want stale_token", err)
 	}
 	if after := sc.state(t); after != before {
@@ -452,7 +452,7 @@ func TestForeignNode(t *testing.T) {
 	if after := sc.state(t); after != before {
 		t.Fatalf("the intruders changed the state:\nbefore %s\nafter  %s", before, after)
 	}
-	if _, err := cl.Acquire(ctx, api.AcquireRequest{Key: "still-serving", Holder: "ops", TTL: "10s"}); err != nil {
+	if _, err := cl.Acquire(ctx, client.AcquireRequest{Key: "still-serving", Holder: "ops", TTL: "10s"}); err != nil {
 		t.Fatalf("the cluster stopped serving: %v", err)
 	}
 }
@@ -560,8 +560,8 @@ func TestCertReloadOnSIGHUP(t *testing.T) {
 		return nil
 	})
 	// The node still serves, and the cluster still talks to it.
-	one := api.NewClient([]string{n.HTTPAddr}, api.WithTLS(tlsConfig(t, sc.pki.Admin)))
-	if _, err := one.Acquire(ctx, api.AcquireRequest{Key: "after-reload", Holder: "ops", TTL: "10s"}); err != nil {
+	one := client.New([]string{n.HTTPAddr}, client.WithTLS(tlsConfig(t, sc.pki.Admin)))
+	if _, err := one.Acquire(ctx, client.AcquireRequest{Key: "after-reload", Holder: "ops", TTL: "10s"}); err != nil {
 		t.Fatalf("after the reload: %v", err)
 	}
 
@@ -607,14 +607,14 @@ func TestFencectlSecure(t *testing.T) {
 		}
 		return 0, string(out)
 	}
-	client := []string{"--cacert", sc.pki.CA, "--cert", sc.pki.Client.Cert, "--key", sc.pki.Client.Key}
-	if code, out := ctl(nil, append(client, "status")...); code != 0 || !strings.Contains(out, "3 ready") {
+	asClient := []string{"--cacert", sc.pki.CA, "--cert", sc.pki.Client.Cert, "--key", sc.pki.Client.Key}
+	if code, out := ctl(nil, append(asClient, "status")...); code != 0 || !strings.Contains(out, "3 ready") {
 		t.Fatalf("status as client: exit %d\n%s", code, out)
 	}
-	if code, out := ctl(nil, append(client, "acquire", "deploy", "--holder", "client/ci")...); code != 0 {
+	if code, out := ctl(nil, append(asClient, "acquire", "deploy", "--holder", "client/ci")...); code != 0 {
 		t.Fatalf("acquire as client: exit %d\n%s", code, out)
 	}
-	if code, out := ctl(nil, append(client, "acquire", "other", "--holder", "ci")...); code != 1 || !strings.Contains(out, "may not act as holder") {
+	if code, out := ctl(nil, append(asClient, "acquire", "other", "--holder", "ci")...); code != 1 || !strings.Contains(out, "may not act as holder") {
 		t.Fatalf("acquire as another holder: exit %d\n%s", code, out)
 	}
 	if code, out := ctl(nil, "--cacert", sc.pki.CA, "status"); code != 1 || !strings.Contains(out, "authentication required") {
@@ -764,8 +764,8 @@ func TestPeerChangesOnlyItself(t *testing.T) {
 	go func() { _ = srv.Serve(ln) }()
 	t.Cleanup(func() { _ = srv.Close() })
 
-	admin := api.NewClient([]string{sc.URL(lead)}, api.WithTLS(tlsConfig(t, sc.pki.Admin)))
-	if err := admin.Join(ctx, api.JoinRequest{ID: lead.ID, RaftAddr: lead.RaftAddr, HTTPAddr: ln.Addr().String()}); err != nil {
+	admin := client.New([]string{sc.URL(lead)}, client.WithTLS(tlsConfig(t, sc.pki.Admin)))
+	if err := admin.Join(ctx, client.JoinRequest{ID: lead.ID, RaftAddr: lead.RaftAddr, HTTPAddr: ln.Addr().String()}); err != nil {
 		t.Fatalf("admin re-registers the leader's address: %v", err)
 	}
 	testutil.Eventually(t, 10*time.Second, func() error {
@@ -810,7 +810,7 @@ func TestTokensReloadVisible(t *testing.T) {
 		}
 	}
 	cl := sc.Client()
-	credentials := func(n *proccluster.Node) (*api.Status, error) {
+	credentials := func(n *proccluster.Node) (*client.Status, error) {
 		st, err := cl.NodeStatus(ctx, sc.URL(n))
 		if err != nil {
 			return nil, err

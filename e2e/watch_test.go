@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/fence"
 	"github.com/fenced/fenced/internal/proccluster"
 	"github.com/fenced/fenced/internal/testutil"
@@ -17,10 +17,10 @@ import (
 // recorder keeps what one watcher received.
 type recorder struct {
 	mu  sync.Mutex
-	evs []api.WatchEvent
+	evs []client.WatchEvent
 }
 
-func (r *recorder) run(ctx context.Context, ch <-chan api.WatchEvent) {
+func (r *recorder) run(ctx context.Context, ch <-chan client.WatchEvent) {
 	for ev := range ch {
 		r.mu.Lock()
 		r.evs = append(r.evs, ev)
@@ -28,27 +28,27 @@ func (r *recorder) run(ctx context.Context, ch <-chan api.WatchEvent) {
 	}
 }
 
-func (r *recorder) events() []api.WatchEvent {
+func (r *recorder) events() []client.WatchEvent {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	return append([]api.WatchEvent(nil), r.evs...)
+	return append([]client.WatchEvent(nil), r.evs...)
 }
 
 // checkWatcher checks one watcher's events against the acknowledged grants:
 // ids strictly increase (nothing twice), each key's grant tokens strictly
 // increase, and every acknowledged grant is there.
-func checkWatcher(evs []api.WatchEvent, acked map[string][]fence.Token) error {
+func checkWatcher(evs []client.WatchEvent, acked map[string][]fence.Token) error {
 	var last uint64
 	seen := map[string]map[fence.Token]bool{}
 	high := map[string]fence.Token{}
 	for _, ev := range evs {
 		switch ev.Type {
-		case api.WatchReset:
+		case client.WatchReset:
 			return fmt.Errorf("reset (%s): this test expects none", ev.Reason)
-		case api.WatchState:
+		case client.WatchState:
 			high[ev.Key] = ev.Token
 			continue
-		case api.WatchSync:
+		case client.WatchSync:
 			if ev.Index < last {
 				return fmt.Errorf("sync %d after event %d", ev.Index, last)
 			}
@@ -90,11 +90,11 @@ func TestWatchAcrossLeaderKillAndFreeze(t *testing.T) {
 	defer cancel()
 	eps := c.Endpoints()
 	// Every key starts held, so each watcher starts from a known token.
-	writer := api.NewClient(eps)
+	writer := client.New(eps)
 	acked := map[string][]fence.Token{}
 	keys := []string{"w/a", "w/b"}
 	for _, k := range keys {
-		if _, err := writer.Acquire(ctx, api.AcquireRequest{Key: k, Holder: "init", TTL: "1m"}); err != nil {
+		if _, err := writer.Acquire(ctx, client.AcquireRequest{Key: k, Holder: "init", TTL: "1m"}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -106,7 +106,7 @@ func TestWatchAcrossLeaderKillAndFreeze(t *testing.T) {
 		rot := append(append([]string(nil), eps[i:]...), eps[:i]...)
 		r := &recorder{}
 		recs = append(recs, r)
-		go r.run(wctx, api.NewClient(rot).Watch(wctx, api.WatchOptions{Prefix: "w/", Progress: 300 * time.Millisecond}))
+		go r.run(wctx, client.New(rot).Watch(wctx, client.WatchOptions{Prefix: "w/", Progress: 300 * time.Millisecond}))
 	}
 	testutil.Eventually(t, 30*time.Second, func() error {
 		for i, r := range recs {
@@ -124,11 +124,11 @@ func TestWatchAcrossLeaderKillAndFreeze(t *testing.T) {
 				t.Fatal(err)
 			}
 			if ki.State == "held" {
-				_, _ = writer.Release(ctx, api.ReleaseRequest{Key: k, Holder: ki.Holder, Token: ki.Token})
+				_, _ = writer.Release(ctx, client.ReleaseRequest{Key: k, Holder: ki.Holder, Token: ki.Token})
 			}
-			g, err := writer.Acquire(ctx, api.AcquireRequest{Key: k, Holder: fmt.Sprintf("h%d", round), TTL: "1m"})
+			g, err := writer.Acquire(ctx, client.AcquireRequest{Key: k, Holder: fmt.Sprintf("h%d", round), TTL: "1m"})
 			if err != nil {
-				if errors.Is(err, api.ErrUnknownOutcome) {
+				if errors.Is(err, client.ErrUnknownOutcome) {
 					continue // maybe granted: not required to be seen
 				}
 				t.Fatal(err)
@@ -185,11 +185,11 @@ func TestWatchAcrossLeaderKillAndFreeze(t *testing.T) {
 	evs := recs[0].events()
 	for i, ev := range evs {
 		if ev.Type == "granted" {
-			dropped := append(append([]api.WatchEvent(nil), evs[:i]...), evs[i+1:]...)
+			dropped := append(append([]client.WatchEvent(nil), evs[:i]...), evs[i+1:]...)
 			if checkWatcher(dropped, acked) == nil && isAcked(acked, ev) {
 				t.Fatalf("the check missed a dropped grant %+v", ev)
 			}
-			replayed := append(append([]api.WatchEvent(nil), evs...), ev)
+			replayed := append(append([]client.WatchEvent(nil), evs...), ev)
 			if checkWatcher(replayed, acked) == nil {
 				t.Fatalf("the check missed a replayed event %+v", ev)
 			}
@@ -198,7 +198,7 @@ func TestWatchAcrossLeaderKillAndFreeze(t *testing.T) {
 	}
 }
 
-func isAcked(acked map[string][]fence.Token, ev api.WatchEvent) bool {
+func isAcked(acked map[string][]fence.Token, ev client.WatchEvent) bool {
 	for _, tok := range acked[ev.Key] {
 		if tok == ev.Token {
 			return true

@@ -13,7 +13,9 @@ export PATH=/usr/local/go/bin:$PATH
 # runs ~45k inputs/s and, on a time budget, often hits the fuzz engine's own
 # deadline race (below); a count budget has no deadline to race.
 targets=(
-	"./fence FuzzParse 500000x"          # a token in decimal text
+	"./fence FuzzParse 500000x"          # a token in decimal text (the fence module)
+	"./client FuzzEventDecoder 10s"      # a watch event as the Go client decodes it (the client module)
+	"./client FuzzSSEReader 10s"         # a watch stream as the Go client reads it
 	"./api FuzzDecodeRequest 15s"        # every request body, strictly decoded
 	"./api FuzzHandlers 15s"             # every POST endpoint, through authentication
 	"./api FuzzDecodeFlatStrings 10s"    # verify and keepalive bodies: the fast path agrees with the strict decoder
@@ -32,7 +34,12 @@ fuzz_one() {
 	out=$(mktemp)
 	for attempt in 1 2; do
 		rc=0
-		go test -run '^$' -fuzz "^${2}\$" -fuzztime "$3" "$1" 2>&1 | tee "$out" || rc=$?
+		# A directory with a go.mod of its own is a module beside the root one.
+		if [ -f "$1/go.mod" ]; then
+			(cd "$1" && go test -run '^$' -fuzz "^${2}\$" -fuzztime "$3" .) 2>&1 | tee "$out" || rc=$?
+		else
+			go test -run '^$' -fuzz "^${2}\$" -fuzztime "$3" "$1" 2>&1 | tee "$out" || rc=$?
+		fi
 		if [ "$rc" -eq 0 ]; then
 			rm -f "$out"
 			return 0

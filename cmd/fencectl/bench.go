@@ -15,7 +15,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/internal/bench"
 	"github.com/fenced/fenced/internal/synchttp"
 )
@@ -66,8 +66,8 @@ func (b *benchCmd) flags(fs *pflag.FlagSet) {
 	fs.BoolVar(&b.noHist, "no-histogram", false, "do not print the latency histogram")
 	fs.StringVar(&b.transport, "transport", transportLean, "how the benchmark client sends requests: "+transportLean+
 		" (each client's requests written and read on its own goroutine over a kept-alive connection, so the client takes little of the CPU it measures), or "+
-		transportStd+" (net/http's Transport, as api.Client uses it: an end-to-end figure for a Go application)")
-	fs.BoolVar(&b.batching, "batching", true, "let the client coalesce concurrent verifies and keepalives into batch requests, as api.Client does by default; --batching=false sends one request per operation, for comparison")
+		transportStd+" (net/http's Transport, as client.Client uses it: an end-to-end figure for a Go application)")
+	fs.BoolVar(&b.batching, "batching", true, "let the client coalesce concurrent verifies and keepalives into batch requests, as client.Client does by default; --batching=false sends one request per operation, for comparison")
 	fs.StringVar(&b.pids, "server-pids", serverPIDsAuto, "PIDs of the cluster's processes (comma-separated) whose CPU time (/proc/PID/stat) each result shows per operation, summed (SERVER CPU/OP); "+
 		serverPIDsAuto+": the processes of this machine that listen on the members' HTTP addresses (Linux); none: no server figure")
 	fs.StringVar(&b.cpuProf, "cpuprofile", "", "write a Go CPU profile of the benchmark client to this file (the server's is at /debug/pprof/ with --enable-pprof)")
@@ -209,12 +209,12 @@ const (
 	transportStd  = "std"
 )
 
-// client returns the api.Client of one run.
-func (b *benchCmd) client(e *env) *api.Client {
+// client returns the client.Client of one run.
+func (b *benchCmd) client(e *env) *client.Client {
 	if b.transport == transportStd {
-		return e.client(api.WithBatching(b.batching))
+		return e.client(client.WithBatching(b.batching))
 	}
-	return e.client(api.WithBatching(b.batching), api.WithHTTPClient(&http.Client{Transport: &synchttp.Transport{TLS: e.g.tls.cfg}}))
+	return e.client(client.WithBatching(b.batching), client.WithHTTPClient(&http.Client{Transport: &synchttp.Transport{TLS: e.g.tls.cfg}}))
 }
 
 func parseCounts(s string) ([]int, error) {

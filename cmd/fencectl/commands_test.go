@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/internal/testutil"
 )
 
@@ -39,7 +39,7 @@ func TestGrantCommands(t *testing.T) {
 
 	code, stdout, stderr := ctl("-o", "json", "acquire", key, "--holder", "alice", "--ttl", "30s")
 	expect(code, stdout, stderr, 0)
-	var g api.Grant
+	var g client.Grant
 	if err := json.Unmarshal([]byte(stdout), &g); err != nil || g.Holder != "alice" || g.Token == 0 || g.Epoch != g.Token.Epoch() {
 		t.Fatalf("acquire json: %+v, %v", g, err)
 	}
@@ -60,7 +60,7 @@ func TestGrantCommands(t *testing.T) {
 		t.Fatalf("keys row for %s not found:\n%s", key, stdout)
 	}
 	code, stdout, stderr = ctl("-o", "json", "keys", key)
-	var ks api.KeysResponse
+	var ks client.KeysResponse
 	if err := json.Unmarshal([]byte(stdout), &ks); err != nil || len(ks.Keys) != 1 || ks.Keys[0].Key != key {
 		t.Fatalf("keys json: exit %d %+v %v\n%s", code, ks, err, stdout)
 	}

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 )
 
 var electCommand = command{
@@ -60,7 +60,7 @@ func (c *electCmd) flags(fs *pflag.FlagSet) {
 	c.fs = fs
 	fs.StringVar(&c.holder, "holder", "", "candidate identity (default: HOST/PID/RANDOM)")
 	fs.StringVar(&c.value, "value", "", "value published with the leadership (at most 1 KiB)")
-	fs.DurationVar(&c.ttl, "ttl", api.DefaultTTL, "lease time of the leadership; renewed while COMMAND runs")
+	fs.DurationVar(&c.ttl, "ttl", client.DefaultTTL, "lease time of the leadership; renewed while COMMAND runs")
 	fs.DurationVar(&c.grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when the leadership is lost")
 	fs.DurationVar(&c.margin, "margin", 0, "stop COMMAND this long before the lease could expire (default: the larger of ttl/3 and grace+1s)")
 	fs.BoolVar(&c.shell, "shell", false, "run the words after -- with /bin/sh -c")
@@ -85,8 +85,8 @@ func (c *electCmd) run(ctx context.Context, e *env, args []string) error {
 		return usageErr("elect", fmt.Sprintf("only NAME goes before --, got %q", args[:dash]))
 	case len(args) < 2:
 		return usageErr("elect", "elect needs a COMMAND after NAME -- (or --observe)")
-	case len(c.value) > api.MaxValueLen:
-		return usageErr("elect", fmt.Sprintf("--value is longer than %d bytes", api.MaxValueLen))
+	case len(c.value) > client.MaxValueLen:
+		return usageErr("elect", fmt.Sprintf("--value is longer than %d bytes", client.MaxValueLen))
 	}
 	argv := args[1:]
 	t, err := newLockTiming(c.ttl, c.grace, c.margin)
@@ -98,7 +98,7 @@ func (c *electCmd) run(ctx context.Context, e *env, args []string) error {
 	}
 	argv, holder, sigs, stop := prepareSession(c.shell, argv, c.holder)
 	defer stop()
-	s := &lockSession{e: e, c: e.client(), key: name, holder: holder, t: t, wait: api.MaxWait, sigs: sigs, value: c.value}
+	s := &lockSession{e: e, c: e.client(), key: name, holder: holder, t: t, wait: client.MaxWait, sigs: sigs, value: c.value}
 	return c.campaign(ctx, s, argv)
 }
 
@@ -110,7 +110,7 @@ func (c *electCmd) campaign(ctx context.Context, s *lockSession, argv []string) 
 		err := s.run(ctx, argv)
 		var xe *exitError
 		switch {
-		case errors.Is(err, api.ErrHeld), errors.Is(err, api.ErrLockDelay), errors.Is(err, api.ErrUnavailable):
+		case errors.Is(err, client.ErrHeld), errors.Is(err, client.ErrLockDelay), errors.Is(err, client.ErrUnavailable):
 			if err := sleepOrSignal(s.sigs, time.Second); err != nil {
 				return err
 			}
@@ -137,7 +137,7 @@ func sleepOrSignal(sigs <-chan os.Signal, d time.Duration) error {
 func (c *electCmd) watchLeader(ctx context.Context, e *env, name string) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	for l := range e.client().NewElection(name, "", api.ElectionOptions{}).Observe(ctx) {
+	for l := range e.client().NewElection(name, "", client.ElectionOptions{}).Observe(ctx) {
 		if err := printLeader(e, l); err != nil {
 			return err
 		}
@@ -154,7 +154,7 @@ type leaderLine struct {
 	Index  uint64 `json:"index"`
 }
 
-func printLeader(e *env, l api.Leader) error {
+func printLeader(e *env, l client.Leader) error {
 	if e.jsonOutput() {
 		return printJSONLine(e.stdout, leaderLine{Name: l.Name, Leader: l.Holder, Token: l.Token.String(), Value: l.Value, Index: l.Index})
 	}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 )
 
 // Exit codes. Scripts depend on them; see exitCodesHelp and docs/CLI.md.
@@ -103,10 +103,10 @@ func explain(err error, s subject, e *env) error {
 	if err == nil {
 		return nil
 	}
-	var ae *api.Error
+	var ae *client.Error
 	errors.As(err, &ae)
 	switch {
-	case errors.Is(err, api.ErrHeld):
+	case errors.Is(err, client.ErrHeld):
 		by, after := "another holder", "1s"
 		if ae != nil && ae.HeldBy != "" {
 			by = ae.HeldBy
@@ -115,34 +115,34 @@ func explain(err error, s subject, e *env) error {
 			after = ae.RetryAfter
 		}
 		return explainedf(err, "key %s is held by %s; retry after %s", s.key, by, after)
-	case errors.Is(err, api.ErrLockDelay):
+	case errors.Is(err, client.ErrLockDelay):
 		after := "a moment"
 		if ae != nil && ae.RetryAfter != "" {
 			after = ae.RetryAfter
 		}
 		return explainedf(err, "key %s is in its lock-delay: its last grant expired without a release, and it is kept from new holders for a while; retry after %s", s.key, after)
-	case errors.Is(err, api.ErrNotHolder):
+	case errors.Is(err, client.ErrNotHolder):
 		return explainedf(err, "key %s is not held by %s", s.key, s.holder)
-	case errors.Is(err, api.ErrStaleToken):
+	case errors.Is(err, client.ErrStaleToken):
 		return explainedf(err, "token %s is not the current grant of key %s (superseded or never granted)", s.token, s.key)
-	case errors.Is(err, api.ErrExpired):
+	case errors.Is(err, client.ErrExpired):
 		return explainedf(err, "%s has expired", s.grant())
-	case errors.Is(err, api.ErrNoLease):
+	case errors.Is(err, client.ErrNoLease):
 		return explainedf(err, "%s has no live lease (released or expired)", s.grant())
-	case errors.Is(err, api.ErrUnknownKey):
+	case errors.Is(err, client.ErrUnknownKey):
 		return explainedf(err, "key %s is unknown: it was never granted", s.key)
-	case errors.Is(err, api.ErrGrantEnded):
+	case errors.Is(err, client.ErrGrantEnded):
 		return explainedf(err, "the grant this request made of key %s has already ended", s.key)
-	case errors.Is(err, api.ErrSeqExhausted):
+	case errors.Is(err, client.ErrSeqExhausted):
 		return explainedf(err, "key %s used every token of the current epoch; the cluster is moving to a new term, retry shortly", s.key)
-	case errors.Is(err, api.ErrMalformedToken):
+	case errors.Is(err, client.ErrMalformedToken):
 		return explainedf(err, "malformed token %q: %v", s.token, err)
-	case errors.Is(err, api.ErrBadRequest) && ae != nil:
+	case errors.Is(err, client.ErrBadRequest) && ae != nil:
 		return explainedf(err, "fenced refused the request: %s", ae.Message)
-	case errors.Is(err, api.ErrUnknownOutcome):
+	case errors.Is(err, client.ErrUnknownOutcome):
 		return explainedf(err, "outcome unknown: the request may or may not have been applied before --timeout %v ran out; repeating it is safe: %v",
 			e.g.timeout, err)
-	case errors.Is(err, api.ErrUnavailable):
+	case errors.Is(err, client.ErrUnavailable):
 		return explainedf(err, "no fenced node could serve the request within %v (endpoints %s): %v",
 			e.g.timeout, strings.Join(e.g.endpoints, ","), err)
 	case errors.Is(err, context.DeadlineExceeded):

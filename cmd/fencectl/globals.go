@@ -8,7 +8,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 )
 
 // defaultEndpoint is the HTTP address of a development node started with no flags.
@@ -29,7 +29,7 @@ type globals struct {
 	endpoints []string
 	output    string
 	timeout   time.Duration
-	// attemptTimeout bounds each attempt on one node (api.WithAttemptTimeout).
+	// attemptTimeout bounds each attempt on one node (client.WithAttemptTimeout).
 	attemptTimeout time.Duration
 	tls            tlsGlobals
 }
@@ -41,7 +41,7 @@ func (g *globals) flagSet() *pflag.FlagSet {
 		"comma-separated HTTP addresses of fenced nodes (env FENCE_ENDPOINTS)")
 	fs.StringVarP(&g.output, "output", "o", outputTable, "output format: table or json (env FENCE_OUTPUT)")
 	fs.DurationVar(&g.timeout, "timeout", 10*time.Second, "how long a request may take, retries included (env FENCE_TIMEOUT)")
-	fs.DurationVar(&g.attemptTimeout, "attempt-timeout", api.DefaultAttemptTimeout,
+	fs.DurationVar(&g.attemptTimeout, "attempt-timeout", client.DefaultAttemptTimeout,
 		"how long one attempt on one node may take before the next node is tried; raise it with long election timeouts (env FENCE_ATTEMPT_TIMEOUT)")
 	g.tls.register(fs)
 	return fs
@@ -80,7 +80,7 @@ func (g *globals) check() error {
 		return fmt.Errorf("--endpoints: no endpoint given")
 	}
 	// A typo in an endpoint is a usage error, found before any request.
-	if _, err := api.ParseEndpoints(eps); err != nil {
+	if _, err := client.ParseEndpoints(eps); err != nil {
 		return fmt.Errorf("--endpoints: %s", strings.ReplaceAll(err.Error(), "\n", "; "))
 	}
 	g.endpoints = eps
@@ -97,9 +97,9 @@ func (g *globals) check() error {
 }
 
 // client returns a client of the endpoints.
-func (e *env) client(opts ...api.ClientOption) *api.Client {
-	base := append(e.g.tls.clientOptions(), api.WithAttemptTimeout(e.g.attemptTimeout))
-	return api.NewClient(e.g.endpoints, append(base, opts...)...)
+func (e *env) client(opts ...client.Option) *client.Client {
+	base := append(e.g.tls.clientOptions(), client.WithAttemptTimeout(e.g.attemptTimeout))
+	return client.New(e.g.endpoints, append(base, opts...)...)
 }
 
 // withTimeout bounds one request, retries included, by --timeout plus extra

@@ -12,7 +12,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/fence"
 )
 
@@ -67,7 +67,7 @@ type acquireCmd struct {
 func (a *acquireCmd) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&a.holder, "holder", "", "holder identity (default: HOST/PID/RANDOM, printed)")
 	fs.StringVar(&a.requestID, "request-id", "", "request id, to repeat an acquire whose outcome was unknown (default: random, printed then)")
-	fs.DurationVar(&a.ttl, "ttl", api.DefaultTTL, "lease time of the grant without renewal")
+	fs.DurationVar(&a.ttl, "ttl", client.DefaultTTL, "lease time of the grant without renewal")
 	fs.DurationVar(&a.wait, "wait", 0, "wait up to this long while another holder has the key")
 	fs.DurationVar(&a.lockDelay, "lock-delay", 0, "keep the key from other holders this long after this grant expires (not after a release)")
 }
@@ -79,11 +79,11 @@ func (a *acquireCmd) run(ctx context.Context, e *env, args []string) error {
 	if err := checkTTLWait(a.ttl, a.wait); err != nil {
 		return usageErr("acquire", err.Error())
 	}
-	if a.lockDelay < 0 || a.lockDelay > api.MaxLockDelay {
-		return usageErr("acquire", fmt.Sprintf("--lock-delay %v is outside 0..%v", a.lockDelay, api.MaxLockDelay))
+	if a.lockDelay < 0 || a.lockDelay > client.MaxLockDelay {
+		return usageErr("acquire", fmt.Sprintf("--lock-delay %v is outside 0..%v", a.lockDelay, client.MaxLockDelay))
 	}
-	if len(a.requestID) > api.MaxRequestIDLen {
-		return usageErr("acquire", fmt.Sprintf("--request-id is longer than %d bytes", api.MaxRequestIDLen))
+	if len(a.requestID) > client.MaxRequestIDLen {
+		return usageErr("acquire", fmt.Sprintf("--request-id is longer than %d bytes", client.MaxRequestIDLen))
 	}
 	holder := a.holder
 	if holder == "" {
@@ -99,7 +99,7 @@ func (a *acquireCmd) run(ctx context.Context, e *env, args []string) error {
 		req.LockDelay = a.lockDelay.String()
 	}
 	g, err := e.client().Acquire(ctx, req)
-	if errors.Is(err, api.ErrUnknownOutcome) {
+	if errors.Is(err, client.ErrUnknownOutcome) {
 		// Only the same holder and request id get the grant an earlier
 		// attempt may have made; the default holder is new in every run, so
 		// say which ones to repeat with.
@@ -123,7 +123,7 @@ func (a *acquireCmd) run(ctx context.Context, e *env, args []string) error {
 
 // repeatArgs are the arguments that repeat req: the same holder and request
 // id, so the repeat returns the grant of an earlier attempt, if it made one.
-func (a *acquireCmd) repeatArgs(req api.AcquireRequest) string {
+func (a *acquireCmd) repeatArgs(req client.AcquireRequest) string {
 	s := fmt.Sprintf("%s --holder %s --request-id %s --ttl %v", shellQuote(req.Key), shellQuote(req.Holder), shellQuote(req.RequestID), a.ttl)
 	if a.wait > 0 {
 		s += fmt.Sprintf(" --wait %v", a.wait)
@@ -134,8 +134,8 @@ func (a *acquireCmd) repeatArgs(req api.AcquireRequest) string {
 	return s
 }
 
-func acquireRequest(key, holder string, ttl, wait time.Duration) api.AcquireRequest {
-	req := api.AcquireRequest{Key: key, Holder: holder, TTL: ttl.String(), RequestID: api.NewRequestID()}
+func acquireRequest(key, holder string, ttl, wait time.Duration) client.AcquireRequest {
+	req := client.AcquireRequest{Key: key, Holder: holder, TTL: ttl.String(), RequestID: client.NewRequestID()}
 	if wait > 0 {
 		req.Wait = wait.String()
 	}
@@ -144,11 +144,11 @@ func acquireRequest(key, holder string, ttl, wait time.Duration) api.AcquireRequ
 
 // checkTTLWait refuses durations fenced would refuse, before any request.
 func checkTTLWait(ttl, wait time.Duration) error {
-	if ttl < api.MinTTL || ttl > api.MaxTTL {
-		return fmt.Errorf("--ttl %v is outside %v..%v", ttl, api.MinTTL, api.MaxTTL)
+	if ttl < client.MinTTL || ttl > client.MaxTTL {
+		return fmt.Errorf("--ttl %v is outside %v..%v", ttl, client.MinTTL, client.MaxTTL)
 	}
-	if wait < 0 || wait > api.MaxWait {
-		return fmt.Errorf("--wait %v is outside 0..%v", wait, api.MaxWait)
+	if wait < 0 || wait > client.MaxWait {
+		return fmt.Errorf("--wait %v is outside 0..%v", wait, client.MaxWait)
 	}
 	return nil
 }
@@ -292,12 +292,12 @@ func (r *releaseCmd) run(ctx context.Context, e *env, args []string) error {
 }
 
 // explain says what a failed release means, naming the grant it meant.
-func (r *releaseCmd) explain(err error, req api.ReleaseRequest, e *env) error {
+func (r *releaseCmd) explain(err error, req client.ReleaseRequest, e *env) error {
 	s := subject{key: req.Key, holder: req.Holder, token: req.Token.String()}
-	if req.Force && errors.Is(err, api.ErrUnknownOutcome) && (errors.Is(err, api.ErrStaleToken) || errors.Is(err, api.ErrExpired)) {
+	if req.Force && errors.Is(err, client.ErrUnknownOutcome) && (errors.Is(err, client.ErrStaleToken) || errors.Is(err, client.ErrExpired)) {
 		return explainedf(err, "outcome unknown: the grant of key %s with token %s has ended, by this release or otherwise; a later grant of the key was left alone", req.Key, req.Token)
 	}
-	if errors.Is(err, api.ErrUnknownOutcome) {
+	if errors.Is(err, client.ErrUnknownOutcome) {
 		return explainedf(err, "outcome unknown (%v): the release of the grant of key %s with token %s may or may not have been applied; to repeat it safely, run: fencectl release %s",
 			err, req.Key, req.Token, r.repeatArgs(req))
 	}
@@ -305,7 +305,7 @@ func (r *releaseCmd) explain(err error, req api.ReleaseRequest, e *env) error {
 }
 
 // repeatArgs are the arguments that repeat req exactly.
-func (r *releaseCmd) repeatArgs(req api.ReleaseRequest) string {
+func (r *releaseCmd) repeatArgs(req client.ReleaseRequest) string {
 	if req.Force {
 		return fmt.Sprintf("--force %s %s", shellQuote(req.Key), req.Token)
 	}
@@ -322,20 +322,20 @@ func shellQuote(s string) string {
 	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
-func (r *releaseCmd) request(args []string) (api.ReleaseRequest, error) {
+func (r *releaseCmd) request(args []string) (client.ReleaseRequest, error) {
 	switch {
 	case r.force && (len(args) < 1 || len(args) > 2):
-		return api.ReleaseRequest{}, usageErr("release", "release --force takes KEY and an optional TOKEN")
+		return client.ReleaseRequest{}, usageErr("release", "release --force takes KEY and an optional TOKEN")
 	case !r.force && len(args) != 2:
-		return api.ReleaseRequest{}, usageErr("release", "release takes KEY and TOKEN (or --force KEY)")
+		return client.ReleaseRequest{}, usageErr("release", "release takes KEY and TOKEN (or --force KEY)")
 	case !r.force && r.holder == "":
-		return api.ReleaseRequest{}, usageErr("release", "--holder is required (or --force)")
+		return client.ReleaseRequest{}, usageErr("release", "--holder is required (or --force)")
 	}
-	req := api.ReleaseRequest{Key: args[0], Holder: r.holder, Force: r.force}
+	req := client.ReleaseRequest{Key: args[0], Holder: r.holder, Force: r.force}
 	if len(args) == 2 {
 		tok, err := parseToken("release", args[1])
 		if err != nil {
-			return api.ReleaseRequest{}, err
+			return client.ReleaseRequest{}, err
 		}
 		req.Token = tok
 	}

@@ -10,7 +10,7 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/fence"
 )
 
@@ -24,10 +24,10 @@ func TestForcedReleaseNamesItsGrant(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		if r.Method == http.MethodGet && r.URL.Path == "/v1/keys/db" {
-			_ = json.NewEncoder(w).Encode(api.KeyInfo{Key: "db", Holder: "alice", Token: 8589934593, State: "held"})
+			_ = json.NewEncoder(w).Encode(client.KeyInfo{Key: "db", Holder: "alice", Token: 8589934593, State: "held"})
 			return
 		}
-		var req api.ReleaseRequest
+		var req client.ReleaseRequest
 		_ = json.NewDecoder(r.Body).Decode(&req)
 		mu.Lock()
 		releases = append(releases, req.Token.String())
@@ -36,15 +36,15 @@ func TestForcedReleaseNamesItsGrant(t *testing.T) {
 		if req.Token == 0 {
 			// What a server does with a tokenless forced release: it
 			// ends whatever grant is current when the request arrives.
-			_ = json.NewEncoder(w).Encode(api.ReleaseResponse{Key: "db", Token: 8589934594, Holder: "waiter", State: "released"})
+			_ = json.NewEncoder(w).Encode(client.ReleaseResponse{Key: "db", Token: 8589934594, Holder: "waiter", State: "released"})
 			return
 		}
 		if n == 1 { // the first attempt: its answer is lost
 			w.WriteHeader(http.StatusGatewayTimeout)
-			_ = json.NewEncoder(w).Encode(api.ErrorResponse{Code: "outcome_unknown", Message: "leadership lost while committing"})
+			_ = json.NewEncoder(w).Encode(client.ErrorResponse{Code: "outcome_unknown", Message: "leadership lost while committing"})
 			return
 		}
-		_ = json.NewEncoder(w).Encode(api.ReleaseResponse{Key: "db", Token: req.Token, Holder: "alice", State: "released"})
+		_ = json.NewEncoder(w).Encode(client.ReleaseResponse{Key: "db", Token: req.Token, Holder: "alice", State: "released"})
 	}))
 	defer srv.Close()
 	e, stdout, stderr := testEnv(map[string]string{"FENCE_ENDPOINTS": srv.URL})
@@ -72,7 +72,7 @@ type grantServer struct {
 }
 
 func (s *grantServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	var req api.AcquireRequest
+	var req client.AcquireRequest
 	_ = json.NewDecoder(r.Body).Decode(&req)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -85,15 +85,15 @@ func (s *grantServer) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		renewed = true
 	default:
 		w.WriteHeader(http.StatusConflict)
-		_ = json.NewEncoder(w).Encode(api.ErrorResponse{Code: "held", Message: "key is held", HeldBy: s.holder, RetryAfter: "10s"})
+		_ = json.NewEncoder(w).Encode(client.ErrorResponse{Code: "held", Message: "key is held", HeldBy: s.holder, RetryAfter: "10s"})
 		return
 	}
 	if s.lose {
 		w.WriteHeader(http.StatusGatewayTimeout)
-		_ = json.NewEncoder(w).Encode(api.ErrorResponse{Code: "outcome_unknown", Message: "leadership lost while committing"})
+		_ = json.NewEncoder(w).Encode(client.ErrorResponse{Code: "outcome_unknown", Message: "leadership lost while committing"})
 		return
 	}
-	_ = json.NewEncoder(w).Encode(api.Grant{Key: req.Key, Holder: s.holder, Token: fence.Token(s.token), Epoch: 2, Seq: 1, TTL: req.TTL, Renewed: renewed})
+	_ = json.NewEncoder(w).Encode(client.Grant{Key: req.Key, Holder: s.holder, Token: fence.Token(s.token), Epoch: 2, Seq: 1, TTL: req.TTL, Renewed: renewed})
 }
 
 // TestAcquireRepeatAfterUnknownOutcome: an acquire without --holder whose

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 )
 
 // TestEndpointsCheckedUpFront: a bad scheme, a port out of range or a
@@ -46,18 +46,18 @@ func newReadyAfter(t *testing.T, n int64, transferred bool) *readyAfter {
 			w.Header().Set("Content-Type", "application/json")
 			_ = json.NewEncoder(w).Encode(v)
 		}
-		members := []api.Member{{ID: "n1", Voter: true}, {ID: "n2", Voter: true, HTTPAddr: strings.TrimPrefix(f.srv.URL, "http://")}}
+		members := []client.Member{{ID: "n1", Voter: true}, {ID: "n2", Voter: true, HTTPAddr: strings.TrimPrefix(f.srv.URL, "http://")}}
 		switch r.URL.Path {
 		case "/v1/cluster":
 			if !f.transferred.Load() {
-				reply(api.Status{ID: "n2", State: "Follower", LeaderID: "n1", Members: members})
+				reply(client.Status{ID: "n2", State: "Follower", LeaderID: "n1", Members: members})
 				return
 			}
 			ready := f.calls.Add(1) > f.n
 			if ready {
 				f.readySeen.Add(1)
 			}
-			reply(api.Status{ID: "n2", State: "Leader", LeaderID: "n2", Ready: ready, Members: members})
+			reply(client.Status{ID: "n2", State: "Leader", LeaderID: "n2", Ready: ready, Members: members})
 		case "/readyz":
 			reply(map[string]string{"status": "ready"})
 		case "/v1/cluster/transfer":
@@ -142,7 +142,7 @@ func TestBenchProgressOnlyOnTerminal(t *testing.T) {
 func TestKeepaliveNothingToRenewOneStream(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(api.KeepaliveResponse{Holder: "h"})
+		_ = json.NewEncoder(w).Encode(client.KeepaliveResponse{Holder: "h"})
 	}))
 	defer srv.Close()
 	e, stdout, stderr := testEnv(map[string]string{"FENCE_ENDPOINTS": srv.URL})
@@ -161,7 +161,7 @@ func TestKeysSaysWhenCut(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		afters = append(afters, r.URL.Query().Get("after"))
 		w.Header().Set("Content-Type", "application/json")
-		_ = json.NewEncoder(w).Encode(api.KeysResponse{Keys: []api.KeyInfo{{Key: "a/2", State: "released", Token: 4294967297}}, Truncated: true, Next: "a/2"})
+		_ = json.NewEncoder(w).Encode(client.KeysResponse{Keys: []client.KeyInfo{{Key: "a/2", State: "released", Token: 4294967297}}, Truncated: true, Next: "a/2"})
 	}))
 	defer srv.Close()
 	e, stdout, stderr := testEnv(map[string]string{"FENCE_ENDPOINTS": srv.URL})

@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 )
 
 var keepaliveCommand = command{
@@ -75,7 +75,7 @@ func (k *keepaliveCmd) run(ctx context.Context, e *env, args []string) error {
 
 // loop renews every interval until SIGINT or SIGTERM, which end it cleanly:
 // stopping the renewals is what the operator asked for.
-func (k *keepaliveCmd) loop(ctx context.Context, e *env, c *api.Client) error {
+func (k *keepaliveCmd) loop(ctx context.Context, e *env, c *client.Client) error {
 	ctx, stop := signal.NotifyContext(ctx, syscall.SIGINT, syscall.SIGTERM)
 	defer stop()
 	tick := time.NewTicker(k.every)
@@ -100,7 +100,7 @@ func (k *keepaliveCmd) loop(ctx context.Context, e *env, c *api.Client) error {
 	}
 }
 
-func (k *keepaliveCmd) once(ctx context.Context, e *env, c *api.Client) (*api.KeepaliveResponse, error) {
+func (k *keepaliveCmd) once(ctx context.Context, e *env, c *client.Client) (*client.KeepaliveResponse, error) {
 	rctx, cancel := e.withTimeout(ctx, 0)
 	defer cancel()
 	out, err := c.Keepalive(rctx, k.holder)
@@ -112,12 +112,12 @@ func (k *keepaliveCmd) once(ctx context.Context, e *env, c *api.Client) (*api.Ke
 	}
 	sort.Slice(out.Renewed, func(i, j int) bool { return out.Renewed[i].Key < out.Renewed[j].Key })
 	if out.Renewed == nil {
-		out.Renewed = []api.RenewResponse{}
+		out.Renewed = []client.RenewResponse{}
 	}
 	return out, nil
 }
 
-func (k *keepaliveCmd) print(e *env, out *api.KeepaliveResponse, stream bool) error {
+func (k *keepaliveCmd) print(e *env, out *client.KeepaliveResponse, stream bool) error {
 	if e.jsonOutput() {
 		if stream {
 			return printJSONLine(e.stdout, out)

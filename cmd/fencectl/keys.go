@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 )
 
 var keysCommand = command{
@@ -63,12 +63,12 @@ func (k *keysCmd) run(ctx context.Context, e *env, args []string) error {
 	}
 	ctx, cancel := e.withTimeout(ctx, 0)
 	defer cancel()
-	kr, err := e.client().ListKeys(ctx, api.KeysQuery{Prefix: prefix, State: k.state, After: k.after, Limit: k.limit})
+	kr, err := e.client().ListKeys(ctx, client.KeysQuery{Prefix: prefix, State: k.state, After: k.after, Limit: k.limit})
 	if err != nil {
 		return explain(err, subject{key: prefix}, e)
 	}
 	if kr.Keys == nil {
-		kr.Keys = []api.KeyInfo{}
+		kr.Keys = []client.KeyInfo{}
 	}
 	if e.jsonOutput() {
 		return printJSON(e.stdout, kr)
@@ -124,7 +124,7 @@ func (*keyCmd) run(ctx context.Context, e *env, args []string) error {
 	return printKeyInfo(e, ki)
 }
 
-func printKeyInfo(e *env, ki *api.KeyInfo) error {
+func printKeyInfo(e *env, ki *client.KeyInfo) error {
 	return fields(e.stdout,
 		"key", ki.Key,
 		"holder", ki.Holder,

@@ -9,7 +9,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 )
 
 var leaderCommand = command{
@@ -113,7 +113,7 @@ func (*leaderTransferCmd) run(ctx context.Context, e *env, args []string) error 
 // it serves requests): the transfer answer comes from the old leader, which
 // may learn of its successor a heartbeat later, and a new leader is elected
 // before it is ready.
-func awaitNewLeader(ctx context.Context, c *api.Client, old, target string) (*api.Status, error) {
+func awaitNewLeader(ctx context.Context, c *client.Client, old, target string) (*client.Status, error) {
 	for {
 		st, err := leaderStatus(ctx, c)
 		if err == nil && st.LeaderID != "" && st.LeaderID != old && (target == "" || st.LeaderID == target) &&
@@ -138,7 +138,7 @@ func explainTransfer(err error, e *env) error {
 	return explain(err, subject{}, e)
 }
 
-func isVoter(ms []api.Member, id string) bool {
+func isVoter(ms []client.Member, id string) bool {
 	for _, m := range ms {
 		if m.ID == id && m.Voter {
 			return true
@@ -147,7 +147,7 @@ func isVoter(ms []api.Member, id string) bool {
 	return false
 }
 
-func voterIDs(ms []api.Member) string {
+func voterIDs(ms []client.Member) string {
 	var ids []string
 	for _, m := range ms {
 		if m.Voter {
@@ -159,4 +159,4 @@ func voterIDs(ms []api.Member) string {
 
 // errorIsUnknown reports a write whose outcome is unknown: it may have been
 // applied.
-func errorIsUnknown(err error) bool { return errors.Is(err, api.ErrUnknownOutcome) }
+func errorIsUnknown(err error) bool { return errors.Is(err, client.ErrUnknownOutcome) }

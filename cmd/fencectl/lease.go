@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 )
 
 // minSlack is the least time by which the kill margin must exceed the grace
@@ -61,8 +61,8 @@ func newLockTiming(ttl, grace, margin time.Duration) (lockTiming, error) {
 // the one --ttl asked for: an acquire by the same holder elsewhere may have
 // shortened it, and the server hands the key on once its own TTL ran out.
 type keeper struct {
-	c     *api.Client
-	grant api.Grant
+	c     *client.Client
+	grant client.Grant
 	t     lockTiming
 
 	// lost receives the error of a renewal fenced refused for good (the
@@ -75,7 +75,7 @@ type keeper struct {
 	lastErr error         // the last failed renewal, for the report
 }
 
-func newKeeper(c *api.Client, g api.Grant, t lockTiming, sent time.Time) *keeper {
+func newKeeper(c *client.Client, g client.Grant, t lockTiming, sent time.Time) *keeper {
 	return &keeper{c: c, grant: g, t: t, sent: sent, ttl: serverTTL(g.TTL), lost: make(chan error, 1)}
 }
 
@@ -184,8 +184,8 @@ func (k *keeper) run(ctx context.Context) {
 // refusedForGood reports whether fenced answered that the grant cannot be
 // renewed any more, as opposed to not answering.
 func refusedForGood(err error) bool {
-	for _, e := range []error{api.ErrStaleToken, api.ErrExpired, api.ErrNotHolder, api.ErrUnknownKey,
-		api.ErrNoLease, api.ErrGrantEnded, api.ErrBadRequest, api.ErrMalformedToken} {
+	for _, e := range []error{client.ErrStaleToken, client.ErrExpired, client.ErrNotHolder, client.ErrUnknownKey,
+		client.ErrNoLease, client.ErrGrantEnded, client.ErrBadRequest, client.ErrMalformedToken} {
 		if errors.Is(err, e) {
 			return true
 		}

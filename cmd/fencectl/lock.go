@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/fence"
 )
 
@@ -82,7 +82,7 @@ type lockCmd struct {
 
 func (l *lockCmd) flags(fs *pflag.FlagSet) {
 	l.fs = fs
-	fs.DurationVar(&l.ttl, "ttl", api.DefaultTTL, "lease time of the grant; renewed while COMMAND runs")
+	fs.DurationVar(&l.ttl, "ttl", client.DefaultTTL, "lease time of the grant; renewed while COMMAND runs")
 	fs.DurationVar(&l.wait, "wait", 0, "wait up to this long while another holder has the key")
 	fs.StringVar(&l.holder, "holder", "", "holder identity (default: HOST/PID/RANDOM)")
 	fs.BoolVar(&l.shell, "shell", false, "run the words after -- with /bin/sh -c")
@@ -126,7 +126,7 @@ func (l *lockCmd) split(args []string) (string, []string, error) {
 // lockSession is one run of lock.
 type lockSession struct {
 	e      *env
-	c      *api.Client
+	c      *client.Client
 	key    string
 	holder string
 	t      lockTiming
@@ -202,11 +202,11 @@ func (s *lockSession) run(ctx context.Context, argv []string) error {
 
 // acquire gets the grant. A signal while waiting abandons the request and
 // releases whatever grant it may have made.
-func (s *lockSession) acquire(ctx context.Context) (*api.Grant, time.Time, error) {
+func (s *lockSession) acquire(ctx context.Context) (*client.Grant, time.Time, error) {
 	actx, cancel := s.e.withTimeout(ctx, s.wait)
 	defer cancel()
 	type result struct {
-		g   *api.Grant
+		g   *client.Grant
 		err error
 	}
 	res := make(chan result, 1)
@@ -219,7 +219,7 @@ func (s *lockSession) acquire(ctx context.Context) (*api.Grant, time.Time, error
 	}()
 	select {
 	case r := <-res:
-		var ae *api.Error
+		var ae *client.Error
 		if r.err != nil && !errors.As(r.err, &ae) {
 			// No definite answer: the grant may have been made.
 			s.abandon(ctx, nil)
@@ -237,7 +237,7 @@ func (s *lockSession) acquire(ctx context.Context) (*api.Grant, time.Time, error
 // one it got (g), or one an interrupted acquire may have made, found by
 // reading the key. A grant made after that read, by a wait fenced had not yet
 // seen abandoned, is never renewed and ends after --ttl.
-func (s *lockSession) abandon(ctx context.Context, g *api.Grant) {
+func (s *lockSession) abandon(ctx context.Context, g *client.Grant) {
 	cctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.e.g.timeout)
 	defer cancel()
 	go func() { // a second signal gives up on the cleanup
@@ -345,8 +345,8 @@ func (s *lockSession) release(ctx context.Context, tok fence.Token, warn bool) e
 }
 
 func (s *lockSession) releaseWith(ctx context.Context, tok fence.Token) error {
-	_, err := s.c.Release(ctx, api.ReleaseRequest{Key: s.key, Holder: s.holder, Token: tok})
-	if errors.Is(err, api.ErrStaleToken) || errors.Is(err, api.ErrExpired) || errors.Is(err, api.ErrNoLease) {
+	_, err := s.c.Release(ctx, client.ReleaseRequest{Key: s.key, Holder: s.holder, Token: tok})
+	if errors.Is(err, client.ErrStaleToken) || errors.Is(err, client.ErrExpired) || errors.Is(err, client.ErrNoLease) {
 		return nil // the grant has ended already
 	}
 	return err

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/cluster"
 	"github.com/fenced/fenced/fence"
 	"github.com/fenced/fenced/internal/proccluster"
@@ -62,11 +62,11 @@ func TestLockRunsCommandWithGrant(t *testing.T) {
 	if err != nil || ki.State != "released" || ki.Token != tok {
 		t.Fatalf("after lock: key %+v, %v; want token %v released", ki, err, tok)
 	}
-	g, err := c.Acquire(ctx, api.AcquireRequest{Key: key, Holder: "h2", TTL: "3s"})
+	g, err := c.Acquire(ctx, client.AcquireRequest{Key: key, Holder: "h2", TTL: "3s"})
 	if err != nil || g.Token <= tok {
 		t.Fatalf("acquire after lock: %+v, %v", g, err)
 	}
-	if _, err := c.Release(ctx, api.ReleaseRequest{Key: key, Holder: "h2", Token: g.Token}); err != nil {
+	if _, err := c.Release(ctx, client.ReleaseRequest{Key: key, Holder: "h2", Token: g.Token}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -232,9 +232,9 @@ func TestLockKillsCommandAfterStop(t *testing.T) {
 
 // acquireAfterExpiry acquires key as "second", waiting until fenced expires
 // the first holder's lease.
-func acquireAfterExpiry(t *testing.T, cl *proccluster.Cluster, key string) *api.Grant {
+func acquireAfterExpiry(t *testing.T, cl *proccluster.Cluster, key string) *client.Grant {
 	t.Helper()
-	g, err := cl.Client().Acquire(testCtx(t, 40*time.Second), api.AcquireRequest{Key: key, Holder: "second", TTL: "30s", Wait: "30s"})
+	g, err := cl.Client().Acquire(testCtx(t, 40*time.Second), client.AcquireRequest{Key: key, Holder: "second", TTL: "30s", Wait: "30s"})
 	if err != nil {
 		t.Fatalf("second acquire: %v", err)
 	}
@@ -303,7 +303,7 @@ func TestLockInterruptedWhileWaiting(t *testing.T) {
 		t.Run(tc.sig.String(), func(t *testing.T) {
 			c, ctx := cl.Client(), testCtx(t, time.Minute)
 			key, out := testKey(t), filepath.Join(t.TempDir(), "waiter")
-			g, err := c.Acquire(ctx, api.AcquireRequest{Key: key, Holder: "owner", TTL: "30s"})
+			g, err := c.Acquire(ctx, client.AcquireRequest{Key: key, Holder: "owner", TTL: "30s"})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -340,7 +340,7 @@ func TestLockInterruptedWhileWaiting(t *testing.T) {
 				}
 				return nil
 			})
-			if _, err := c.Release(ctx, api.ReleaseRequest{Key: key, Holder: "owner", Token: g.Token}); err != nil {
+			if _, err := c.Release(ctx, client.ReleaseRequest{Key: key, Holder: "owner", Token: g.Token}); err != nil {
 				t.Fatal(err)
 			}
 			if ki, err := c.Key(ctx, key); err != nil || ki.State != "released" || ki.Holder != "owner" {

@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 )
 
 var membersCommand = command{
@@ -141,13 +141,13 @@ func (m *membersAddCmd) flags(fs *pflag.FlagSet) {
 // member concerned and the configuration after the change, as the leader
 // sees it.
 type memberChange struct {
-	ID       string       `json:"id"`
-	RaftAddr string       `json:"raft_addr,omitempty"`
-	HTTPAddr string       `json:"http_addr,omitempty"`
-	Leader   string       `json:"leader"`
-	Voters   int          `json:"voters"`
-	Quorum   int          `json:"quorum"`
-	Members  []api.Member `json:"members"`
+	ID       string          `json:"id"`
+	RaftAddr string          `json:"raft_addr,omitempty"`
+	HTTPAddr string          `json:"http_addr,omitempty"`
+	Leader   string          `json:"leader"`
+	Voters   int             `json:"voters"`
+	Quorum   int             `json:"quorum"`
+	Members  []client.Member `json:"members"`
 }
 
 func (m *membersAddCmd) run(ctx context.Context, e *env, args []string) error {
@@ -183,7 +183,7 @@ func (m *membersAddCmd) run(ctx context.Context, e *env, args []string) error {
 			}
 		}
 	}
-	if err := c.Join(ctx, api.JoinRequest{ID: id, RaftAddr: raftAddr, HTTPAddr: m.http}); err != nil {
+	if err := c.Join(ctx, client.JoinRequest{ID: id, RaftAddr: raftAddr, HTTPAddr: m.http}); err != nil {
 		return explainMembership(err, "add "+id, e)
 	}
 	after, err := settledStatus(ctx, c)
@@ -286,7 +286,7 @@ func (*membersRemoveCmd) run(ctx context.Context, e *env, args []string) error {
 // leaderStatus returns the leader's own view of the cluster, which is the
 // first to show a membership change: ask any node who leads, then the
 // leader. When the leader cannot be asked, the first node's view is returned.
-func leaderStatus(ctx context.Context, c *api.Client) (*api.Status, error) {
+func leaderStatus(ctx context.Context, c *client.Client) (*client.Status, error) {
 	st, err := c.Status(ctx)
 	if err != nil {
 		return nil, err
@@ -303,7 +303,7 @@ func leaderStatus(ctx context.Context, c *api.Client) (*api.Status, error) {
 // settledStatus is leaderStatus once a leader is known again: removing the
 // leader hands leadership over, and the others may learn of their new
 // leader a heartbeat after the change is made.
-func settledStatus(ctx context.Context, c *api.Client) (*api.Status, error) {
+func settledStatus(ctx context.Context, c *client.Client) (*client.Status, error) {
 	for {
 		st, err := leaderStatus(ctx, c)
 		if err == nil && st.LeaderID != "" {
@@ -320,16 +320,16 @@ func settledStatus(ctx context.Context, c *api.Client) (*api.Status, error) {
 	}
 }
 
-func changeOf(id string, st *api.Status) memberChange {
+func changeOf(id string, st *client.Status) memberChange {
 	v := countVoters(st.Members)
 	members := st.Members
 	if members == nil {
-		members = []api.Member{}
+		members = []client.Member{}
 	}
 	return memberChange{ID: id, Leader: st.LeaderID, Voters: v, Quorum: quorum(v), Members: members}
 }
 
-func countVoters(ms []api.Member) int {
+func countVoters(ms []client.Member) int {
 	n := 0
 	for _, m := range ms {
 		if m.Voter {
@@ -368,8 +368,8 @@ func joinHint(endpoints []string) string {
 }
 
 func checkMemberID(id string) error {
-	if id == "" || len(id) > api.MaxHolderLen || strings.ContainsFunc(id, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
-		return fmt.Errorf("ID %q must be 1 to %d characters without spaces or control characters", id, api.MaxHolderLen)
+	if id == "" || len(id) > client.MaxHolderLen || strings.ContainsFunc(id, func(r rune) bool { return r <= ' ' || r == 0x7f }) {
+		return fmt.Errorf("ID %q must be 1 to %d characters without spaces or control characters", id, client.MaxHolderLen)
 	}
 	return nil
 }

@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/cluster"
 	"github.com/fenced/fenced/fence"
 	"github.com/fenced/fenced/fsm"
@@ -176,13 +176,13 @@ func newRestoreServer(t *testing.T) *restoreServer {
 		w.Header().Set("Content-Type", "application/json")
 		switch r.URL.Path {
 		case "/v1/cluster":
-			_ = json.NewEncoder(w).Encode(api.Status{ID: "n1", LeaderID: "n1", Ready: true, Term: 3, EpochFloor: 0})
+			_ = json.NewEncoder(w).Encode(client.Status{ID: "n1", LeaderID: "n1", Ready: true, Term: 3, EpochFloor: 0})
 		case "/v1/snapshot/restore":
 			body, _ := io.ReadAll(r.Body)
 			meta, _, err := cluster.DecodeBackup(body)
 			if err != nil {
 				w.WriteHeader(http.StatusBadRequest)
-				_ = json.NewEncoder(w).Encode(api.ErrorResponse{Code: "bad_request", Message: err.Error()})
+				_ = json.NewEncoder(w).Encode(client.ErrorResponse{Code: "bad_request", Message: err.Error()})
 				return
 			}
 			rs.mu.Lock()
@@ -285,16 +285,16 @@ func TestWriteFileAtomic(t *testing.T) {
 // TestLockDelayMessage: a refusal because of a lock-delay says when to retry.
 func TestLockDelayMessage(t *testing.T) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		var req api.AcquireRequest
+		var req client.AcquireRequest
 		_ = json.NewDecoder(r.Body).Decode(&req)
 		w.Header().Set("Content-Type", "application/json")
 		if req.LockDelay != "15s" {
 			w.WriteHeader(http.StatusBadRequest)
-			_ = json.NewEncoder(w).Encode(api.ErrorResponse{Code: "bad_request", Message: "lock_delay " + req.LockDelay})
+			_ = json.NewEncoder(w).Encode(client.ErrorResponse{Code: "bad_request", Message: "lock_delay " + req.LockDelay})
 			return
 		}
 		w.WriteHeader(http.StatusConflict)
-		_ = json.NewEncoder(w).Encode(api.ErrorResponse{Code: "lock_delay", Message: `key "db" is in its lock-delay`, RetryAfter: "14.2s"})
+		_ = json.NewEncoder(w).Encode(client.ErrorResponse{Code: "lock_delay", Message: `key "db" is in its lock-delay`, RetryAfter: "14.2s"})
 	}))
 	defer srv.Close()
 	e, stdout, stderr := testEnv(map[string]string{"FENCE_ENDPOINTS": srv.URL})

@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/cluster"
 	"github.com/fenced/fenced/fence"
 )
@@ -93,7 +93,7 @@ func (s *selftestCmd) run(ctx context.Context, e *env, args []string) error {
 // selftest is one run of the checks.
 type selftest struct {
 	e      *env
-	c      *api.Client
+	c      *client.Client
 	key    string
 	suffix string
 	checks []check
@@ -141,7 +141,7 @@ func (st *selftest) run(ctx context.Context) {
 // expiry takes a grant with the shortest TTL and waits for fenced to refuse
 // it as expired.
 func (st *selftest) expiry(ctx context.Context, holder string) {
-	g, ok := st.acquire(ctx, "acquire a grant with a short TTL", holder, api.MinTTL)
+	g, ok := st.acquire(ctx, "acquire a grant with a short TTL", holder, client.MinTTL)
 	if !ok {
 		return
 	}
@@ -161,7 +161,7 @@ func (st *selftest) expiry(ctx context.Context, holder string) {
 	}
 }
 
-func (st *selftest) acquire(ctx context.Context, name, holder string, ttl time.Duration) (*api.Grant, bool) {
+func (st *selftest) acquire(ctx context.Context, name, holder string, ttl time.Duration) (*client.Grant, bool) {
 	rctx, cancel := st.e.withTimeout(ctx, 0)
 	defer cancel()
 	g, err := st.c.Acquire(rctx, acquireRequest(st.key, holder, ttl, 0))
@@ -176,7 +176,7 @@ func (st *selftest) acquire(ctx context.Context, name, holder string, ttl time.D
 func (st *selftest) release(ctx context.Context, name, holder string, tok fence.Token) bool {
 	rctx, cancel := st.e.withTimeout(ctx, 0)
 	defer cancel()
-	_, err := st.c.Release(rctx, api.ReleaseRequest{Key: st.key, Holder: holder, Token: tok})
+	_, err := st.c.Release(rctx, client.ReleaseRequest{Key: st.key, Holder: holder, Token: tok})
 	c := check{Name: name, Token: tok.String(), Want: "released", Got: "released", Pass: err == nil}
 	if err != nil {
 		c.Got = oneLine(explain(err, subject{key: st.key, holder: holder, token: tok.String()}, st.e).Error())

@@ -13,7 +13,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/cluster"
 	"github.com/fenced/fenced/fence"
 	"github.com/fenced/fenced/fsm"
@@ -108,7 +108,7 @@ type backupInfo struct {
 	Held     int                `json:"held"`
 	Checksum string             `json:"checksum"`
 	Auth     cluster.BackupAuth `json:"auth"`
-	KeyList  []api.KeyInfo      `json:"key_list,omitempty"`
+	KeyList  []client.KeyInfo   `json:"key_list,omitempty"`
 }
 
 func (s *snapshotSaveCmd) run(ctx context.Context, e *env, args []string) error {
@@ -321,10 +321,10 @@ func confirmRestore(e *env, file string, meta cluster.BackupMeta, img *fsm.Image
 // explainRestore words a failed restore. A refusal of the server changed
 // nothing; anything else may have been applied or not, and the epoch floor,
 // which only a restore raises, tells.
-func explainRestore(ctx context.Context, c *api.Client, before *api.Status, err error, e *env) error {
-	var ae *api.Error
+func explainRestore(ctx context.Context, c *client.Client, before *client.Status, err error, e *env) error {
+	var ae *client.Error
 	if errors.As(err, &ae) && ae.Code != "outcome_unknown" {
-		if errors.Is(err, api.ErrBadRequest) {
+		if errors.Is(err, client.ErrBadRequest) {
 			return explainedf(err, "fenced refused the restore, nothing was changed: %s", ae.Message)
 		}
 		return explainedf(err, "the restore was not applied: %v", err)
@@ -369,9 +369,9 @@ func describeBackup(file string, data []byte, meta cluster.BackupMeta, img *fsm.
 	bi.Keys = len(img.Keys)
 	bi.MaxEpoch = max(bi.MaxEpoch, img.MaxEpoch())
 	if keys {
-		bi.KeyList = make([]api.KeyInfo, 0, len(img.Keys))
+		bi.KeyList = make([]client.KeyInfo, 0, len(img.Keys))
 		for _, k := range img.Keys {
-			bi.KeyList = append(bi.KeyList, api.KeyInfo{Key: k.Key, Holder: k.Holder, Token: k.Token, Epoch: k.Token.Epoch(),
+			bi.KeyList = append(bi.KeyList, client.KeyInfo{Key: k.Key, Holder: k.Holder, Token: k.Token, Epoch: k.Token.Epoch(),
 				Seq: k.Token.Seq(), State: k.State.String(), TTL: k.TTL.String(), Index: k.Index})
 		}
 	}

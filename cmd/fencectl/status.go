@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 )
 
 var statusCommand = command{
@@ -50,14 +50,14 @@ func (s *statusCmd) flags(fs *pflag.FlagSet) {
 
 // memberHealth is one member as fencectl status reports it.
 type memberHealth struct {
-	ID       string      `json:"id"`
-	HTTPAddr string      `json:"http_addr"`
-	RaftAddr string      `json:"raft_addr"`
-	Voter    bool        `json:"voter"`
-	Leader   bool        `json:"leader"`
-	Health   string      `json:"health"` // ready, not_ready, unreachable
-	Error    string      `json:"error,omitempty"`
-	Status   *api.Status `json:"status,omitempty"`
+	ID       string         `json:"id"`
+	HTTPAddr string         `json:"http_addr"`
+	RaftAddr string         `json:"raft_addr"`
+	Voter    bool           `json:"voter"`
+	Leader   bool           `json:"leader"`
+	Health   string         `json:"health"` // ready, not_ready, unreachable
+	Error    string         `json:"error,omitempty"`
+	Status   *client.Status `json:"status,omitempty"`
 	// CredentialsStale is set when the member's last credentials reload
 	// failed, or it uses other tokens than a member that loaded its own
 	// later: a revoked token may still work there. CredentialsNote says why.
@@ -131,7 +131,7 @@ func (s *statusCmd) run(ctx context.Context, e *env, args []string) error {
 // gatherHealth asks every member, in parallel, for its status and readiness.
 // The leader is the member that answers itself that it is the ready leader:
 // a leader another node merely remembers may be gone.
-func gatherHealth(ctx context.Context, c *api.Client, scheme string, first *api.Status) clusterHealth {
+func gatherHealth(ctx context.Context, c *client.Client, scheme string, first *client.Status) clusterHealth {
 	h := clusterHealth{Term: first.Term}
 	h.Members = make([]memberHealth, len(first.Members))
 	known := endpointIDs(ctx, c, first.Members)
@@ -172,7 +172,7 @@ func gatherHealth(ctx context.Context, c *api.Client, scheme string, first *api.
 // the others': their latest reload failed, or their tokens differ from
 // those of the member that loaded its credentials last.
 func markStaleCredentials(ms []memberHealth) {
-	var newest *api.CredentialStatus
+	var newest *client.CredentialStatus
 	var newestID string
 	for _, m := range ms {
 		if c := credentialsOf(m); c != nil && (newest == nil || c.LoadedAt.After(newest.LoadedAt)) {
@@ -194,7 +194,7 @@ func markStaleCredentials(ms []memberHealth) {
 	}
 }
 
-func credentialsOf(m memberHealth) *api.CredentialStatus {
+func credentialsOf(m memberHealth) *client.CredentialStatus {
 	if m.Status == nil {
 		return nil
 	}
@@ -205,7 +205,7 @@ func credentialsOf(m memberHealth) *api.CredentialStatus {
 // They are preferred to the addresses members advertise, which may not be
 // reachable from where fencectl runs, and they cover members whose address
 // the cluster has not recorded yet.
-func endpointIDs(ctx context.Context, c *api.Client, members []api.Member) map[string]string {
+func endpointIDs(ctx context.Context, c *client.Client, members []client.Member) map[string]string {
 	out := map[string]string{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -229,7 +229,7 @@ func endpointIDs(ctx context.Context, c *api.Client, members []api.Member) map[s
 // probe asks one member for its status and readiness, each question bounded
 // by the client's attempt timeout: a frozen member is shown as unreachable
 // without holding up the others.
-func probe(ctx context.Context, c *api.Client, endpoint string, mh *memberHealth) {
+func probe(ctx context.Context, c *client.Client, endpoint string, mh *memberHealth) {
 	ctx, cancel := context.WithTimeout(ctx, 2*c.AttemptTimeout())
 	defer cancel()
 	sctx, scancel := context.WithTimeout(ctx, c.AttemptTimeout())

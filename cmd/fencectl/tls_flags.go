@@ -7,7 +7,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/tlsutil"
 )
 
@@ -72,14 +72,14 @@ func (t *tlsGlobals) check() error {
 	return nil
 }
 
-// clientOptions are the api.Client options the flags ask for.
-func (t *tlsGlobals) clientOptions() []api.ClientOption {
-	var opts []api.ClientOption
+// clientOptions are the client.Client options the flags ask for.
+func (t *tlsGlobals) clientOptions() []client.Option {
+	var opts []client.Option
 	if t.cfg != nil {
-		opts = append(opts, api.WithTLS(t.cfg))
+		opts = append(opts, client.WithTLS(t.cfg))
 	}
 	if t.token != "" {
-		opts = append(opts, api.WithBearerToken(t.token))
+		opts = append(opts, client.WithBearerToken(t.token))
 	}
 	return opts
 }

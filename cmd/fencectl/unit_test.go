@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 )
 
 // testEnv is an env with captured output and the given environment.
@@ -71,7 +71,7 @@ func TestGlobalFlags(t *testing.T) {
 				t.Fatalf("parse: %+v, %v", inv, err)
 			}
 			if tc.want.attemptTimeout == 0 {
-				tc.want.attemptTimeout = api.DefaultAttemptTimeout
+				tc.want.attemptTimeout = client.DefaultAttemptTimeout
 			}
 			if !reflect.DeepEqual(e.g, tc.want) {
 				t.Fatalf("globals %+v, want %+v", e.g, tc.want)
@@ -199,8 +199,8 @@ func TestLockTiming(t *testing.T) {
 // fakeFenced answers like fenced with canned documents, for output tests.
 func fakeFenced(t *testing.T) *httptest.Server {
 	t.Helper()
-	keyDB := api.KeyInfo{Key: "db", Holder: "alice", Token: 8589934593, Epoch: 2, Seq: 1, State: "held", TTL: "10s", LeaseRemaining: "9.5s", Index: 7}
-	keyJob := api.KeyInfo{Key: "db/job-with-long-name", Holder: "bob", Token: 12884901890, Epoch: 3, Seq: 2, State: "released", TTL: "1m0s", Index: 9}
+	keyDB := client.KeyInfo{Key: "db", Holder: "alice", Token: 8589934593, Epoch: 2, Seq: 1, State: "held", TTL: "10s", LeaseRemaining: "9.5s", Index: 7}
+	keyJob := client.KeyInfo{Key: "db/job-with-long-name", Holder: "bob", Token: 12884901890, Epoch: 3, Seq: 2, State: "released", TTL: "1m0s", Index: 9}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
 		reply := func(status int, v any) {
@@ -210,26 +210,26 @@ func fakeFenced(t *testing.T) *httptest.Server {
 		}
 		switch r.URL.Path {
 		case "/v1/keys":
-			reply(200, api.KeysResponse{Keys: []api.KeyInfo{keyDB, keyJob}})
+			reply(200, client.KeysResponse{Keys: []client.KeyInfo{keyDB, keyJob}})
 		case "/v1/keys/db":
 			reply(200, keyDB)
 		case "/v1/acquire":
-			reply(409, api.ErrorResponse{Code: "held", Message: `key "db" is held by "alice"`, HeldBy: "alice", RetryAfter: "1s"})
+			reply(409, client.ErrorResponse{Code: "held", Message: `key "db" is held by "alice"`, HeldBy: "alice", RetryAfter: "1s"})
 		case "/v1/verify":
-			var req api.VerifyRequest
+			var req client.VerifyRequest
 			_ = json.Unmarshal(body, &req)
 			switch req.Token {
 			case "8589934593":
-				reply(200, api.VerifyResponse{Allow: true, Reason: "ok", CurrentToken: 8589934593, Holder: "alice"})
+				reply(200, client.VerifyResponse{Allow: true, Reason: "ok", CurrentToken: 8589934593, Holder: "alice"})
 			case "8589934594": // a broken answer: allow, but for another token
-				reply(200, api.VerifyResponse{Allow: true, Reason: "ok", CurrentToken: 8589934593, Holder: "alice"})
+				reply(200, client.VerifyResponse{Allow: true, Reason: "ok", CurrentToken: 8589934593, Holder: "alice"})
 			case "8589934595": // allow without reason
-				reply(200, api.VerifyResponse{Allow: true})
+				reply(200, client.VerifyResponse{Allow: true})
 			default:
-				reply(500, api.ErrorResponse{Code: "internal", Message: "boom"})
+				reply(500, client.ErrorResponse{Code: "internal", Message: "boom"})
 			}
 		default:
-			reply(404, api.ErrorResponse{Code: "not_found", Message: r.URL.Path})
+			reply(404, client.ErrorResponse{Code: "not_found", Message: r.URL.Path})
 		}
 	}))
 	t.Cleanup(srv.Close)

@@ -7,7 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/cluster"
 	"github.com/fenced/fenced/internal/testutil"
 )
@@ -22,12 +22,12 @@ func TestVerifyExitCodes(t *testing.T) {
 	eps := endpoints(cl)
 	key, short, never := testKey(t), testKey(t)+"-short", testKey(t)+"-never"
 
-	g1, err := c.Acquire(ctx, api.AcquireRequest{Key: key, Holder: "alice", TTL: "30s"})
+	g1, err := c.Acquire(ctx, client.AcquireRequest{Key: key, Holder: "alice", TTL: "30s"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t1 := g1.Token.String()
-	gs, err := c.Acquire(ctx, api.AcquireRequest{Key: short, Holder: "alice", TTL: "200ms"})
+	gs, err := c.Acquire(ctx, client.AcquireRequest{Key: short, Holder: "alice", TTL: "200ms"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -93,13 +93,13 @@ func TestVerifyExitCodes(t *testing.T) {
 	}
 
 	// After a release, then a new grant: released, then superseded.
-	if _, err := c.Release(ctx, api.ReleaseRequest{Key: key, Holder: "alice", Token: g1.Token}); err != nil {
+	if _, err := c.Release(ctx, client.ReleaseRequest{Key: key, Holder: "alice", Token: g1.Token}); err != nil {
 		t.Fatal(err)
 	}
 	t.Run("released", func(t *testing.T) {
 		check(t, verifyCase{"released", []string{"verify", key, t1}, exitRefused, "released"})
 	})
-	g2, err := c.Acquire(ctx, api.AcquireRequest{Key: key, Holder: "bob", TTL: "30s"})
+	g2, err := c.Acquire(ctx, client.AcquireRequest{Key: key, Holder: "bob", TTL: "30s"})
 	if err != nil {
 		t.Fatal(err)
 	}

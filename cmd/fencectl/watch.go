@@ -11,7 +11,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 )
 
 var watchCommand = command{
@@ -55,7 +55,7 @@ func (w *watchCmd) run(ctx context.Context, e *env, args []string) error {
 	if len(args) > 1 {
 		return usageErr("watch", "watch takes at most one PREFIX")
 	}
-	o := api.WatchOptions{Key: w.key, From: w.from}
+	o := client.WatchOptions{Key: w.key, From: w.from}
 	if len(args) == 1 {
 		if w.key != "" {
 			return usageErr("watch", "give PREFIX or --key, not both")
@@ -65,7 +65,7 @@ func (w *watchCmd) run(ctx context.Context, e *env, args []string) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	for ev := range e.client().Watch(ctx, o) {
-		if ev.Type == api.WatchError {
+		if ev.Type == client.WatchError {
 			return fmt.Errorf("watch refused: %s", ev.Reason)
 		}
 		if err := printEvent(e, ev); err != nil {
@@ -76,7 +76,7 @@ func (w *watchCmd) run(ctx context.Context, e *env, args []string) error {
 }
 
 // printEvent writes one event: a JSON line, or INDEX TYPE KEY and fields.
-func printEvent(e *env, ev api.WatchEvent) error {
+func printEvent(e *env, ev client.WatchEvent) error {
 	if e.jsonOutput() {
 		return printJSONLine(e.stdout, ev)
 	}
@@ -84,7 +84,7 @@ func printEvent(e *env, ev api.WatchEvent) error {
 	return err
 }
 
-func eventLine(ev api.WatchEvent) string {
+func eventLine(ev client.WatchEvent) string {
 	var b strings.Builder
 	b.WriteString(strconv.FormatUint(ev.Index, 10) + " " + ev.Type)
 	if ev.Key != "" {

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/internal/testutil"
 )
 
@@ -54,7 +54,7 @@ func TestElectAndWatchCommands(t *testing.T) {
 	start := waitEvent(t, out, "start", 10*time.Second)
 	tok := mustToken(t, start.rest)
 	testutil.Eventually(t, 30*time.Second, func() error {
-		evs := jsonLines[api.WatchEvent](t, watch.stdout.String())
+		evs := jsonLines[client.WatchEvent](t, watch.stdout.String())
 		var granted, released bool
 		for _, ev := range evs {
 			granted = granted || ev.Type == "granted" && ev.Token == tok && ev.Holder == "h1" && ev.Value == "http://10.0.0.1:8080"
@@ -78,7 +78,7 @@ func TestElectCampaignsWhileAnotherLeads(t *testing.T) {
 	cl := shared.get(t)
 	c, ctx := cl.Client(), testCtx(t, time.Minute)
 	key := testKey(t)
-	g, err := c.Acquire(ctx, api.AcquireRequest{Key: key, Holder: "other", TTL: "30s"})
+	g, err := c.Acquire(ctx, client.AcquireRequest{Key: key, Holder: "other", TTL: "30s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -87,7 +87,7 @@ func TestElectCampaignsWhileAnotherLeads(t *testing.T) {
 		append(lockTimingArgs, "--", os.Args[0])...)...)
 	// Whether the campaign is queued at the server yet or not, it is not
 	// elected while "other" leads, and is elected after it resigns.
-	if _, err := c.Release(ctx, api.ReleaseRequest{Key: key, Holder: "other", Token: g.Token}); err != nil {
+	if _, err := c.Release(ctx, client.ReleaseRequest{Key: key, Holder: "other", Token: g.Token}); err != nil {
 		t.Fatal(err)
 	}
 	start := waitEvent(t, out, "start", 30*time.Second)

@@ -31,7 +31,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/spf13/pflag"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/cluster"
 )
 
@@ -334,9 +334,9 @@ type hostResolver interface {
 	LookupHost(ctx context.Context, host string) ([]string, error)
 }
 
-// statusGetter asks one node for its status (*api.Client does).
+// statusGetter asks one node for its status (*client.Client does).
 type statusGetter interface {
-	NodeStatus(ctx context.Context, endpoint string) (*api.Status, error)
+	NodeStatus(ctx context.Context, endpoint string) (*client.Status, error)
 }
 
 // prober runs one round of look-ups: it resolves every name and asks every

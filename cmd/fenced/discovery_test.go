@@ -12,7 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 )
 
 func TestParseDNSPattern(t *testing.T) {
@@ -228,11 +228,11 @@ func (f fakeResolver) LookupHost(_ context.Context, host string) ([]string, erro
 // connection error.
 type fakeStatus struct {
 	mu      sync.Mutex
-	answers map[string]*api.Status
+	answers map[string]*client.Status
 	asked   []string
 }
 
-func (f *fakeStatus) NodeStatus(_ context.Context, ep string) (*api.Status, error) {
+func (f *fakeStatus) NodeStatus(_ context.Context, ep string) (*client.Status, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	f.asked = append(f.asked, ep)
@@ -260,10 +260,10 @@ func testProber(t *testing.T, id string, res fakeResolver, st *fakeStatus) *prob
 // into the reports decide reads: what has state, what names this node.
 func TestProberRound(t *testing.T) {
 	all := fakeResolver{"fenced-0.fenced": true, "fenced-1.fenced": true, "fenced-2.fenced": true}
-	member := func(ids ...string) *api.Status {
-		st := &api.Status{Term: 3, LastIndex: 10}
+	member := func(ids ...string) *client.Status {
+		st := &client.Status{Term: 3, LastIndex: 10}
 		for _, id := range ids {
-			st.Members = append(st.Members, api.Member{ID: id, Voter: true})
+			st.Members = append(st.Members, client.Member{ID: id, Voter: true})
 		}
 		return st
 	}
@@ -271,22 +271,22 @@ func TestProberRound(t *testing.T) {
 		name    string
 		id      string
 		res     fakeResolver
-		answers map[string]*api.Status
+		answers map[string]*client.Status
 		want    action
 	}{
-		{"fresh cluster, first name", "fenced-0", all, map[string]*api.Status{
+		{"fresh cluster, first name", "fenced-0", all, map[string]*client.Status{
 			"http://fenced-1.fenced:7700": {ID: "fenced-1"}, "http://fenced-2.fenced:7700": {ID: "fenced-2"}}, actBootstrap},
-		{"fresh cluster, a name missing", "fenced-0", fakeResolver{"fenced-0.fenced": true, "fenced-1.fenced": true}, map[string]*api.Status{
+		{"fresh cluster, a name missing", "fenced-0", fakeResolver{"fenced-0.fenced": true, "fenced-1.fenced": true}, map[string]*client.Status{
 			"http://fenced-1.fenced:7700": {ID: "fenced-1"}, "http://fenced-2.fenced:7700": {ID: "fenced-2"}}, actWait},
-		{"first name lost its volume", "fenced-0", all, map[string]*api.Status{
+		{"first name lost its volume", "fenced-0", all, map[string]*client.Status{
 			"http://fenced-1.fenced:7700": member("fenced-1", "fenced-2"), "http://fenced-2.fenced:7700": member("fenced-1", "fenced-2")}, actJoin},
-		{"first name lost its volume, still a member", "fenced-0", all, map[string]*api.Status{
+		{"first name lost its volume, still a member", "fenced-0", all, map[string]*client.Status{
 			"http://fenced-1.fenced:7700": member("fenced-0", "fenced-1", "fenced-2")}, actWaitRemoval},
-		{"a term alone is state", "fenced-0", all, map[string]*api.Status{
+		{"a term alone is state", "fenced-0", all, map[string]*client.Status{
 			"http://fenced-1.fenced:7700": {ID: "fenced-1", Term: 1}, "http://fenced-2.fenced:7700": {ID: "fenced-2"}}, actJoin},
-		{"second name, first bootstrapped", "fenced-1", all, map[string]*api.Status{
+		{"second name, first bootstrapped", "fenced-1", all, map[string]*client.Status{
 			"http://fenced-0.fenced:7700": member("fenced-0")}, actJoin},
-		{"second name, nothing yet", "fenced-1", all, map[string]*api.Status{
+		{"second name, nothing yet", "fenced-1", all, map[string]*client.Status{
 			"http://fenced-0.fenced:7700": {ID: "fenced-0"}, "http://fenced-2.fenced:7700": {ID: "fenced-2"}}, actWait},
 	}
 	for _, tt := range tests {
@@ -335,7 +335,7 @@ func (s *scripted) LookupHost(ctx context.Context, host string) ([]string, error
 	return s.res.LookupHost(ctx, host)
 }
 
-func (s *scripted) NodeStatus(ctx context.Context, ep string) (*api.Status, error) {
+func (s *scripted) NodeStatus(ctx context.Context, ep string) (*client.Status, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.st.NodeStatus(ctx, ep)
@@ -345,15 +345,15 @@ func (s *scripted) NodeStatus(ctx context.Context, ep string) (*api.Status, erro
 // rounds: nothing resolves, then the first name answers without state, then
 // with a cluster; it joins through the first name only then.
 func TestAwaitWaitsUntilTheFirstBootstraps(t *testing.T) {
-	s := &scripted{self: "fenced-1.fenced", res: fakeResolver{}, st: &fakeStatus{answers: map[string]*api.Status{}}}
+	s := &scripted{self: "fenced-1.fenced", res: fakeResolver{}, st: &fakeStatus{answers: map[string]*client.Status{}}}
 	s.steps = []func(*scripted){
 		func(s *scripted) {},
 		func(s *scripted) {
 			s.res["fenced-0.fenced"], s.res["fenced-1.fenced"], s.res["fenced-2.fenced"] = true, true, true
 		},
-		func(s *scripted) { s.st.answers["http://fenced-0.fenced:7700"] = &api.Status{ID: "fenced-0"} },
+		func(s *scripted) { s.st.answers["http://fenced-0.fenced:7700"] = &client.Status{ID: "fenced-0"} },
 		func(s *scripted) {
-			s.st.answers["http://fenced-0.fenced:7700"] = &api.Status{ID: "fenced-0", Term: 2, Members: []api.Member{{ID: "fenced-0"}}}
+			s.st.answers["http://fenced-0.fenced:7700"] = &client.Status{ID: "fenced-0", Term: 2, Members: []client.Member{{ID: "fenced-0"}}}
 		},
 	}
 	p := testProber(t, "fenced-1", nil, nil)
@@ -378,7 +378,7 @@ func TestAwaitNeverBootstrapsAUsedDataDir(t *testing.T) {
 	s := &scripted{
 		self: "fenced-0.fenced",
 		res:  fakeResolver{"fenced-0.fenced": true, "fenced-1.fenced": true, "fenced-2.fenced": true},
-		st: &fakeStatus{answers: map[string]*api.Status{
+		st: &fakeStatus{answers: map[string]*client.Status{
 			"http://fenced-1.fenced:7700": {ID: "fenced-1"}, "http://fenced-2.fenced:7700": {ID: "fenced-2"}}},
 	}
 	ctx, cancel := context.WithCancel(context.Background())

@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/cluster"
 	"github.com/fenced/fenced/internal/buildinfo"
 	"github.com/fenced/fenced/metrics"
@@ -369,7 +370,7 @@ func announceOnce(ctx context.Context, log hclog.Logger, node *cluster.Node, o *
 	c := o.loaded.apiClient(targets)
 	jctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := c.Join(jctx, api.JoinRequest{ID: o.id, RaftAddr: node.Addr(), HTTPAddr: httpAdvertise}); err != nil {
+	if err := c.Join(jctx, client.JoinRequest{ID: o.id, RaftAddr: node.Addr(), HTTPAddr: httpAdvertise}); err != nil {
 		log.Debug("join/announce not done yet", "targets", targets, "error", err)
 		return false
 	}
@@ -381,7 +382,7 @@ func announceOnce(ctx context.Context, log hclog.Logger, node *cluster.Node, o *
 // leave removes this node from the cluster: leadership is handed over first,
 // then the new leader takes the node out of the configuration, so the
 // remaining members keep their quorum without it.
-func leave(log hclog.Logger, node *cluster.Node, self *api.Client, timeout time.Duration) {
+func leave(log hclog.Logger, node *cluster.Node, self *client.Client, timeout time.Duration) {
 	ctx, cancel := context.WithTimeout(context.Background(), timeout)
 	defer cancel()
 	if node.Voters() <= 1 {

@@ -20,6 +20,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/cluster"
 	"github.com/fenced/fenced/metrics"
 	"github.com/fenced/fenced/tlsutil"
@@ -308,7 +309,7 @@ func (s *security) nodeClient(timeout time.Duration) *http.Client {
 }
 
 // apiClient returns a client of other nodes' APIs at targets.
-func (s *security) apiClient(targets []string) *api.Client {
+func (s *security) apiClient(targets []string) *client.Client {
 	var eps []string
 	for _, t := range targets {
 		if t = strings.TrimSpace(t); t == "" {
@@ -319,11 +320,11 @@ func (s *security) apiClient(targets []string) *api.Client {
 		}
 		eps = append(eps, t)
 	}
-	opts := []api.ClientOption{api.WithHTTPClient(s.nodeClient(api.MaxWait))}
+	opts := []client.Option{client.WithHTTPClient(s.nodeClient(client.MaxWait))}
 	if s.o.joinToken != "" {
-		opts = append(opts, api.WithBearerToken(s.o.joinToken))
+		opts = append(opts, client.WithBearerToken(s.o.joinToken))
 	}
-	return api.NewClient(eps, opts...)
+	return client.New(eps, opts...)
 }
 
 // apiOptions returns the API server's security and limits.
@@ -346,7 +347,7 @@ func (s *security) apiOptions() api.ServerOptions {
 		o.Tokens = s.tokens
 	}
 	if s.http != nil {
-		o.Forward = s.nodeClient(api.MaxWait + 30*time.Second)
+		o.Forward = s.nodeClient(client.MaxWait + 30*time.Second)
 		o.ForwardIdentity = s.peer != nil
 	}
 	return o

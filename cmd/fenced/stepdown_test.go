@@ -9,12 +9,12 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/internal/testutil"
 )
 
 // fakeNode serves /v1/cluster with st and counts leadership transfers.
-func fakeNode(t *testing.T, st api.Status) (addr string, transfers *atomic.Int32) {
+func fakeNode(t *testing.T, st client.Status) (addr string, transfers *atomic.Int32) {
 	t.Helper()
 	transfers = &atomic.Int32{}
 	mux := http.NewServeMux()
@@ -33,23 +33,23 @@ func fakeNode(t *testing.T, st api.Status) (addr string, transfers *atomic.Int32
 // TestStepDown: the preStop hook hands leadership over only when the node
 // it runs beside leads and has someone to hand it to.
 func TestStepDown(t *testing.T) {
-	voters := func(ids ...string) []api.Member {
-		var ms []api.Member
+	voters := func(ids ...string) []client.Member {
+		var ms []client.Member
 		for _, id := range ids {
-			ms = append(ms, api.Member{ID: id, Voter: true})
+			ms = append(ms, client.Member{ID: id, Voter: true})
 		}
 		return ms
 	}
 	tests := []struct {
 		name      string
-		st        api.Status
+		st        client.Status
 		transfers int32
 		says      string
 	}{
-		{"leader of three", api.Status{ID: "fenced-0", LeaderID: "fenced-0", Members: voters("fenced-0", "fenced-1", "fenced-2")}, 1, "handed leadership to fenced-1"},
-		{"follower", api.Status{ID: "fenced-2", LeaderID: "fenced-0", Members: voters("fenced-0", "fenced-1", "fenced-2")}, 0, "does not lead"},
-		{"no leader", api.Status{ID: "fenced-2", Members: voters("fenced-0", "fenced-1", "fenced-2")}, 0, "does not lead"},
-		{"only voter", api.Status{ID: "fenced-0", LeaderID: "fenced-0", Members: voters("fenced-0")}, 0, "only voter"},
+		{"leader of three", client.Status{ID: "fenced-0", LeaderID: "fenced-0", Members: voters("fenced-0", "fenced-1", "fenced-2")}, 1, "handed leadership to fenced-1"},
+		{"follower", client.Status{ID: "fenced-2", LeaderID: "fenced-0", Members: voters("fenced-0", "fenced-1", "fenced-2")}, 0, "does not lead"},
+		{"no leader", client.Status{ID: "fenced-2", Members: voters("fenced-0", "fenced-1", "fenced-2")}, 0, "does not lead"},
+		{"only voter", client.Status{ID: "fenced-0", LeaderID: "fenced-0", Members: voters("fenced-0")}, 0, "only voter"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -20,7 +20,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/fence"
 	"github.com/fenced/fenced/fence/guard"
 )
@@ -65,7 +65,7 @@ func tokenFor(ctx context.Context, endpoints []string, key, holder, text string)
 	if holder == "" {
 		return 0, nil, errors.New("--holder is required")
 	}
-	l, err := api.NewClient(endpoints).Lease(ctx, key, holder, api.LeaseOptions{TTL: 10 * time.Second, Wait: 30 * time.Second})
+	l, err := client.New(endpoints).Lease(ctx, key, holder, client.LeaseOptions{TTL: 10 * time.Second, Wait: 30 * time.Second})
 	if err != nil {
 		return 0, nil, err
 	}

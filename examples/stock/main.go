@@ -25,7 +25,7 @@ import (
 	"github.com/spf13/pflag"
 	_ "modernc.org/sqlite"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/fence"
 	"github.com/fenced/fenced/fence/guard"
 )
@@ -76,8 +76,8 @@ func withDB(path string, f func(*sql.DB) error) error {
 }
 
 func reserve(ctx context.Context, dbPath string, endpoints []string, holder, item string, ttl, wait time.Duration, waitForGo, noFence bool) int {
-	c := api.NewClient(endpoints)
-	lease, err := c.Lease(ctx, "stock/"+item, holder, api.LeaseOptions{TTL: ttl, Wait: wait})
+	c := client.New(endpoints)
+	lease, err := c.Lease(ctx, "stock/"+item, holder, client.LeaseOptions{TTL: ttl, Wait: wait})
 	if err != nil {
 		fail(exitError, fmt.Errorf("acquire: %w", err))
 	}

@@ -11,7 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 )
 
 // Workloads.
@@ -80,7 +80,7 @@ type Result struct {
 type op func(ctx context.Context) error
 
 // Run drives the workload until the duration passes.
-func Run(ctx context.Context, c *api.Client, cfg Config) (*Result, error) {
+func Run(ctx context.Context, c *client.Client, cfg Config) (*Result, error) {
 	if cfg.Clients <= 0 {
 		cfg.Clients = 1
 	}
@@ -88,7 +88,7 @@ func Run(ctx context.Context, c *api.Client, cfg Config) (*Result, error) {
 		cfg.TTL = 30 * time.Second
 	}
 	if cfg.Prefix == "" {
-		cfg.Prefix = "bench/" + api.NewRequestID()[:8]
+		cfg.Prefix = "bench/" + client.NewRequestID()[:8]
 	}
 	ops := make([]op, cfg.Clients)
 	for i := range ops {
@@ -194,7 +194,7 @@ func summarize(cfg Config, lats [][]time.Duration, elapsed time.Duration) *Resul
 	return r
 }
 
-func setup(ctx context.Context, c *api.Client, cfg Config, i int) (op, error) {
+func setup(ctx context.Context, c *client.Client, cfg Config, i int) (op, error) {
 	holder := fmt.Sprintf("%s/h%d", cfg.Prefix, i)
 	ttl := cfg.TTL.String()
 	n := 0
@@ -202,13 +202,13 @@ func setup(ctx context.Context, c *api.Client, cfg Config, i int) (op, error) {
 	case Acquire:
 		return func(ctx context.Context) error {
 			n++
-			_, err := c.Acquire(ctx, api.AcquireRequest{Key: fmt.Sprintf("%s/a/%d/%d", cfg.Prefix, i, n), Holder: holder, TTL: ttl})
+			_, err := c.Acquire(ctx, client.AcquireRequest{Key: fmt.Sprintf("%s/a/%d/%d", cfg.Prefix, i, n), Holder: holder, TTL: ttl})
 			return err
 		}, nil
 	case Cycle:
 		return cycle(c, cfg, i, holder), nil
 	case Verify:
-		g, err := c.Acquire(ctx, api.AcquireRequest{Key: fmt.Sprintf("%s/v/%d", cfg.Prefix, i), Holder: holder, TTL: "10m"})
+		g, err := c.Acquire(ctx, client.AcquireRequest{Key: fmt.Sprintf("%s/v/%d", cfg.Prefix, i), Holder: holder, TTL: "10m"})
 		if err != nil {
 			return nil, err
 		}
@@ -221,7 +221,7 @@ func setup(ctx context.Context, c *api.Client, cfg Config, i int) (op, error) {
 		}, nil
 	case Keepalive:
 		for k := 0; k < 4; k++ {
-			if _, err := c.Acquire(ctx, api.AcquireRequest{Key: fmt.Sprintf("%s/k/%d/%d", cfg.Prefix, i, k), Holder: holder, TTL: ttl}); err != nil {
+			if _, err := c.Acquire(ctx, client.AcquireRequest{Key: fmt.Sprintf("%s/k/%d/%d", cfg.Prefix, i, k), Holder: holder, TTL: ttl}); err != nil {
 				return nil, err
 			}
 		}
@@ -232,11 +232,11 @@ func setup(ctx context.Context, c *api.Client, cfg Config, i int) (op, error) {
 	case Contended:
 		key := cfg.Prefix + "/contended"
 		return func(ctx context.Context) error {
-			g, err := c.Acquire(ctx, api.AcquireRequest{Key: key, Holder: holder, TTL: ttl, Wait: "1m"})
+			g, err := c.Acquire(ctx, client.AcquireRequest{Key: key, Holder: holder, TTL: ttl, Wait: "1m"})
 			if err != nil {
 				return err
 			}
-			_, err = c.Release(ctx, api.ReleaseRequest{Key: key, Holder: holder, Token: g.Token})
+			_, err = c.Release(ctx, client.ReleaseRequest{Key: key, Holder: holder, Token: g.Token})
 			return err
 		}, nil
 	case Mix:
@@ -245,21 +245,21 @@ func setup(ctx context.Context, c *api.Client, cfg Config, i int) (op, error) {
 	return nil, fmt.Errorf("unknown workload %q (one of %v)", cfg.Workload, Workloads)
 }
 
-func cycle(c *api.Client, cfg Config, i int, holder string) op {
+func cycle(c *client.Client, cfg Config, i int, holder string) op {
 	n := 0
 	return func(ctx context.Context) error {
 		n++
-		g, err := c.Acquire(ctx, api.AcquireRequest{Key: fmt.Sprintf("%s/c/%d/%d", cfg.Prefix, i, n%64), Holder: holder, TTL: cfg.TTL.String()})
+		g, err := c.Acquire(ctx, client.AcquireRequest{Key: fmt.Sprintf("%s/c/%d/%d", cfg.Prefix, i, n%64), Holder: holder, TTL: cfg.TTL.String()})
 		if err != nil {
 			return err
 		}
-		_, err = c.Release(ctx, api.ReleaseRequest{Key: g.Key, Holder: holder, Token: g.Token})
+		_, err = c.Release(ctx, client.ReleaseRequest{Key: g.Key, Holder: holder, Token: g.Token})
 		return err
 	}
 }
 
-func mix(ctx context.Context, c *api.Client, cfg Config, i int, holder string) (op, error) {
-	g, err := c.Acquire(ctx, api.AcquireRequest{Key: fmt.Sprintf("%s/m/%d", cfg.Prefix, i), Holder: holder, TTL: "10m"})
+func mix(ctx context.Context, c *client.Client, cfg Config, i int, holder string) (op, error) {
+	g, err := c.Acquire(ctx, client.AcquireRequest{Key: fmt.Sprintf("%s/m/%d", cfg.Prefix, i), Holder: holder, TTL: "10m"})
 	if err != nil {
 		return nil, err
 	}

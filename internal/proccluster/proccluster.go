@@ -19,7 +19,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 )
 
 // Build compiles ./cmd/fenced and ./cmd/fencectl of the module into dir and
@@ -152,7 +152,7 @@ type Options struct {
 	Secure bool
 	// ClientOptions are given to every client Client and Leader make (TLS
 	// and credentials).
-	ClientOptions []api.ClientOption
+	ClientOptions []client.Option
 }
 
 // Node is one fenced process.
@@ -255,7 +255,7 @@ func (c *Cluster) Endpoints() []string {
 }
 
 // Client returns an API client of every node.
-func (c *Cluster) Client() *api.Client { return api.NewClient(c.Endpoints(), c.opts.ClientOptions...) }
+func (c *Cluster) Client() *client.Client { return client.New(c.Endpoints(), c.opts.ClientOptions...) }
 
 // StartNode (re)starts a node's process with its data dir intact.
 func (c *Cluster) StartNode(n *Node) error {

@@ -14,7 +14,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 )
 
 // ErrUnsupported is returned by a backend that cannot inject a fault (local
@@ -101,7 +101,7 @@ type Backend interface {
 // leaderOf asks every reachable node for its status and returns the node
 // that reports itself the ready leader, polling until timeout.
 func leaderOf(ctx context.Context, ids []string, endpoint func(string) string, up func(string) bool, timeout time.Duration) (string, error) {
-	cl := api.NewClient(nil, api.WithHTTPClient(&http.Client{Timeout: time.Second}))
+	cl := client.New(nil, client.WithHTTPClient(&http.Client{Timeout: time.Second}))
 	deadline := time.Now().Add(timeout)
 	var last error = errors.New("no node answered")
 	for {

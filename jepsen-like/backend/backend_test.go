@@ -12,7 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/internal/proccluster"
 	"github.com/fenced/fenced/internal/testutil"
 )
@@ -77,7 +77,7 @@ func TestNetns(t *testing.T) {
 	if err := b.Partition(ctx, g); err != nil {
 		t.Fatal(err)
 	}
-	cl := api.NewClient(nil)
+	cl := client.New(nil)
 	testutil.Eventually(t, 15*time.Second, func() error {
 		for _, id := range rest {
 			st, err := cl.NodeStatus(ctx, "http://"+b.Endpoint(id))

@@ -16,7 +16,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 )
 
 // Proxies stand between the workload's clients and the nodes' HTTP APIs: one
@@ -73,7 +73,7 @@ func (s LossStats) String() string {
 }
 
 // maxProxyBody bounds a request or answer body the proxy buffers; fenced
-// refuses larger requests anyway (api.MaxBodyBytes).
+// refuses larger requests anyway (client.MaxBodyBytes).
 const maxProxyBody = 4 << 20
 
 // NewProxies starts one proxy per endpoint (a node's HTTP address, as the
@@ -229,9 +229,9 @@ func (p *Proxies) handler(ep string) http.Handler {
 			}
 			w.Header()[k] = vs
 		}
-		if l := resp.Header.Get(api.LeaderHeader); l != "" {
+		if l := resp.Header.Get(client.LeaderHeader); l != "" {
 			if px, ok := p.leaderOf[l]; ok {
-				w.Header().Set(api.LeaderHeader, px)
+				w.Header().Set(client.LeaderHeader, px)
 			}
 		}
 		w.Header().Set("Content-Length", fmt.Sprint(len(answer)))
@@ -252,7 +252,7 @@ func (p *Proxies) handler(ep string) http.Handler {
 // writeUnavailable answers 503 "unavailable", which the API client reads as
 // "nothing was done, try another node".
 func writeUnavailable(w http.ResponseWriter, ep string, err error) {
-	data, _ := json.Marshal(api.ErrorResponse{Code: "unavailable", Message: fmt.Sprintf("proxy: node %s unreachable: %v", ep, err)})
+	data, _ := json.Marshal(client.ErrorResponse{Code: "unavailable", Message: fmt.Sprintf("proxy: node %s unreachable: %v", ep, err)})
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(http.StatusServiceUnavailable)
 	_, _ = w.Write(data)

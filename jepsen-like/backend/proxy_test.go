@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 )
 
 // fakeNode counts the requests it served and answers every one with a JSON
@@ -24,7 +24,7 @@ func fakeNode(t *testing.T) (*httptest.Server, *atomic.Int64) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		_, _ = io.ReadAll(r.Body)
 		served.Add(1)
-		w.Header().Set(api.LeaderHeader, addr)
+		w.Header().Set(client.LeaderHeader, addr)
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"key":"k","token":"4294967297","state":"released"}`)
 	}))
@@ -69,7 +69,7 @@ func TestProxyPassesAnswers(t *testing.T) {
 	if resp.StatusCode != http.StatusOK || !strings.Contains(string(data), `"state":"released"`) {
 		t.Fatalf("answer %d %s", resp.StatusCode, data)
 	}
-	if got := resp.Header.Get(api.LeaderHeader); got != p.Endpoints()[0] {
+	if got := resp.Header.Get(client.LeaderHeader); got != p.Endpoints()[0] {
 		t.Fatalf("leader header %q, want the proxy %q", got, p.Endpoints()[0])
 	}
 	if served.Load() != 1 {
@@ -109,11 +109,11 @@ func TestProxyLossIsAnUnknownOutcomeToTheClient(t *testing.T) {
 	node, served := fakeNode(t)
 	p := newTestProxies(t, strings.TrimPrefix(node.URL, "http://"))
 	p.SetLoss(1)
-	cl := api.NewClient(p.Endpoints(), api.WithHTTPClient(&http.Client{Timeout: time.Second, Transport: &http.Transport{}}))
+	cl := client.New(p.Endpoints(), client.WithHTTPClient(&http.Client{Timeout: time.Second, Transport: &http.Transport{}}))
 	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 	defer cancel()
-	_, err := cl.Release(ctx, api.ReleaseRequest{Key: "k", Token: 4294967297, Force: true})
-	if !errors.Is(err, api.ErrUnknownOutcome) {
+	_, err := cl.Release(ctx, client.ReleaseRequest{Key: "k", Token: 4294967297, Force: true})
+	if !errors.Is(err, client.ErrUnknownOutcome) {
 		t.Fatalf("release through a proxy that loses every answer: %v, want ErrUnknownOutcome", err)
 	}
 	if served.Load() < 2 {

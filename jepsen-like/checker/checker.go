@@ -14,7 +14,7 @@ import (
 
 	"github.com/anishathalye/porcupine"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/fence"
 	"github.com/fenced/fenced/jepsen-like/history"
 )
@@ -62,10 +62,10 @@ type Final struct {
 	At int64 `json:"at"`
 	// Keys is the cluster's state of every key, read linearizably through
 	// each node (followers forward), by node.
-	Keys map[string][]api.KeyInfo `json:"keys"`
+	Keys map[string][]client.KeyInfo `json:"keys"`
 	// Statuses is each node's own, local view (GET /v1/cluster) once the
 	// convergence wait ended.
-	Statuses map[string]*api.Status `json:"statuses"`
+	Statuses map[string]*client.Status `json:"statuses"`
 	// Converged says every node reported the same applied index, commit
 	// index and key count within ConvergeLimit.
 	Converged      bool          `json:"converged"`
@@ -535,11 +535,11 @@ func Convergence(final *Final) Result {
 
 // settled leaves out the keys whose names start with churning (none when it
 // is empty).
-func settled(keys []api.KeyInfo, churning string) []api.KeyInfo {
+func settled(keys []client.KeyInfo, churning string) []client.KeyInfo {
 	if churning == "" {
 		return keys
 	}
-	var out []api.KeyInfo
+	var out []client.KeyInfo
 	for _, k := range keys {
 		if !strings.HasPrefix(k.Key, churning) {
 			out = append(out, k)
@@ -548,7 +548,7 @@ func settled(keys []api.KeyInfo, churning string) []api.KeyInfo {
 	return out
 }
 
-func keyTokens(keys []api.KeyInfo) []string {
+func keyTokens(keys []client.KeyInfo) []string {
 	var out []string
 	for _, k := range keys {
 		out = append(out, k.Key+"="+k.Token.String()+"/"+k.State)

@@ -5,7 +5,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/fence"
 	"github.com/fenced/fenced/jepsen-like/history"
 )
@@ -233,7 +233,7 @@ func TestTokenOrder(t *testing.T) {
 func TestNoLostGrant(t *testing.T) {
 	a1, b1 := tok(2, 1), tok(3, 1)
 	final := func(k fence.Token) *Final {
-		return &Final{At: 1e12, Keys: map[string][]api.KeyInfo{"n1": {{Key: "k", Token: k}}, "n2": {{Key: "k", Token: k}}}}
+		return &Final{At: 1e12, Keys: map[string][]client.KeyInfo{"n1": {{Key: "k", Token: k}}, "n2": {{Key: "k", Token: k}}}}
 	}
 	good := new(h).add(acq("a", a1), 0, 10).add(ver(a1, "", true, "ok", a1, "a"), 20, 30).
 		add(acq("b", b1), 40, 50).add(ver(a1, "", false, "superseded", b1, "b"), 60, 70)
@@ -316,9 +316,9 @@ func TestLeaseNoEarlyExpiry(t *testing.T) {
 }
 
 func TestConvergenceAndRecovery(t *testing.T) {
-	keys := []api.KeyInfo{{Key: "k", Token: tok(2, 1), State: "released"}}
+	keys := []client.KeyInfo{{Key: "k", Token: tok(2, 1), State: "released"}}
 	ok := &Final{Converged: true, Recovered: true, RecoveryTime: time.Second, RecoveryLimit: 10 * time.Second,
-		Keys: map[string][]api.KeyInfo{"n1": keys, "n2": keys}, Statuses: map[string]*api.Status{"n1": {}, "n2": {}}}
+		Keys: map[string][]client.KeyInfo{"n1": keys, "n2": keys}, Statuses: map[string]*client.Status{"n1": {}, "n2": {}}}
 	expect(t, Convergence(ok), true)
 	expect(t, Recovery(nil, nil, ok), true)
 	healed := []history.Fault{{Nemesis: "kill-all", Start: 0, End: 1e9}}
@@ -331,7 +331,7 @@ func TestConvergenceAndRecovery(t *testing.T) {
 	diverged.Converged, diverged.ConvergeDetail = false, "n2 applied 7, n1 applied 9"
 	expect(t, Convergence(&diverged), false)
 	differ := *ok
-	differ.Keys = map[string][]api.KeyInfo{"n1": keys, "n2": {{Key: "k", Token: tok(2, 2), State: "held"}}}
+	differ.Keys = map[string][]client.KeyInfo{"n1": keys, "n2": {{Key: "k", Token: tok(2, 2), State: "held"}}}
 	expect(t, Convergence(&differ), false)
 	slow := *ok
 	slow.Recovered = false
@@ -343,9 +343,9 @@ func TestConvergenceAndRecovery(t *testing.T) {
 // Keys the churn workload reclaims up to the final reads may differ between
 // the reads through two nodes; every other key must not.
 func TestConvergenceLeavesChurningKeys(t *testing.T) {
-	a := []api.KeyInfo{{Key: "jepsen/k0", Token: 1 << 32, State: "held"}, {Key: "jepsen/churn/k1", Token: 1 << 32, State: "released"}}
-	b := []api.KeyInfo{{Key: "jepsen/k0", Token: 1 << 32, State: "held"}}
-	final := &Final{Converged: true, Keys: map[string][]api.KeyInfo{"n1": a, "n2": b}, Churning: "jepsen/churn/"}
+	a := []client.KeyInfo{{Key: "jepsen/k0", Token: 1 << 32, State: "held"}, {Key: "jepsen/churn/k1", Token: 1 << 32, State: "released"}}
+	b := []client.KeyInfo{{Key: "jepsen/k0", Token: 1 << 32, State: "held"}}
+	final := &Final{Converged: true, Keys: map[string][]client.KeyInfo{"n1": a, "n2": b}, Churning: "jepsen/churn/"}
 	if r := Convergence(final); !r.Pass {
 		t.Fatalf("a churn key reclaimed between two reads failed convergence: %+v", r)
 	}

@@ -3,7 +3,7 @@ package checker
 import (
 	"fmt"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/fence"
 	"github.com/fenced/fenced/jepsen-like/history"
 )
@@ -25,26 +25,26 @@ import (
 //     (re)start state for the key, up to the end, unless a reset intervened;
 //   - election-observer: an observer never reports a leader with a lower
 //     token than one it reported, nor a leadership again after it ended.
-func Watch(ops []history.Op, streams [][]api.WatchEvent, observers [][]api.Leader) []Result {
+func Watch(ops []history.Op, streams [][]client.WatchEvent, observers [][]client.Leader) []Result {
 	return []Result{WatchOrder(streams), WatchTokens(streams), WatchCommitted(ops, streams), WatchComplete(ops, streams), ElectionObserver(observers)}
 }
 
-func isChange(ev api.WatchEvent) bool {
+func isChange(ev client.WatchEvent) bool {
 	switch ev.Type {
-	case api.WatchState, api.WatchSync, api.WatchReset:
+	case client.WatchState, client.WatchSync, client.WatchReset:
 		return false
 	}
 	return true
 }
 
-func isGrant(ev api.WatchEvent) bool { return ev.Type == "granted" || ev.Type == "handed_off" }
+func isGrant(ev client.WatchEvent) bool { return ev.Type == "granted" || ev.Type == "handed_off" }
 
 // lockDelayEnded is the type of the event that says an expired grant's
 // lock-delay ran out.
 const lockDelayEnded = "lock_delay_ended"
 
 // WatchOrder checks that each stream's ids strictly increase.
-func WatchOrder(streams [][]api.WatchEvent) Result {
+func WatchOrder(streams [][]client.WatchEvent) Result {
 	r := Result{Name: "watch-order"}
 	for s, evs := range streams {
 		var last uint64
@@ -53,7 +53,7 @@ func WatchOrder(streams [][]api.WatchEvent) Result {
 			switch {
 			case isChange(ev) && ev.Index <= last:
 				r.violate("stream %d: %s of %s at index %d after index %d: twice or out of order", s, ev.Type, ev.Key, ev.Index, last)
-			case !isChange(ev) && ev.Type != api.WatchReset && ev.Index < last:
+			case !isChange(ev) && ev.Type != client.WatchReset && ev.Index < last:
 				r.violate("stream %d: %s at index %d after index %d: progress went back", s, ev.Type, ev.Index, last)
 			}
 			last = max(last, ev.Index)
@@ -65,12 +65,12 @@ func WatchOrder(streams [][]api.WatchEvent) Result {
 // WatchTokens checks that each stream's grants of a key strictly increase,
 // and that the end of a lock-delay follows the expiry of the same grant
 // (from an expired event, or a state that shows it), with nothing between.
-func WatchTokens(streams [][]api.WatchEvent) Result {
+func WatchTokens(streams [][]client.WatchEvent) Result {
 	r := Result{Name: "watch-tokens"}
 	for s, evs := range streams {
 		high := map[string]fence.Token{}
 		// last is each key's last state on the stream: token and state.
-		last := map[string]api.WatchEvent{}
+		last := map[string]client.WatchEvent{}
 		for _, ev := range evs {
 			if ev.Type == lockDelayEnded {
 				r.Checked++
@@ -79,11 +79,11 @@ func WatchTokens(streams [][]api.WatchEvent) Result {
 						s, ev.Key, ev.Token, ev.Index, l.Type, l.Token, l.State)
 				}
 			}
-			if ev.Key != "" && (ev.Type == api.WatchState || isChange(ev)) {
+			if ev.Key != "" && (ev.Type == client.WatchState || isChange(ev)) {
 				last[ev.Key] = ev
 			}
 			switch {
-			case ev.Type == api.WatchState:
+			case ev.Type == client.WatchState:
 				if ev.Token < high[ev.Key] {
 					r.violate("stream %d: state of %s has token %s below %s already seen", s, ev.Key, ev.Token, high[ev.Key])
 				}
@@ -118,10 +118,10 @@ func ackedGrants(ops []history.Op) map[string]map[fence.Token]string {
 
 // WatchCommitted checks that streams agree on every index and that grants
 // name the holders their acquires were answered with.
-func WatchCommitted(ops []history.Op, streams [][]api.WatchEvent) Result {
+func WatchCommitted(ops []history.Op, streams [][]client.WatchEvent) Result {
 	r := Result{Name: "watch-committed"}
 	acked := ackedGrants(ops)
-	byIndex := map[uint64]api.WatchEvent{}
+	byIndex := map[uint64]client.WatchEvent{}
 	for s, evs := range streams {
 		for _, ev := range evs {
 			if !isChange(ev) {
@@ -146,21 +146,21 @@ func WatchCommitted(ops []history.Op, streams [][]api.WatchEvent) Result {
 // after its last reset: every acknowledged grant above that token must be
 // among its grants. Streams are read to the end of the run (they caught up
 // with a final linearizable read).
-func WatchComplete(ops []history.Op, streams [][]api.WatchEvent) Result {
+func WatchComplete(ops []history.Op, streams [][]client.WatchEvent) Result {
 	r := Result{Name: "watch-complete"}
 	acked := ackedGrants(ops)
 	for s, evs := range streams {
 		// Only the segment after the last reset runs to the end.
 		start := 0
 		for i, ev := range evs {
-			if ev.Type == api.WatchReset {
+			if ev.Type == client.WatchReset {
 				start = i + 1
 			}
 		}
 		from := map[string]fence.Token{}
 		seen := map[string]map[fence.Token]bool{}
 		for _, ev := range evs[start:] {
-			if ev.Type != api.WatchState && !isGrant(ev) {
+			if ev.Type != client.WatchState && !isGrant(ev) {
 				continue
 			}
 			if _, ok := from[ev.Key]; !ok {
@@ -191,10 +191,10 @@ func WatchComplete(ops []history.Op, streams [][]api.WatchEvent) Result {
 }
 
 // ElectionObserver checks that observers never go back to an older leader.
-func ElectionObserver(observers [][]api.Leader) Result {
+func ElectionObserver(observers [][]client.Leader) Result {
 	r := Result{Name: "election-observer"}
 	for o, ls := range observers {
-		var last api.Leader
+		var last client.Leader
 		for i, l := range ls {
 			r.Checked++
 			if i == 0 {

@@ -22,7 +22,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/internal/testutil"
 	"github.com/fenced/fenced/jepsen-like/backend"
 	"github.com/fenced/fenced/jepsen-like/history"
@@ -67,7 +67,7 @@ type Env struct {
 	OnRestart func()
 	// Status returns one node's own view of the cluster; nil asks the node
 	// over HTTP (GET /v1/cluster at its endpoint).
-	Status func(ctx context.Context, id string) (*api.Status, error)
+	Status func(ctx context.Context, id string) (*client.Status, error)
 	// CatchUp bounds the wait for a restarted node to catch up in a rolling
 	// restart (30 s when zero).
 	CatchUp time.Duration
@@ -306,13 +306,13 @@ func (e *Env) rollingRestart(ctx context.Context) error {
 	return errors.Join(errs...)
 }
 
-func (e *Env) status(ctx context.Context, id string) (*api.Status, error) {
+func (e *Env) status(ctx context.Context, id string) (*client.Status, error) {
 	if e.Status != nil {
 		return e.Status(ctx, id)
 	}
 	sctx, cancel := context.WithTimeout(ctx, time.Second)
 	defer cancel()
-	return api.NewClient(nil, api.WithHTTPClient(&http.Client{Timeout: time.Second})).NodeStatus(sctx, "http://"+e.B.Endpoint(id))
+	return client.New(nil, client.WithHTTPClient(&http.Client{Timeout: time.Second})).NodeStatus(sctx, "http://"+e.B.Endpoint(id))
 }
 
 // waitCaughtUp waits until a restarted node follows (or is) the ready leader

@@ -12,7 +12,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/jepsen-like/backend"
 	"github.com/fenced/fenced/jepsen-like/history"
 )
@@ -151,13 +151,13 @@ func (f *rollingBackend) Restart(_ context.Context, id string) error {
 	return nil
 }
 
-func (f *rollingBackend) status(_ context.Context, id string) (*api.Status, error) {
+func (f *rollingBackend) status(_ context.Context, id string) (*client.Status, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.down[id] {
 		return nil, errors.New("connection refused")
 	}
-	st := &api.Status{ID: id, LeaderID: f.leader, Term: f.term, Ready: id == f.leader, CommitIndex: 100, AppliedIndex: 100}
+	st := &client.Status{ID: id, LeaderID: f.leader, Term: f.term, Ready: id == f.leader, CommitIndex: 100, AppliedIndex: 100}
 	switch lag := f.lag[id]; {
 	case lag < 0:
 		st.AppliedIndex = 50

@@ -20,7 +20,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/internal/proccluster"
 	"github.com/fenced/fenced/internal/testutil"
 	"github.com/fenced/fenced/jepsen-like/backend"
@@ -422,7 +422,7 @@ func hold(ctx context.Context, d time.Duration) {
 // verify of its token and its release all succeed. The probe's operations go
 // into the history (their own key, their own client id).
 func probe(rec *history.Recorder, endpoints []string, cfg Config, healed time.Time, final *checker.Final, clientID int) {
-	cl := api.NewClient(endpoints, api.WithHTTPClient(&http.Client{Timeout: 1500 * time.Millisecond}))
+	cl := client.New(endpoints, client.WithHTTPClient(&http.Client{Timeout: 1500 * time.Millisecond}))
 	key, holder := "jepsen/probe", "probe"
 	deadline := healed.Add(cfg.RecoveryLimit)
 	err := testutil.Poll(time.Until(deadline), func() error {
@@ -438,9 +438,9 @@ func probe(rec *history.Recorder, endpoints []string, cfg Config, healed time.Ti
 	final.Recovered = final.RecoveryTime <= cfg.RecoveryLimit
 }
 
-func probeOnce(ctx context.Context, rec *history.Recorder, cl *api.Client, key, holder string, clientID int) error {
+func probeOnce(ctx context.Context, rec *history.Recorder, cl *client.Client, key, holder string, clientID int) error {
 	op := rec.Invoke(history.Op{Client: clientID, Kind: history.Acquire, Key: key, Holder: holder})
-	g, err := cl.Acquire(ctx, api.AcquireRequest{Key: key, Holder: holder, TTL: "5s"})
+	g, err := cl.Acquire(ctx, client.AcquireRequest{Key: key, Holder: holder, TTL: "5s"})
 	rec.Complete(op, func(o *history.Op) {
 		if err != nil {
 			// Conservatively unknown: a probe's failure is not analysed.
@@ -465,7 +465,7 @@ func probeOnce(ctx context.Context, rec *history.Recorder, cl *api.Client, key, 
 		return fmt.Errorf("verify of the probe's own token: allow=%v reason=%s err=%v", v.Allow, v.Reason, err)
 	}
 	rop := rec.Invoke(history.Op{Client: clientID, Kind: history.Release, Key: key, Holder: holder, Token: g.Token})
-	_, err = cl.Release(ctx, api.ReleaseRequest{Key: key, Holder: holder, Token: g.Token})
+	_, err = cl.Release(ctx, client.ReleaseRequest{Key: key, Holder: holder, Token: g.Token})
 	rec.Complete(rop, func(o *history.Op) {
 		if err != nil {
 			o.Outcome, o.Code, o.Error = history.Info, "probe", err.Error()
@@ -482,13 +482,13 @@ func probeOnce(ctx context.Context, rec *history.Recorder, cl *api.Client, key, 
 // converge waits until every node reports, locally, the same commit index,
 // applied index, last index and key count, with everything committed applied.
 func converge(b backend.Backend, cfg Config, final *checker.Final) {
-	cl := api.NewClient(nil, api.WithHTTPClient(&http.Client{Timeout: time.Second}))
+	cl := client.New(nil, client.WithHTTPClient(&http.Client{Timeout: time.Second}))
 	start := time.Now()
 	err := testutil.Poll(cfg.ConvergeLimit, func() error {
-		statuses := map[string]*api.Status{}
+		statuses := map[string]*client.Status{}
 		var detail []string
 		same := true
-		var ref *api.Status
+		var ref *client.Status
 		for _, id := range b.Nodes() {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 			st, err := cl.NodeStatus(ctx, "http://"+b.Endpoint(id))
@@ -523,9 +523,9 @@ func converge(b backend.Backend, cfg Config, final *checker.Final) {
 // readFinal reads every key linearizably through each node.
 func readFinal(rec *history.Recorder, b backend.Backend, final *checker.Final) {
 	final.At = rec.Now()
-	final.Keys = map[string][]api.KeyInfo{}
+	final.Keys = map[string][]client.KeyInfo{}
 	for _, id := range b.Nodes() {
-		cl := api.NewClient([]string{b.Endpoint(id)})
+		cl := client.New([]string{b.Endpoint(id)})
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		keys, err := cl.Keys(ctx, "", 0)
 		cancel()

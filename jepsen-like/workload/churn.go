@@ -9,7 +9,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/fence"
 	"github.com/fenced/fenced/jepsen-like/history"
 )
@@ -64,7 +64,7 @@ func (ch *Churn) Start(ctx context.Context) {
 		hc := &http.Client{Timeout: ch.cfg.AttemptTimeout, Transport: trackingTransport{base: &http.Transport{
 			DialContext: (&net.Dialer{Timeout: time.Second}).DialContext, MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second,
 		}}}
-		cl := &churnClient{ch: ch, id: 1000 + i, holder: fmt.Sprintf("churn%d", i), rng: rng, api: api.NewClient(eps, api.WithHTTPClient(hc))}
+		cl := &churnClient{ch: ch, id: 1000 + i, holder: fmt.Sprintf("churn%d", i), rng: rng, api: client.New(eps, client.WithHTTPClient(hc))}
 		ch.wg.Add(1)
 		go func() {
 			defer ch.wg.Done()
@@ -86,7 +86,7 @@ type churnClient struct {
 	id     int
 	holder string
 	rng    *rand.Rand
-	api    *api.Client
+	api    *client.Client
 }
 
 func (c *churnClient) run(ctx context.Context) {
@@ -107,7 +107,7 @@ func (c *churnClient) acquire(ctx context.Context, key string) (fence.Token, boo
 	op := c.ch.rec.Invoke(history.Op{Client: c.id, Kind: history.Acquire, Key: key, Holder: c.holder})
 	octx, cancel := c.opCtx(ctx)
 	octx, att := withAttempts(octx)
-	g, err := c.api.Acquire(octx, api.AcquireRequest{Key: key, Holder: c.holder, TTL: c.ch.cfg.TTL.String()})
+	g, err := c.api.Acquire(octx, client.AcquireRequest{Key: key, Holder: c.holder, TTL: c.ch.cfg.TTL.String()})
 	cancel()
 	c.ch.rec.Complete(op, func(o *history.Op) {
 		if err != nil {
@@ -127,7 +127,7 @@ func (c *churnClient) release(ctx context.Context, key string, tok fence.Token) 
 	op := c.ch.rec.Invoke(history.Op{Client: c.id, Kind: history.Release, Key: key, Holder: c.holder, Token: tok})
 	octx, cancel := c.opCtx(ctx)
 	octx, att := withAttempts(octx)
-	_, err := c.api.Release(octx, api.ReleaseRequest{Key: key, Holder: c.holder, Token: tok})
+	_, err := c.api.Release(octx, client.ReleaseRequest{Key: key, Holder: c.holder, Token: tok})
 	cancel()
 	c.ch.rec.Complete(op, func(o *history.Op) {
 		if err != nil {

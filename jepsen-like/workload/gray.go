@@ -7,7 +7,7 @@ import (
 	"net/http/httptrace"
 	"time"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 )
 
 // BrokenNoAttemptDeadline is the availability checker's positive control:
@@ -37,7 +37,7 @@ func (w *Workload) order() (string, uint64) {
 
 // cl returns the client's API client, built anew when the endpoint order
 // changed since the last operation.
-func (c *client) cl() *api.Client {
+func (c *worker) cl() *client.Client {
 	first, gen := c.w.order()
 	if c.api != nil && gen == c.gen {
 		return c.api
@@ -55,11 +55,11 @@ func (c *client) cl() *api.Client {
 	if c.api != nil {
 		c.api.CloseIdleConnections()
 	}
-	opts := []api.ClientOption{api.WithHTTPClient(c.w.httpClient())}
+	opts := []client.Option{client.WithHTTPClient(c.w.httpClient())}
 	if c.w.cfg.AttemptTimeout > 0 {
-		opts = append(opts, api.WithAttemptTimeout(c.w.cfg.AttemptTimeout))
+		opts = append(opts, client.WithAttemptTimeout(c.w.cfg.AttemptTimeout))
 	}
-	c.api = api.NewClient(eps, opts...)
+	c.api = client.New(eps, opts...)
 	return c.api
 }
 

@@ -13,7 +13,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/fence"
 	"github.com/fenced/fenced/jepsen-like/history"
 )
@@ -33,7 +33,7 @@ const BrokenForceReleaseLookup = "force-release-lookup"
 type operator struct {
 	w      *Workload
 	id     int
-	api    *api.Client
+	api    *client.Client
 	hc     *http.Client
 	eps    []string
 	rng    *rand.Rand
@@ -58,7 +58,7 @@ func (w *Workload) startOperator(ctx context.Context) {
 			IdleConnTimeout:     30 * time.Second,
 		}},
 	}
-	w.op = &operator{w: w, id: w.cfg.Clients + 1, hc: hc, api: api.NewClient(w.cfg.Endpoints, api.WithHTTPClient(hc)),
+	w.op = &operator{w: w, id: w.cfg.Clients + 1, hc: hc, api: client.New(w.cfg.Endpoints, client.WithHTTPClient(hc)),
 		eps: w.cfg.Endpoints, rng: rand.New(rand.NewSource(w.cfg.Seed*1000 + 999))}
 	w.wg.Add(1)
 	go func() {
@@ -98,12 +98,12 @@ func (o *operator) forceRelease(ctx context.Context, key string) {
 	octx, cancel := o.opCtx(ctx)
 	defer cancel()
 	octx, att := withAttempts(octx)
-	var out *api.ReleaseResponse
+	var out *client.ReleaseResponse
 	lookedUp := false
 	if o.w.cfg.Broken == BrokenForceReleaseLookup {
 		out, lookedUp, err = o.releaseLookingUp(octx, key, k.Token, att)
 	} else {
-		out, err = o.api.Release(octx, api.ReleaseRequest{Key: key, Token: k.Token, Force: true})
+		out, err = o.api.Release(octx, client.ReleaseRequest{Key: key, Token: k.Token, Force: true})
 	}
 	o.w.rec.Complete(op, func(r *history.Op) {
 		r.HeldBy = k.Holder // whose grant the operator meant to end
@@ -127,7 +127,7 @@ func (o *operator) forceRelease(ctx context.Context, key string) {
 // releaseLookingUp is the positive control: each attempt after an unknown
 // outcome reads the key's current token again and force-releases that one.
 // It reports whether any retry named another token than the first attempt.
-func (o *operator) releaseLookingUp(ctx context.Context, key string, first fence.Token, att *attempts) (*api.ReleaseResponse, bool, error) {
+func (o *operator) releaseLookingUp(ctx context.Context, key string, first fence.Token, att *attempts) (*client.ReleaseResponse, bool, error) {
 	tok, other := first, false
 	backoff := 20 * time.Millisecond
 	for i := 0; ; i++ {
@@ -137,22 +137,22 @@ func (o *operator) releaseLookingUp(ctx context.Context, key string, first fence
 			}
 			other = other || tok != first
 		}
-		var out api.ReleaseResponse
-		err := o.postOnce(ctx, o.eps[i%len(o.eps)], "/v1/release", api.ReleaseRequest{Key: key, Token: tok, Force: true}, &out)
+		var out client.ReleaseResponse
+		err := o.postOnce(ctx, o.eps[i%len(o.eps)], "/v1/release", client.ReleaseRequest{Key: key, Token: tok, Force: true}, &out)
 		if err == nil {
 			return &out, other, nil
 		}
 		// Retry what was not done (503, no connection) or may have been
 		// (504, an answer lost: the transport marked it ambiguous); a
 		// definite answer of the node ends the call.
-		var apiErr *api.Error
+		var apiErr *client.Error
 		retry := isDial(err) || att.ambiguous.Load()
 		if errors.As(err, &apiErr) {
 			retry = apiErr.Code == "outcome_unknown" || apiErr.Status == http.StatusServiceUnavailable
 		}
 		if !retry || ctx.Err() != nil {
 			if att.ambiguous.Load() {
-				return nil, other, fmt.Errorf("%w: %w", api.ErrUnknownOutcome, err)
+				return nil, other, fmt.Errorf("%w: %w", client.ErrUnknownOutcome, err)
 			}
 			return nil, other, err
 		}
@@ -186,7 +186,7 @@ func (o *operator) postOnce(ctx context.Context, ep, path string, in, out any) e
 		return err
 	}
 	if resp.StatusCode/100 != 2 {
-		e := &api.Error{Status: resp.StatusCode}
+		e := &client.Error{Status: resp.StatusCode}
 		if json.Unmarshal(data, &e.ErrorResponse) != nil || e.Code == "" {
 			e.Code, e.Message = fmt.Sprintf("http_%d", resp.StatusCode), string(data)
 		}

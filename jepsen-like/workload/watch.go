@@ -10,7 +10,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 )
 
 // Positive controls of the watch checkers.
@@ -40,27 +40,27 @@ type Watchers struct {
 	wg     sync.WaitGroup
 
 	mu      sync.Mutex
-	streams [][]api.WatchEvent
-	leaders [][]api.Leader
+	streams [][]client.WatchEvent
+	leaders [][]client.Leader
 }
 
 // StartWatchers starts the watchers; they run until Stop.
 func StartWatchers(ctx context.Context, endpoints []string, broken string, log hclog.Logger) *Watchers {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &Watchers{broken: broken, log: log, cancel: cancel,
-		streams: make([][]api.WatchEvent, len(endpoints)), leaders: make([][]api.Leader, len(endpoints))}
+		streams: make([][]client.WatchEvent, len(endpoints)), leaders: make([][]client.Leader, len(endpoints))}
 	for i := range endpoints {
 		rot := append(append([]string(nil), endpoints[i:]...), endpoints[:i]...)
-		c := api.NewClient(rot, api.WithHTTPClient(&http.Client{Transport: &http.Transport{
+		c := client.New(rot, client.WithHTTPClient(&http.Client{Transport: &http.Transport{
 			DialContext: (&net.Dialer{Timeout: time.Second}).DialContext, MaxIdleConnsPerHost: 4}}))
 		w.wg.Add(2)
 		go func() {
 			defer w.wg.Done()
-			w.follow(i, c.Watch(ctx, api.WatchOptions{Prefix: "jepsen/", Progress: WatchProgress}))
+			w.follow(i, c.Watch(ctx, client.WatchOptions{Prefix: "jepsen/", Progress: WatchProgress}))
 		}()
 		go func() {
 			defer w.wg.Done()
-			for l := range c.NewElection(KeyName(0), "", api.ElectionOptions{}).Observe(ctx) {
+			for l := range c.NewElection(KeyName(0), "", client.ElectionOptions{}).Observe(ctx) {
 				w.mu.Lock()
 				w.leaders[i] = append(w.leaders[i], l)
 				w.mu.Unlock()
@@ -70,11 +70,11 @@ func StartWatchers(ctx context.Context, endpoints []string, broken string, log h
 	return w
 }
 
-func (w *Watchers) follow(i int, ch <-chan api.WatchEvent) {
+func (w *Watchers) follow(i int, ch <-chan client.WatchEvent) {
 	grants, changes := 0, 0
-	var old *api.WatchEvent
+	var old *client.WatchEvent
 	for ev := range ch {
-		change := ev.Type != api.WatchState && ev.Type != api.WatchSync && ev.Type != api.WatchReset
+		change := ev.Type != client.WatchState && ev.Type != client.WatchSync && ev.Type != client.WatchReset
 		if change {
 			changes++
 		}
@@ -112,10 +112,10 @@ func (w *Watchers) last(i int) uint64 {
 // Stop waits (up to wait) until every stream delivered everything up to a
 // linearizable read made now, then ends the watchers and returns what each
 // stream and each observer received.
-func (w *Watchers) Stop(endpoints []string, wait time.Duration) ([][]api.WatchEvent, [][]api.Leader) {
+func (w *Watchers) Stop(endpoints []string, wait time.Duration) ([][]client.WatchEvent, [][]client.Leader) {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	c := api.NewClient(endpoints)
+	c := client.New(endpoints)
 	if k, err := c.KeyWait(ctx, KeyName(0), 0, 0); err == nil {
 		for i := range w.streams {
 			for w.last(i) < k.WatchIndex && ctx.Err() == nil {
@@ -147,7 +147,7 @@ func (w *Watchers) String() string {
 	for _, s := range w.streams {
 		n += len(s)
 		for _, ev := range s {
-			if ev.Type == api.WatchReset {
+			if ev.Type == client.WatchReset {
 				resets++
 			}
 		}

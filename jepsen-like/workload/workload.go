@@ -14,7 +14,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/fence"
 	"github.com/fenced/fenced/internal/testutil"
 	"github.com/fenced/fenced/jepsen-like/history"
@@ -85,7 +85,7 @@ type Workload struct {
 	restarted bool
 	resetSeq  map[string]uint64
 	// cache is the stale-verify control's store of earlier allow verdicts.
-	cache  map[cacheKey]api.VerifyResponse
+	cache  map[cacheKey]client.VerifyResponse
 	broken int
 	// first is the endpoint every client lists first ("" for their own
 	// orders); orderGen counts its changes (see ListFirst).
@@ -98,16 +98,16 @@ type Workload struct {
 	// batch requests (POST /v1/verify/batch) as an application's are; the
 	// even-numbered ones verify through their own, one request each.
 	sharedMu sync.Mutex
-	shared   *client
+	shared   *worker
 }
 
 // sharedAPI returns the API client of the shared verifies, rebuilt when the
-// endpoint order changes (see client.cl).
-func (w *Workload) sharedAPI() *api.Client {
+// endpoint order changes (see worker.cl).
+func (w *Workload) sharedAPI() *client.Client {
 	w.sharedMu.Lock()
 	defer w.sharedMu.Unlock()
 	if w.shared == nil {
-		w.shared = &client{w: w, eps: append([]string(nil), w.cfg.Endpoints...)}
+		w.shared = &worker{w: w, eps: append([]string(nil), w.cfg.Endpoints...)}
 	}
 	return w.shared.cl()
 }
@@ -124,7 +124,7 @@ func New(cfg Config, rec *history.Recorder, res *resource.Resource) *Workload {
 		cfg.Log = hclog.NewNullLogger()
 	}
 	return &Workload{cfg: cfg, rec: rec, res: res, seen: map[string][]fence.Token{}, pauses: make(chan *PauseRequest, 1),
-		resetSeq: map[string]uint64{}, cache: map[cacheKey]api.VerifyResponse{}}
+		resetSeq: map[string]uint64{}, cache: map[cacheKey]client.VerifyResponse{}}
 }
 
 // Start launches the clients; they run until Stop.
@@ -201,13 +201,13 @@ func (w *Workload) RequestPause(ctx context.Context, sleep time.Duration) (Pause
 	}
 }
 
-type client struct {
+type worker struct {
 	w      *Workload
 	id     int
 	key    string
 	holder string
 	rng    *rand.Rand
-	api    *api.Client
+	api    *client.Client
 	value  int
 	// eps is the client's own endpoint order; gen the order generation
 	// its api was built for.
@@ -220,21 +220,21 @@ type client struct {
 	waits bool
 }
 
-func (w *Workload) newClient(i int) *client {
+func (w *Workload) newClient(i int) *worker {
 	rng := rand.New(rand.NewSource(w.cfg.Seed*1000 + int64(i)))
 	eps := append([]string(nil), w.cfg.Endpoints...)
 	rng.Shuffle(len(eps), func(a, b int) { eps[a], eps[b] = eps[b], eps[a] })
-	c := &client{w: w, id: i, key: KeyName(i % w.cfg.Keys), holder: fmt.Sprintf("c%d", i), rng: rng, eps: eps,
+	c := &worker{w: w, id: i, key: KeyName(i % w.cfg.Keys), holder: fmt.Sprintf("c%d", i), rng: rng, eps: eps,
 		waits: (i%w.cfg.Keys)%2 == 0}
 	c.cl()
 	return c
 }
 
-func (c *client) think() {
+func (c *worker) think() {
 	time.Sleep(time.Duration(10+c.rng.Intn(40)) * time.Millisecond) // pacing, not synchronisation
 }
 
-func (c *client) run(ctx context.Context) {
+func (c *worker) run(ctx context.Context) {
 	for ctx.Err() == nil {
 		tok, ok := c.acquire(ctx)
 		if !ok {
@@ -250,7 +250,7 @@ func (c *client) run(ctx context.Context) {
 
 // hold uses a grant: a few verifies, renewals and resource accesses, then a
 // release, or (sometimes) walking away so the lease expires.
-func (c *client) hold(ctx context.Context, tok fence.Token) {
+func (c *worker) hold(ctx context.Context, tok fence.Token) {
 	select {
 	case req := <-c.w.pauses:
 		c.pause(ctx, tok, req)
@@ -287,7 +287,7 @@ func (c *client) hold(ctx context.Context, tok fence.Token) {
 
 // pause is Kleppmann's scenario: the holder freezes past its lease, a newer
 // holder writes, then the frozen one wakes up and writes with its token.
-func (c *client) pause(ctx context.Context, tok fence.Token, req *PauseRequest) {
+func (c *worker) pause(ctx context.Context, tok fence.Token, req *PauseRequest) {
 	defer close(req.done)
 	req.Report = PauseReport{Client: c.id, Key: c.key, Token: tok, Start: c.w.rec.Now()}
 	c.w.cfg.Log.Info("client pause: holder freezes past its lease", "client", c.id, "key", c.key, "token", tok, "sleep", req.Sleep)
@@ -310,7 +310,7 @@ func (c *client) pause(ctx context.Context, tok fence.Token, req *PauseRequest) 
 	req.Report.End = c.w.rec.Now()
 }
 
-func (c *client) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
+func (c *worker) opCtx(ctx context.Context) (context.Context, context.CancelFunc) {
 	// Operations in flight when the run stops still finish (bounded), so
 	// their outcome is known rather than cut short.
 	octx, cancel := context.WithTimeout(context.WithoutCancel(ctx), c.w.cfg.OpTimeout)
@@ -322,16 +322,16 @@ func (c *client) opCtx(ctx context.Context) (context.Context, context.CancelFunc
 // write was ambiguous (the answer may be to a retry after the write took
 // effect); anything else after a write was sent is unknown.
 func classify(err error, write bool, a *attempts) (history.Outcome, string) {
-	var apiErr *api.Error
+	var apiErr *client.Error
 	switch {
 	case errors.As(err, &apiErr):
 		if apiErr.Code == "outcome_unknown" || apiErr.Code == "grant_ended" || (write && a != nil && a.ambiguous.Load()) {
 			return history.Info, apiErr.Code
 		}
 		return history.Fail, apiErr.Code
-	case errors.Is(err, api.ErrUnknownOutcome):
+	case errors.Is(err, client.ErrUnknownOutcome):
 		return history.Info, "outcome_unknown"
-	case errors.Is(err, api.ErrUnavailable):
+	case errors.Is(err, client.ErrUnavailable):
 		// The client saw no server take the request: nothing was done.
 		return history.Fail, "unavailable"
 	}
@@ -341,14 +341,14 @@ func classify(err error, write bool, a *attempts) (history.Outcome, string) {
 	return history.Fail, "error"
 }
 
-func (c *client) acquire(ctx context.Context) (fence.Token, bool) {
+func (c *worker) acquire(ctx context.Context) (fence.Token, bool) {
 	// The clients of every other key wait for it (well within one attempt),
 	// so releases and expiries hand it over to a waiter in their own commit.
 	var wait time.Duration
 	if c.waits {
 		wait = min(time.Duration(200+c.rng.Intn(600))*time.Millisecond, c.w.cfg.AttemptTimeout/2)
 	}
-	req := api.AcquireRequest{Key: c.key, Holder: c.holder, TTL: c.w.cfg.TTL.String()}
+	req := client.AcquireRequest{Key: c.key, Holder: c.holder, TTL: c.w.cfg.TTL.String()}
 	if wait > 0 {
 		req.Wait = wait.String()
 	}
@@ -365,7 +365,7 @@ func (c *client) acquire(ctx context.Context) (fence.Token, bool) {
 		if err != nil {
 			o.Outcome, o.Code = classify(err, true, att)
 			o.Error = err.Error()
-			var apiErr *api.Error
+			var apiErr *client.Error
 			if errors.As(err, &apiErr) {
 				o.HeldBy = apiErr.HeldBy
 			}
@@ -411,7 +411,7 @@ func (w *Workload) tokenForHistory(key string, tok fence.Token) fence.Token {
 	return t
 }
 
-func (c *client) renew(ctx context.Context, tok fence.Token) bool {
+func (c *worker) renew(ctx context.Context, tok fence.Token) bool {
 	op := c.w.rec.Invoke(history.Op{Client: c.id, Kind: history.Renew, Key: c.key, Holder: c.holder, Token: tok})
 	octx, cancel := c.opCtx(ctx)
 	_, err := c.cl().Renew(octx, c.key, c.holder, tok)
@@ -443,11 +443,11 @@ func (c *client) renew(ctx context.Context, tok fence.Token) bool {
 	return out != history.Fail || !grantGone(code)
 }
 
-func (c *client) release(ctx context.Context, tok fence.Token) {
+func (c *worker) release(ctx context.Context, tok fence.Token) {
 	op := c.w.rec.Invoke(history.Op{Client: c.id, Kind: history.Release, Key: c.key, Holder: c.holder, Token: tok})
 	octx, cancel := c.opCtx(ctx)
 	octx, att := withAttempts(octx)
-	out, err := c.cl().Release(octx, api.ReleaseRequest{Key: c.key, Holder: c.holder, Token: tok})
+	out, err := c.cl().Release(octx, client.ReleaseRequest{Key: c.key, Holder: c.holder, Token: tok})
 	cancel()
 	c.w.rec.Complete(op, func(o *history.Op) {
 		if err != nil {
@@ -461,7 +461,7 @@ func (c *client) release(ctx context.Context, tok fence.Token) {
 
 // verifyOther verifies a token of the key that some client was granted,
 // most often a stale one, naming no holder.
-func (c *client) verifyOther(ctx context.Context) {
+func (c *worker) verifyOther(ctx context.Context) {
 	c.w.mu.Lock()
 	seen := c.w.seen[c.key]
 	var tok fence.Token
@@ -485,7 +485,7 @@ func (c *client) verifyOther(ctx context.Context) {
 }
 
 // keepalive renews every lease of the client's holder (its key's, if any).
-func (c *client) keepalive(ctx context.Context) {
+func (c *worker) keepalive(ctx context.Context) {
 	op := c.w.rec.Invoke(history.Op{Client: c.id, Kind: history.Keepalive, Key: c.key, Holder: c.holder})
 	octx, cancel := c.opCtx(ctx)
 	out, err := c.cl().Keepalive(octx, c.holder)
@@ -505,7 +505,7 @@ func (c *client) keepalive(ctx context.Context) {
 	})
 }
 
-func (c *client) verify(ctx context.Context, tok fence.Token, holder string, own bool) {
+func (c *worker) verify(ctx context.Context, tok fence.Token, holder string, own bool) {
 	op := c.w.rec.Invoke(history.Op{Client: c.id, Kind: history.Verify, Key: c.key, Holder: holder, Token: tok, Own: own})
 	if v, ok := c.w.staleAnswer(c.key, tok, c.rng); ok {
 		c.w.rec.Complete(op, func(o *history.Op) {
@@ -537,7 +537,7 @@ func (c *client) verify(ctx context.Context, tok fence.Token, holder string, own
 }
 
 // remember keeps allow verdicts for the stale-verify control.
-func (w *Workload) remember(key string, tok fence.Token, v api.VerifyResponse) {
+func (w *Workload) remember(key string, tok fence.Token, v client.VerifyResponse) {
 	if w.cfg.Broken != BrokenStaleVerify || !v.Allow {
 		return
 	}
@@ -548,21 +548,21 @@ func (w *Workload) remember(key string, tok fence.Token, v api.VerifyResponse) {
 
 // staleAnswer is the stale-verify control: half of the verifies of a token
 // that was once allowed get that old verdict back.
-func (w *Workload) staleAnswer(key string, tok fence.Token, rng *rand.Rand) (api.VerifyResponse, bool) {
+func (w *Workload) staleAnswer(key string, tok fence.Token, rng *rand.Rand) (client.VerifyResponse, bool) {
 	if w.cfg.Broken != BrokenStaleVerify {
-		return api.VerifyResponse{}, false
+		return client.VerifyResponse{}, false
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	v, ok := w.cache[cacheKey{key, tok}]
 	if !ok || rng.Intn(2) == 0 {
-		return api.VerifyResponse{}, false
+		return client.VerifyResponse{}, false
 	}
 	w.broken++
 	return v, true
 }
 
-func (c *client) write(tok fence.Token) bool {
+func (c *worker) write(tok fence.Token) bool {
 	c.value++
 	v := c.id*1_000_000 + c.value
 	op := c.w.rec.Invoke(history.Op{Client: c.id, Kind: history.Write, Key: c.key, Holder: c.holder, Token: tok, Value: v})
@@ -582,7 +582,7 @@ func (c *client) write(tok fence.Token) bool {
 	return r.Accepted
 }
 
-func (c *client) read(tok fence.Token) bool {
+func (c *worker) read(tok fence.Token) bool {
 	op := c.w.rec.Invoke(history.Op{Client: c.id, Kind: history.Read, Key: c.key, Holder: c.holder, Token: tok})
 	r := c.w.res.Read(c.key, tok)
 	c.w.rec.Complete(op, func(o *history.Op) {

@@ -27,7 +27,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/internal/bench"
 	"github.com/fenced/fenced/internal/proccluster"
 )
@@ -155,7 +155,7 @@ func run(keys, clients int, ttl, settle time.Duration, restart bool, binary stri
 }
 
 func fill(ctx context.Context, c *proccluster.Cluster, lead *proccluster.Node, keys, clients int, ttl time.Duration) error {
-	cl := api.NewClient([]string{c.URL(lead)})
+	cl := client.New([]string{c.URL(lead)})
 	var next, errs atomic.Int64
 	var firstErr atomic.Value
 	var wg sync.WaitGroup
@@ -172,7 +172,7 @@ func fill(ctx context.Context, c *proccluster.Cluster, lead *proccluster.Node, k
 				// --max-keys-per-holder.
 				holder := fmt.Sprintf("mem/h%d", k/1000)
 				for attempt := 0; ; attempt++ {
-					_, err := cl.Acquire(ctx, api.AcquireRequest{Key: fmt.Sprintf("mem/%d", k), Holder: holder, TTL: ttl.String()})
+					_, err := cl.Acquire(ctx, client.AcquireRequest{Key: fmt.Sprintf("mem/%d", k), Holder: holder, TTL: ttl.String()})
 					if err == nil {
 						break
 					}
@@ -198,10 +198,10 @@ func fill(ctx context.Context, c *proccluster.Cluster, lead *proccluster.Node, k
 
 func firstAcquire(ctx context.Context, c *proccluster.Cluster, ttl time.Duration) (time.Duration, error) {
 	start := time.Now()
-	cl := api.NewClient(c.Endpoints(), api.WithAttemptTimeout(time.Second))
+	cl := client.New(c.Endpoints(), client.WithAttemptTimeout(time.Second))
 	for time.Since(start) < 5*time.Minute {
 		actx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		_, err := cl.Acquire(actx, api.AcquireRequest{Key: "mem/after-restart", Holder: "mem/restart", TTL: ttl.String()})
+		_, err := cl.Acquire(actx, client.AcquireRequest{Key: "mem/after-restart", Holder: "mem/restart", TTL: ttl.String()})
 		cancel()
 		if err == nil {
 			return time.Since(start), nil

@@ -22,7 +22,7 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/internal/bench"
 	"github.com/fenced/fenced/internal/proccluster"
 )
@@ -109,7 +109,7 @@ func run(bin, mode string, retention time.Duration, n, clients int, every, tail 
 	}
 	hc := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{MaxIdleConnsPerHost: clients,
 		DialContext: (&net.Dialer{Timeout: time.Second}).DialContext}}
-	cl := api.NewClient([]string{lead.HTTPAddr}, api.WithHTTPClient(hc))
+	cl := client.New([]string{lead.HTTPAddr}, client.WithHTTPClient(hc))
 
 	var next, done, errs atomic.Int64
 	cpu0 := clusterCPU(c)
@@ -153,9 +153,9 @@ func run(bin, mode string, retention time.Duration, n, clients int, every, tail 
 					return
 				}
 				key := "churn/" + strconv.FormatInt(k, 10)
-				g, err := cl.Acquire(ctx, api.AcquireRequest{Key: key, Holder: holder, TTL: "30s"})
+				g, err := cl.Acquire(ctx, client.AcquireRequest{Key: key, Holder: holder, TTL: "30s"})
 				if err == nil {
-					_, err = cl.Release(ctx, api.ReleaseRequest{Key: key, Holder: holder, Token: g.Token})
+					_, err = cl.Release(ctx, client.ReleaseRequest{Key: key, Holder: holder, Token: g.Token})
 				}
 				if err != nil {
 					errs.Add(1)
@@ -189,7 +189,7 @@ func run(bin, mode string, retention time.Duration, n, clients int, every, tail 
 
 // restartFollower stops a follower, starts it again and measures until it
 // has applied the leader's commit index of the moment it was started.
-func restartFollower(ctx context.Context, c *proccluster.Cluster, lead *proccluster.Node, cl *api.Client) (time.Duration, error) {
+func restartFollower(ctx context.Context, c *proccluster.Cluster, lead *proccluster.Node, cl *client.Client) (time.Duration, error) {
 	var f *proccluster.Node
 	for _, n := range c.Nodes {
 		if n != lead {

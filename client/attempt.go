@@ -1,0 +1,486 @@
+package client
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptrace"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// call is one request of the client, to be served by any node.
+type call struct {
+	method, path string
+	in, out      any
+	// write marks a request that changes state: once it may have been
+	// sent, a failure is an unknown outcome, never a plain failure.
+	write bool
+	// hold is how long a node may legitimately keep the request before
+	// answering (the wait of a queued acquire); added to each attempt's
+	// deadline.
+	hold time.Duration
+}
+
+// attemptResult is the end of one attempt on one endpoint.
+type attemptResult struct {
+	endpoint string
+	sent     bool
+	data     []byte
+	err      error
+	timeout  time.Duration
+}
+
+// do sends a request to the endpoints until one serves it or ctx ends.
+func (c *Client) do(ctx context.Context, method, path string, in, out any, write bool) error {
+	return c.call(ctx, call{method: method, path: path, in: in, out: out, write: write, hold: slowOps[path]})
+}
+
+// slowOps are requests a healthy leader may take seconds to answer: a
+// leadership transfer waits for the new leader, a membership change for a
+// configuration entry. Their attempts get this much more time, so a slow
+// answer is not taken for a frozen node and the request repeated.
+var slowOps = map[string]time.Duration{
+	"/v1/cluster/transfer": 10 * time.Second,
+	"/v1/cluster/join":     10 * time.Second,
+	"/v1/cluster/remove":   10 * time.Second,
+}
+
+// maxRoundShift caps the doubling of the attempt timeout: 8 times the
+// attempt timeout at most.
+const maxRoundShift = 3
+
+// call runs the attempts of one request. Writes go to one node at a time, in
+// the order of c.order, each attempt with its own deadline; reads also start a
+// hedged attempt on the next node when the first has not answered within the
+// hedge delay. Answers that say nothing was done (not_leader, not_ready, busy,
+// unavailable, shutting_down, not_member) and failures to connect move on to
+// the next node at once; after a full round with no success the client backs
+// off briefly.
+//
+// A round ends early in two cases, both after a frozen leader: when a node
+// answered that a new leader is taking over (inTakeover), and when the nodes
+// left in it are suspect (they timed out lately) and a node in it answered
+// that it could not serve yet. The cluster is reachable through the node
+// that answered, which is asked again after the pause, while another
+// attempt on a frozen node would cost a whole attempt deadline in which the
+// new leader became ready.
+//
+// A write retried on another node is the same request (same holder and
+// request id), so a node that wakes up and applies an abandoned attempt
+// repeats the same grant; and once any attempt of a write may have been
+// sent, a failure is reported as ErrUnknownOutcome.
+func (c *Client) call(ctx context.Context, cl call) error {
+	if len(c.endpoints) == 0 {
+		return fmt.Errorf("%w: no endpoints", ErrUnavailable)
+	}
+	var body []byte
+	if cl.in != nil {
+		var err error
+		if body, err = json.Marshal(cl.in); err != nil {
+			return err
+		}
+	}
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
+		defer cancel()
+	}
+	ctx, cancelAll := context.WithCancel(ctx)
+	defer cancelAll()
+
+	order := c.order()
+	n := len(order)
+	results := make(chan attemptResult)
+	done := make(chan struct{})
+	defer close(done) // attempts still running after the answer give up sending
+	fails := newFailures()
+	inflight := 0
+	launched := 0
+	// shift doubles the attempt deadline after a round in which every
+	// attempt timed out: the cluster is slow rather than electing (an
+	// election answers quickly, not_leader or unavailable) or missing a
+	// node (the others answer).
+	shift, roundTimeouts := 0, 0
+	unknown := false
+	// answered: a node answered in this round for the cluster, that it
+	// could not serve yet (speaksForCluster).
+	answered := false
+	// takeover: a node answered in this round that a new leader is taking
+	// over (inTakeover); the round ends there, at most maxTakeoverRounds
+	// times in a call (takeoverRounds).
+	takeover := false
+	takeoverRounds := 0
+	backoff := 20 * time.Millisecond
+	var hedge, pause <-chan time.Time
+
+	launch := func() {
+		if launched > 0 && launched%n == 0 {
+			// A new round: the nodes that timed out or could not be
+			// reached in the last one go last, behind those that answered.
+			order = c.order()
+			if roundTimeouts >= n {
+				shift = min(shift+1, maxRoundShift)
+			}
+			roundTimeouts, answered, takeover = 0, false, false
+		}
+		pos := launched % n
+		c.leaderNext(order, pos)
+		ep := order[pos]
+		timeout := c.attemptTimeout << shift
+		if c.isSuspect(ep) && c.anyAnswering() {
+			// It did not answer lately: give it less time, so a node
+			// still frozen costs little; one that woke answers at once.
+			timeout /= 2
+		}
+		timeout += cl.hold
+		launched++
+		inflight++
+		go func() {
+			r := c.attempt(ctx, ep, timeout, cl.method, cl.path, body)
+			select {
+			case results <- r:
+			case <-done:
+			}
+		}()
+		if !cl.write && c.hedgeDelay > 0 && n > 1 {
+			hedge = time.After(c.hedgeDelay)
+		}
+	}
+	// endRoundEarly skips the rest of the round when a node in it answered
+	// that a new leader is taking over, or when only suspect nodes are left
+	// in it and another node answered in it (order puts the suspect ones
+	// last).
+	endRoundEarly := func() {
+		if launched%n == 0 {
+			return
+		}
+		if takeover && takeoverRounds < maxTakeoverRounds {
+			takeoverRounds++
+			launched += n - launched%n
+			return
+		}
+		if answered && c.isSuspect(order[launched%n]) {
+			launched += n - launched%n
+		}
+	}
+	// next launches the next attempt, or pauses first at the end of a round.
+	next := func() {
+		endRoundEarly()
+		if launched%n == 0 {
+			var d time.Duration
+			d, backoff = nextPause(backoff, takeover)
+			pause = time.After(d)
+			return
+		}
+		launch()
+	}
+	launch()
+	for {
+		select {
+		case r := <-results:
+			inflight--
+			if r.err == nil {
+				c.markAnswered(r.endpoint)
+				if cl.out == nil || len(r.data) == 0 {
+					return nil
+				}
+				if err := json.Unmarshal(r.data, cl.out); err != nil {
+					return fmt.Errorf("decode answer of %s: %w", r.endpoint, err)
+				}
+				return nil
+			}
+			fl := classify(r.err, r.timeout, ctx.Err() != nil)
+			fails.record(r.endpoint, fl)
+			if fl.timedOut {
+				roundTimeouts++
+			}
+			var apiErr *Error
+			switch {
+			case errors.As(r.err, &apiErr) && apiErr.Code == "outcome_unknown":
+				unknown = true
+			case errors.As(r.err, &apiErr) && !safeToRetry(apiErr.Code):
+				if unknown && cl.write {
+					// An earlier attempt may have been committed, and its
+					// effect may be why this one was refused (a grant that
+					// then expired and went to someone else): the refusal
+					// is not a definite no. errors.Is works for both.
+					return fmt.Errorf("%w (an earlier attempt may have been committed): %w", ErrUnknownOutcome, r.err)
+				}
+				return r.err
+			case apiErr == nil && r.sent && cl.write:
+				unknown = true
+			}
+			if apiErr == nil {
+				c.markSuspect(r.endpoint)
+			} else {
+				answered = answered || speaksForCluster(apiErr.Code)
+				takeover = takeover || inTakeover(apiErr.Code)
+			}
+			if inflight == 0 && fails.allPermanent(n) {
+				return fails.err(ErrUnavailable, "no endpoint can be used")
+			}
+			if pause == nil && (inflight == 0 || (!cl.write && launched%n != 0)) {
+				next()
+			}
+		case <-hedge:
+			hedge = nil
+			endRoundEarly()
+			if inflight == 1 && pause == nil && launched%n != 0 {
+				launch()
+			}
+		case <-pause:
+			pause = nil
+			launch()
+		case <-ctx.Done():
+			// The attempts still in flight end at once with the context;
+			// a write one of them sent may have been applied.
+			for ; inflight > 0; inflight-- {
+				r := <-results
+				fails.record(r.endpoint, failure{reason: "no answer before the caller's deadline", late: true})
+				if cl.write && r.sent {
+					unknown = true
+				}
+			}
+			if unknown {
+				return fails.err(ErrUnknownOutcome, "the request may have been applied; no node confirmed it before the deadline")
+			}
+			return fails.err(ErrUnavailable, "no node served the request before the deadline")
+		}
+	}
+}
+
+// Pauses between rounds of attempts.
+const (
+	maxBackoff = 500 * time.Millisecond
+	// takeoverPoll is the pause after a round in which a node answered that
+	// a new leader is taking over (inTakeover): the leader waits out its
+	// takeover (300 ms and a barrier), so it will serve soon, and a longer
+	// pause would leave it ready and unasked.
+	takeoverPoll = 50 * time.Millisecond
+	// maxTakeoverRounds bounds the rounds of a call that end at a node
+	// saying a new leader is taking over: about a second of its answers,
+	// longer than a takeover, and then the other nodes are tried too, so a
+	// node stuck saying so cannot hold the client.
+	maxTakeoverRounds = 16
+)
+
+// nextPause returns the pause after a round in which no node served, and the
+// backoff after that: doubling up to maxBackoff, but at most takeoverPoll,
+// and not growing, while the leader is taking over.
+func nextPause(backoff time.Duration, takeover bool) (pause, next time.Duration) {
+	if takeover {
+		return min(backoff, takeoverPoll), backoff
+	}
+	return backoff, min(2*backoff, maxBackoff)
+}
+
+// inTakeover reports whether a refusal with this code says that a new leader
+// is taking over: it is not ready yet, or an election cut off what the node
+// forwarded or committed. The node that answered is in touch with the new
+// leader; it is asked again after takeoverPoll, and the rest of the round is
+// skipped, since only the leader serves and the next node in the list may
+// be the old leader, frozen. The next round starts from the leader the
+// answer named, or, when the client cannot map that address to one of its
+// endpoints (behind proxies or NAT), from the node that answered.
+func inTakeover(code string) bool {
+	return code == "not_ready" || code == "outcome_unknown"
+}
+
+// speaksForCluster reports whether a refusal with this code comes from a
+// node that is in touch with the cluster's election: the leader not ready
+// yet, no leader known, a leader too busy. A node shutting down or no
+// longer a member says nothing of the cluster.
+func speaksForCluster(code string) bool {
+	switch code {
+	case "not_ready", "not_leader", "unavailable", "busy":
+		return true
+	}
+	return false
+}
+
+// attempt sends the request to one endpoint with its own deadline.
+func (c *Client) attempt(ctx context.Context, endpoint string, timeout time.Duration, method, path string, body []byte) attemptResult {
+	actx, cancel := context.WithTimeout(ctx, timeout)
+	defer cancel()
+	sent, data, err := c.send(actx, endpoint, method, path, body)
+	return attemptResult{endpoint: endpoint, sent: sent, data: data, err: err, timeout: timeout}
+}
+
+// order returns the endpoints in the order to try them: from the preferred
+// one (the last leader that answered) round the list, with the endpoints
+// that recently failed to answer moved to the end.
+func (c *Client) order() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	var fresh, stale []string
+	for i := range c.endpoints {
+		ep := c.endpoints[(c.preferred+i)%len(c.endpoints)]
+		if until, ok := c.suspect[ep]; ok && now.Before(until) {
+			stale = append(stale, ep)
+			continue
+		}
+		fresh = append(fresh, ep)
+	}
+	return append(fresh, stale...)
+}
+
+// anyAnswering reports whether some endpoint is not suspect: only then is a
+// suspect one given less time (when none answers, the cluster may be slow
+// rather than frozen, and every node needs the full time).
+func (c *Client) anyAnswering() bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := time.Now()
+	for _, ep := range c.endpoints {
+		if until, ok := c.suspect[ep]; !ok || !now.Before(until) {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *Client) isSuspect(ep string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	until, ok := c.suspect[ep]
+	return ok && time.Now().Before(until)
+}
+
+func (c *Client) markSuspect(ep string) {
+	c.mu.Lock()
+	c.suspect[ep] = time.Now().Add(suspectFor)
+	c.mu.Unlock()
+}
+
+func (c *Client) markAnswered(ep string) {
+	c.mu.Lock()
+	delete(c.suspect, ep)
+	c.mu.Unlock()
+}
+
+// learnLeader makes the leader's endpoint the preferred one, so requests stop
+// taking a forwarding hop: the endpoint whose address is the leader's, or
+// else the one whose node named itself with the leader's id (behind proxies
+// or NAT the client's addresses are not the nodes' own); failing both, the
+// endpoint that answered. self is the id the answering node gave itself.
+func (c *Client) learnLeader(addr, id, self, answered string) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if self != "" {
+		c.ids[answered] = self
+	}
+	for i, ep := range c.endpoints {
+		if addr != "" && strings.HasSuffix(ep, "://"+addr) {
+			c.preferred = i
+			return
+		}
+	}
+	for i, ep := range c.endpoints {
+		if id != "" && c.ids[ep] == id {
+			c.preferred = i
+			return
+		}
+	}
+	for i, ep := range c.endpoints {
+		if ep == answered {
+			c.preferred = i
+			return
+		}
+	}
+}
+
+// leaderNext moves the leader, as last learned, to order[pos] when it is
+// among the endpoints the round has yet to try and did not fail lately: a
+// node that answered, for example that a leader change cut off what it
+// forwarded, names the new leader, which is worth asking before the rest of
+// the list (the old leader, perhaps frozen, among them).
+func (c *Client) leaderNext(order []string, pos int) {
+	c.mu.Lock()
+	p := c.endpoints[c.preferred]
+	until, suspect := c.suspect[p]
+	c.mu.Unlock()
+	if order[pos] == p || (suspect && time.Now().Before(until)) {
+		return
+	}
+	for j := pos + 1; j < len(order); j++ {
+		if order[j] == p {
+			order[pos], order[j] = order[j], order[pos]
+			return
+		}
+	}
+}
+
+func (c *Client) start() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.preferred
+}
+
+func (c *Client) prefer(i int) {
+	c.mu.Lock()
+	c.preferred = i
+	c.mu.Unlock()
+}
+
+// once sends one request to one endpoint, with no retry, and decodes a 2xx
+// answer into out. sent reports whether the request may have reached the
+// server.
+func (c *Client) once(ctx context.Context, endpoint, method, path string, body []byte, out any) (sent bool, err error) {
+	sent, data, err := c.send(ctx, endpoint, method, path, body)
+	if err != nil || out == nil {
+		return sent, err
+	}
+	if err := json.Unmarshal(data, out); err != nil {
+		return true, fmt.Errorf("decode answer of %s: %w", endpoint, err)
+	}
+	return true, nil
+}
+
+// send makes one HTTP request and returns the body of a 2xx answer. sent is
+// false only when the request cannot have been served: the endpoint is bad,
+// the connection could not be made, or its headers were never written.
+func (c *Client) send(ctx context.Context, endpoint, method, path string, body []byte) (sent bool, data []byte, err error) {
+	if err := c.invalid[endpoint]; err != nil {
+		return false, nil, err
+	}
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	var wrote atomic.Bool
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{WroteHeaders: func() { wrote.Store(true) }})
+	req, err := http.NewRequestWithContext(ctx, method, endpoint+path, rd)
+	if err != nil {
+		return false, nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	if c.token != "" {
+		req.Header.Set("Authorization", "Bearer "+c.token)
+	}
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		var op *net.OpError
+		notSent := (errors.As(err, &op) && op.Op == "dial") || handshakeFailed(err) || !wrote.Load()
+		return !notSent, nil, err
+	}
+	defer resp.Body.Close()
+	c.learnLeader(resp.Header.Get(LeaderHeader), resp.Header.Get(LeaderIDHeader), resp.Header.Get(NodeHeader), endpoint)
+	data, err = io.ReadAll(io.LimitReader(resp.Body, 64<<20))
+	if err != nil {
+		return true, nil, err
+	}
+	if resp.StatusCode/100 != 2 {
+		return true, nil, errorOf(resp.StatusCode, data)
+	}
+	return true, data, nil
+}

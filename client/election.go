@@ -1,0 +1,260 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/fenced/fenced/fence"
+)
+
+// ErrNoLeader: the election's key is not held by anyone.
+var ErrNoLeader = errors.New("no leader")
+
+// ErrNotLeading: the Election does not hold the leadership (never
+// campaigned, resigned, or lost it).
+var ErrNotLeading = errors.New("not leading")
+
+// Leader is an election's leader as observed: the holder of the election's
+// key, the token of its grant, which is its term of office (a higher token
+// is a later leader), and the value it published (its address, say).
+// Holder is empty when nobody leads; Token is then the token of the last
+// leadership, which ended.
+type Leader struct {
+	Name   string
+	Holder string
+	Token  fence.Token
+	Value  string
+	// Index is the log index of the change that made this the leader.
+	Index uint64
+}
+
+// ElectionOptions tune an Election.
+type ElectionOptions struct {
+	// TTL of the leader's grant; DefaultTTL when zero. A leader that stops
+	// renewing is replaced about a TTL later.
+	TTL time.Duration
+	// Margin, as on LeaseOptions: Done closes this long before the grant
+	// could expire on the server.
+	Margin time.Duration
+	// Value is published with the leadership (Proclaim changes it).
+	Value string
+}
+
+// Election is one candidate of an election named by a key. The leader is
+// the holder of the key's grant; Campaign waits for it, the grant's token is
+// the leader's term of office, and every write the leader makes to a fenced
+// resource carries it.
+type Election struct {
+	c      *Client
+	name   string
+	holder string
+	o      ElectionOptions
+
+	mu    sync.Mutex
+	lease *Lease
+}
+
+// closed is the Done of an Election that does not lead.
+var closed = func() chan struct{} { c := make(chan struct{}); close(c); return c }()
+
+// NewElection returns the candidate holder in the election name.
+func (c *Client) NewElection(name, holder string, o ElectionOptions) *Election {
+	return &Election{c: c, name: name, holder: holder, o: o}
+}
+
+// campaignWait is how long one acquire waits at the server: below the
+// client's default request timeout, so a wait never looks like a failure.
+const campaignWait = 15 * time.Second
+
+// Campaign blocks until this candidate leads, or ctx ends. Once it returns
+// nil, Token is the term of office and Done closes when the leadership is
+// lost (or could be, on the client's clock) or resigned.
+func (e *Election) Campaign(ctx context.Context) error {
+	if e.leading() {
+		return nil
+	}
+	backoff := 50 * time.Millisecond
+	for {
+		l, err := e.c.Lease(ctx, e.name, e.holder, LeaseOptions{TTL: e.o.TTL, Margin: e.o.Margin, Wait: campaignWait, Value: e.o.Value})
+		if err == nil {
+			e.mu.Lock()
+			e.lease = l
+			e.mu.Unlock()
+			return nil
+		}
+		var apiErr *Error
+		switch {
+		case ctx.Err() != nil:
+			return ctx.Err()
+		case errors.Is(err, ErrHeld), errors.Is(err, ErrLockDelay):
+			backoff = 50 * time.Millisecond // someone leads: wait again at once
+		case errors.Is(err, ErrUnavailable), errors.Is(err, ErrUnknownOutcome), errors.Is(err, ErrLeaseLost),
+			errors.As(err, &apiErr) && safeToRetry(apiErr.Code):
+		default:
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+func (e *Election) current() *Lease {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.lease
+}
+
+func (e *Election) leading() bool {
+	l := e.current()
+	if l == nil {
+		return false
+	}
+	select {
+	case <-l.Done():
+		return false
+	default:
+		return true
+	}
+}
+
+// Token returns the term of office (the grant's token), or 0 when this
+// candidate never led.
+func (e *Election) Token() fence.Token {
+	if l := e.current(); l != nil {
+		return l.Token()
+	}
+	return 0
+}
+
+// Done is closed when the leadership is lost or resigned; it is closed
+// already when this candidate does not lead.
+func (e *Election) Done() <-chan struct{} {
+	if l := e.current(); l != nil {
+		return l.Done()
+	}
+	return closed
+}
+
+// Err says why Done was closed.
+func (e *Election) Err() error {
+	if l := e.current(); l != nil {
+		return l.Err()
+	}
+	return ErrNotLeading
+}
+
+// Lease returns the leadership's lease, or nil.
+func (e *Election) Lease() *Lease { return e.current() }
+
+// Resign ends the leadership, so another candidate can be elected at once.
+func (e *Election) Resign(ctx context.Context) error {
+	e.mu.Lock()
+	l := e.lease
+	e.lease = nil
+	e.mu.Unlock()
+	if l == nil {
+		return nil
+	}
+	return l.Release(ctx)
+}
+
+// Proclaim publishes a new value for the leadership, keeping its token. It
+// fails with ErrNotLeading, and changes nothing, when the leadership ended.
+func (e *Election) Proclaim(ctx context.Context, value string) error {
+	l := e.current()
+	if l == nil || !e.leading() {
+		return ErrNotLeading
+	}
+	g, err := e.c.Acquire(ctx, AcquireRequest{Key: e.name, Holder: e.holder, TTL: l.Grant().TTL, Value: value})
+	if err != nil {
+		return err
+	}
+	if g.Token != l.Token() {
+		// The leadership had ended and the key was free: that acquire made
+		// a new grant, which this Election does not keep. Give it back.
+		_, _ = e.c.Release(context.WithoutCancel(ctx), ReleaseRequest{Key: e.name, Holder: e.holder, Token: g.Token})
+		return fmt.Errorf("%w: the leadership of token %s ended", ErrNotLeading, l.Token())
+	}
+	e.mu.Lock()
+	e.o.Value = value
+	e.mu.Unlock()
+	return nil
+}
+
+// Leader returns the current leader, read linearizably, or ErrNoLeader.
+func (e *Election) Leader(ctx context.Context) (Leader, error) {
+	k, err := e.c.Key(ctx, e.name)
+	if errors.Is(err, ErrUnknownKey) {
+		return Leader{}, ErrNoLeader
+	}
+	if err != nil {
+		return Leader{}, err
+	}
+	if k.State != "held" {
+		return Leader{}, ErrNoLeader
+	}
+	return Leader{Name: e.name, Holder: k.Holder, Token: k.Token, Value: k.Value, Index: k.Index}, nil
+}
+
+// Observe reports the leader, and every change of it (a new leader, a new
+// value, no leader), until ctx ends. It never reports a leader whose token
+// is lower than one it reported: after a reconnection to a node that lags,
+// an older leadership is skipped, not reported again.
+func (e *Election) Observe(ctx context.Context) <-chan Leader {
+	out := make(chan Leader, 16)
+	go func() {
+		defer close(out)
+		var ob observer
+		for ev := range e.c.Watch(ctx, WatchOptions{Key: e.name}) {
+			l, ok := ob.next(e.name, ev)
+			if !ok {
+				continue
+			}
+			select {
+			case out <- l:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// observer turns watch events of an election's key into leader changes.
+type observer struct {
+	last Leader
+	seen bool
+}
+
+func (o *observer) next(name string, ev WatchEvent) (Leader, bool) {
+	switch ev.Type {
+	case WatchSync, WatchReset, WatchError:
+		return Leader{}, false
+	case WatchLockDelayEnded:
+		// The key may be granted again: news for candidates, not for
+		// observers. The grant it names ended with an earlier event (or
+		// before the stream's state), which said there was no leader.
+		return Leader{}, false
+	}
+	l := Leader{Name: name, Token: ev.Token, Index: ev.Index}
+	if ev.State == "held" {
+		l.Holder, l.Value = ev.Holder, ev.Value
+	}
+	if o.seen && (l.Token < o.last.Token || l.Token == o.last.Token && l.Holder == o.last.Holder && l.Value == o.last.Value) {
+		return Leader{}, false
+	}
+	// A leader that ended stays ended: an event of the same token that
+	// says held again is stale.
+	if o.seen && l.Token == o.last.Token && o.last.Holder == "" && l.Holder != "" {
+		return Leader{}, false
+	}
+	o.last, o.seen = l, true
+	return l, true
+}

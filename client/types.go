@@ -1,0 +1,342 @@
+package client
+
+import (
+	"time"
+
+	"github.com/fenced/fenced/fence"
+)
+
+// Limits on request fields. Requests outside them are refused with 400 and
+// change nothing.
+const (
+	MaxKeyLen       = 256
+	MaxHolderLen    = 128
+	MaxRequestIDLen = 64
+	MaxBodyBytes    = 64 << 10
+	MaxPrefixLen    = MaxKeyLen
+	MaxValueLen     = 1024
+)
+
+// AcquireRequest is the body of POST /v1/acquire. TTL and Wait are Go duration
+// text ("10s", "1m30s"), as Consul takes them.
+type AcquireRequest struct {
+	Key       string `json:"key"`
+	Holder    string `json:"holder"`
+	TTL       string `json:"ttl,omitempty"`
+	Wait      string `json:"wait,omitempty"`
+	RequestID string `json:"request_id,omitempty"`
+	// LockDelay keeps the key from new holders this long after this grant
+	// expires (not after a release), as Chubby and Consul do; off when empty.
+	LockDelay string `json:"lock_delay,omitempty"`
+	// Value is published with the grant (at most MaxValueLen bytes of
+	// UTF-8 text): reads and watch events return it. An acquire by the
+	// holder of the grant replaces it, keeping the token.
+	Value string `json:"value,omitempty"`
+}
+
+// Grant is the answer to a successful acquire: the key, its holder and the
+// fencing token of the grant, with its epoch and seq spelled out.
+type Grant struct {
+	Key     string      `json:"key"`
+	Holder  string      `json:"holder"`
+	Token   fence.Token `json:"token"`
+	Epoch   uint64      `json:"epoch"`
+	Seq     uint64      `json:"seq"`
+	TTL     string      `json:"ttl"`
+	Renewed bool        `json:"renewed,omitempty"`
+	Value   string      `json:"value,omitempty"`
+}
+
+// RenewRequest is the body of POST /v1/renew.
+type RenewRequest struct {
+	Key    string      `json:"key"`
+	Holder string      `json:"holder"`
+	Token  fence.Token `json:"token"`
+}
+
+// RenewResponse says a lease was extended by TTL from when the leader answered.
+type RenewResponse struct {
+	Key    string      `json:"key"`
+	Holder string      `json:"holder"`
+	Token  fence.Token `json:"token"`
+	TTL    string      `json:"ttl"`
+}
+
+// KeepaliveRequest is the body of POST /v1/keepalive: renew every key of holder.
+type KeepaliveRequest struct {
+	Holder string `json:"holder"`
+}
+
+// KeepaliveResponse lists the grants whose leases were extended.
+type KeepaliveResponse struct {
+	Holder  string          `json:"holder"`
+	Renewed []RenewResponse `json:"renewed"`
+}
+
+// ReleaseRequest is the body of POST /v1/release. Force (admin) ends the
+// grant of the key with Token whoever holds it. Token may be omitted with
+// Force: the server then ends the grant that is current when it reads the
+// key, at each request, so a repeated request without a token can end a grant
+// made after the first one (a waiter's). Send the token (as Client.Release
+// does) for a forced release that is safe to repeat.
+type ReleaseRequest struct {
+	Key    string      `json:"key"`
+	Holder string      `json:"holder,omitempty"`
+	Token  fence.Token `json:"token,omitempty"`
+	Force  bool        `json:"force,omitempty"`
+}
+
+// ReleaseResponse is the key after the release: the token and holder of the
+// grant that was released, and its state.
+type ReleaseResponse struct {
+	Key    string      `json:"key"`
+	Token  fence.Token `json:"token"`
+	Holder string      `json:"holder,omitempty"`
+	State  string      `json:"state"`
+}
+
+// VerifyRequest is the body of POST /v1/verify. Token is decimal text; it is
+// taken as a string so a malformed one gets the verdict "malformed".
+type VerifyRequest struct {
+	Key    string `json:"key"`
+	Token  string `json:"token"`
+	Holder string `json:"holder,omitempty"`
+}
+
+// VerifyResponse is the verdict. Allow is true only when the cluster proved,
+// linearizably, that the token is the key's current live grant.
+type VerifyResponse struct {
+	Allow        bool        `json:"allow"`
+	Reason       string      `json:"reason"`
+	CurrentToken fence.Token `json:"current_token,omitempty"`
+	Holder       string      `json:"holder,omitempty"`
+}
+
+// KeyInfo is one key as GET /v1/keys shows it.
+type KeyInfo struct {
+	Key    string      `json:"key"`
+	Holder string      `json:"holder"`
+	Token  fence.Token `json:"token"`
+	Epoch  uint64      `json:"epoch"`
+	Seq    uint64      `json:"seq"`
+	State  string      `json:"state"`
+	TTL    string      `json:"ttl"`
+	// LeaseRemaining is the time left on the leader's clock, for held keys.
+	LeaseRemaining string `json:"lease_remaining,omitempty"`
+	Index          uint64 `json:"index"`
+	Value          string `json:"value,omitempty"`
+}
+
+// KeysResponse is the answer of GET /v1/keys. Truncated says the listing was
+// cut at its limit; Next is then the last key listed: pass it as after= to
+// get the next page.
+type KeysResponse struct {
+	Keys      []KeyInfo `json:"keys"`
+	Truncated bool      `json:"truncated,omitempty"`
+	Next      string    `json:"next,omitempty"`
+}
+
+// JoinRequest is the body of POST /v1/cluster/join.
+type JoinRequest struct {
+	ID       string `json:"id"`
+	RaftAddr string `json:"raft_addr"`
+	HTTPAddr string `json:"http_addr,omitempty"`
+}
+
+// RemoveRequest is the body of POST /v1/cluster/remove.
+type RemoveRequest struct {
+	ID string `json:"id"`
+}
+
+// ErrorResponse is the body of every non-2xx answer.
+type ErrorResponse struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+	// HeldBy and RetryAfter come with code "held".
+	HeldBy     string `json:"held_by,omitempty"`
+	RetryAfter string `json:"retry_after,omitempty"`
+	// Allow and Reason come with a verify refused for bad input, so a
+	// verify answer always carries a verdict.
+	Allow  *bool  `json:"allow,omitempty"`
+	Reason string `json:"reason,omitempty"`
+}
+
+// MaxBatchItems bounds the checks of a verify batch and the holders of a
+// keepalive batch. The body is also bounded by MaxBodyBytes.
+const MaxBatchItems = 1024
+
+// VerifyBatchRequest is the body of POST /v1/verify/batch: 1 to
+// MaxBatchItems checks, each what POST /v1/verify takes.
+type VerifyBatchRequest struct {
+	Checks []VerifyRequest `json:"checks"`
+}
+
+// VerifyBatchResponse answers a verify batch: Results[i] answers Checks[i].
+type VerifyBatchResponse struct {
+	Results []VerifyResult `json:"results"`
+}
+
+// VerifyResult is what POST /v1/verify would have answered for one check:
+// Status is its HTTP status; with 200 the verdict fields are set, otherwise
+// Code and Message too, with the verdict of a refused verify (allow false,
+// reason malformed), as the single route's error body has them.
+type VerifyResult struct {
+	Status       int         `json:"status"`
+	Allow        bool        `json:"allow"`
+	Reason       string      `json:"reason"`
+	CurrentToken fence.Token `json:"current_token,omitempty"`
+	Holder       string      `json:"holder,omitempty"`
+	Code         string      `json:"code,omitempty"`
+	Message      string      `json:"message,omitempty"`
+}
+
+// KeepaliveBatchRequest is the body of POST /v1/keepalive/batch: 1 to
+// MaxBatchItems holders, each what POST /v1/keepalive takes.
+type KeepaliveBatchRequest struct {
+	Holders []string `json:"holders"`
+}
+
+// KeepaliveBatchResponse answers a keepalive batch: Results[i] answers
+// Holders[i].
+type KeepaliveBatchResponse struct {
+	Results []KeepaliveResult `json:"results"`
+}
+
+// KeepaliveResult is what POST /v1/keepalive would have answered for one
+// holder: Status is its HTTP status; with 200, Holder and Renewed are set,
+// otherwise Code and Message.
+type KeepaliveResult struct {
+	Status  int             `json:"status"`
+	Holder  string          `json:"holder,omitempty"`
+	Renewed []RenewResponse `json:"renewed,omitempty"`
+	Code    string          `json:"code,omitempty"`
+	Message string          `json:"message,omitempty"`
+}
+
+// WatchEvent is one event of a watch stream (the data of a server-sent
+// event, whose name is Type). Changes of keys (Watch* below: granted,
+// renewed, released, force_released, expired, lock_delay_ended, handed_off)
+// carry the key's grant after the change; lock_delay_ended names the
+// expired grant whose lock-delay ran out, with no new grant; "state" gives
+// a key's current state when a stream starts without a resume index;
+// "sync" says every change up to Index was sent; "reset" says the stream
+// ends and the watcher must resync from a fresh read (Reason: lagged,
+// restored).
+type WatchEvent struct {
+	Type      string      `json:"type"`
+	Index     uint64      `json:"index"`
+	Key       string      `json:"key,omitempty"`
+	Holder    string      `json:"holder,omitempty"`
+	Token     fence.Token `json:"token,omitempty"`
+	State     string      `json:"state,omitempty"`
+	TTL       string      `json:"ttl,omitempty"`
+	LockDelay string      `json:"lock_delay,omitempty"`
+	// PrevHolder and PrevToken name the grant a handoff ended; Ended says
+	// how it ended (released, force_released, expired).
+	PrevHolder string      `json:"prev_holder,omitempty"`
+	PrevToken  fence.Token `json:"prev_token,omitempty"`
+	Ended      string      `json:"ended,omitempty"`
+	Reason     string      `json:"reason,omitempty"`
+	Value      string      `json:"value,omitempty"`
+}
+
+// Watch event types of the changes of a key: each is a committed log entry
+// that changed the key, and carries the key's grant after it (see
+// docs/WATCH.md for each).
+const (
+	// WatchGranted: a new grant (a new holder, a new token).
+	WatchGranted = "granted"
+	// WatchRenewed: the holder acquired its own grant again; the token is
+	// unchanged, the TTL and lock-delay may be new.
+	WatchRenewed = "renewed"
+	// WatchReleased: the holder released its grant.
+	WatchReleased = "released"
+	// WatchForceReleased: an operator ended the grant.
+	WatchForceReleased = "force_released"
+	// WatchExpired: the lease ran out on the leader's clock; a lock-delay,
+	// when set, starts with it.
+	WatchExpired = "expired"
+	// WatchLockDelayEnded: the lock-delay an expiry started ran out; Holder
+	// and Token name the grant that expired (no new grant).
+	WatchLockDelayEnded = "lock_delay_ended"
+	// WatchHandedOff: the grant ended (Ended says how) and the first waiter
+	// got the key in the same entry; Prev* name the ended grant.
+	WatchHandedOff = "handed_off"
+	// WatchDeleted: the key was forgotten (reclaimed).
+	WatchDeleted = "deleted"
+)
+
+// Watch event types beyond the changes of a key.
+const (
+	WatchState = "state"
+	WatchSync  = "sync"
+	WatchReset = "reset"
+	// WatchError is the Go client's last event of a watch the cluster
+	// refused for good; Reason says why. Servers never send it.
+	WatchError = "error"
+)
+
+// IndexedKey is the answer of a blocking read: the key, and the index to
+// pass as ?index= to wait for its next change.
+type IndexedKey struct {
+	KeyInfo
+	WatchIndex uint64 `json:"watch_index"`
+}
+
+// ReadIndexResponse is the answer of GET /v1/watch/index.
+type ReadIndexResponse struct {
+	Index uint64 `json:"index"`
+}
+
+// Bounds on durations in requests.
+const (
+	MinTTL     = 100 * time.Millisecond
+	MaxTTL     = 24 * time.Hour
+	DefaultTTL = 10 * time.Second
+	MaxWait    = 5 * time.Minute
+	// MaxLockDelay bounds the lock-delay of a grant.
+	MaxLockDelay = 5 * time.Minute
+)
+
+// LeaderHeader carries, on every answer, the HTTP address of the leader as the
+// answering node knows it.
+const LeaderHeader = "X-Fenced-Leader"
+
+// LeaderIDHeader carries, on every answer, the id of the leader as the
+// answering node knows it, and NodeHeader the answering node's own id: a
+// client that reaches the nodes through addresses of its own (proxies, NAT,
+// published ports), which the leader's address does not match, finds the
+// leader's endpoint by its id.
+const (
+	LeaderIDHeader = "X-Fenced-Leader-Id"
+	NodeHeader     = "X-Fenced-Node"
+)
+
+// MaxRestoreBytes bounds the size of a backup given to restore.
+const MaxRestoreBytes = 4 << 30
+
+// BackupMetaHeader carries a backup's metadata (JSON) beside its bytes.
+const BackupMetaHeader = "X-Fenced-Backup"
+
+// TransferRequest is the body of POST /v1/cluster/transfer; an empty ID
+// lets raft pick the most up-to-date voter.
+type TransferRequest struct {
+	ID string `json:"id,omitempty"`
+}
+
+// IndexHeader carries, on the answer of a blocking read, the index to pass
+// as ?index= next time.
+const IndexHeader = "X-Fenced-Index"
+
+// Watch defaults and bounds.
+const (
+	// DefaultBlockWait is how long a blocking read waits without ?wait=.
+	DefaultBlockWait = 30 * time.Second
+	// DefaultProgress is how often a watch stream, when nothing else
+	// happens, confirms with the leader that it is current and says so
+	// with a sync event.
+	DefaultProgress = 10 * time.Second
+	// MinProgress and MaxProgress bound ?progress=.
+	MinProgress = 100 * time.Millisecond
+	MaxProgress = time.Minute
+)

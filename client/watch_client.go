@@ -1,0 +1,232 @@
+package client
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// KeyWait is a blocking read: it returns when the key changed after index
+// (or at once for index 0), or when wait ends, with the key's state and the
+// index to pass next time. An unknown key gives ErrUnknownKey.
+func (c *Client) KeyWait(ctx context.Context, key string, index uint64, wait time.Duration) (*IndexedKey, error) {
+	ctx, cancel := context.WithTimeout(ctx, wait+30*time.Second)
+	defer cancel()
+	var out IndexedKey
+	path := "/v1/keys/" + url.PathEscape(key) + "?index=" + strconv.FormatUint(index, 10) + "&wait=" + wait.String()
+	if err := c.do(ctx, http.MethodGet, path, nil, &out, false); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// WatchOptions say what a watch follows and from where.
+type WatchOptions struct {
+	// Prefix follows every key with this prefix ("" is every key); Key, if
+	// set, follows that key alone.
+	Prefix string
+	Key    string
+	// From resumes after this index. Zero starts with the current state
+	// (state events) and follows from there.
+	From uint64
+	// Progress is how often a quiet stream confirms it is current (a sync
+	// event); zero is the server's default. A stream that sends nothing for
+	// three of these (a node that froze or was cut off) is abandoned and
+	// resumed elsewhere.
+	Progress time.Duration
+}
+
+// Watch follows changes of keys until ctx ends, then closes the channel. A
+// watch the cluster refuses for good (bad parameters, credentials) ends with
+// one "error" event whose Reason says why.
+// It reconnects by itself, to any endpoint, resuming after the last index it
+// delivered. When the server cannot resume (the history was compacted, the
+// watcher lagged, the state was restored) it delivers a "reset" event, then
+// the current state again as "state" events and a "sync": whoever builds a
+// view from the events starts over at a reset. Events of a key arrive in log
+// order; the tokens of its grants strictly increase.
+func (c *Client) Watch(ctx context.Context, o WatchOptions) <-chan WatchEvent {
+	out := make(chan WatchEvent, 64)
+	go func() {
+		defer close(out)
+		c.watchLoop(ctx, o, out)
+	}()
+	return out
+}
+
+// errResync: the stream ended and cannot be resumed; start over from the
+// current state.
+var errResync = errors.New("resync")
+
+func (c *Client) watchLoop(ctx context.Context, o WatchOptions, out chan<- WatchEvent) {
+	if len(c.endpoints) == 0 {
+		return
+	}
+	from, fresh := o.From, o.From == 0
+	backoff := 50 * time.Millisecond
+	for attempt := c.start(); ctx.Err() == nil; attempt++ {
+		endpoint := c.endpoints[attempt%len(c.endpoints)]
+		last, err := c.watchOnce(ctx, endpoint, o, from, fresh, out)
+		if last > from || fresh && last > 0 {
+			from, fresh, backoff = last, false, 50*time.Millisecond
+			attempt-- // the endpoint served: try it again first
+		}
+		if errors.Is(err, errResync) {
+			from, fresh = 0, true
+			attempt--
+			continue
+		}
+		var apiErr *Error
+		if errors.As(err, &apiErr) && refusedForGood(apiErr.Status) {
+			// Bad parameters or credentials: asking again cannot help.
+			select {
+			case out <- WatchEvent{Type: WatchError, Reason: apiErr.Error()}:
+			case <-ctx.Done():
+			}
+			return
+		}
+		select {
+		case <-ctx.Done():
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, 2*time.Second)
+	}
+}
+
+// refusedForGood reports whether a watch refused with status would be
+// refused again however often it is asked.
+func refusedForGood(status int) bool {
+	switch status {
+	case http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound:
+		return true
+	}
+	return false
+}
+
+// watchOnce runs one stream and returns the last index it delivered.
+func (c *Client) watchOnce(ctx context.Context, endpoint string, o WatchOptions, from uint64, fresh bool, out chan<- WatchEvent) (uint64, error) {
+	q := url.Values{}
+	if o.Key != "" {
+		q.Set("key", o.Key)
+	} else if o.Prefix != "" {
+		q.Set("prefix", o.Prefix)
+	}
+	if !fresh {
+		q.Set("from", strconv.FormatUint(from, 10))
+	}
+	if o.Progress > 0 {
+		q.Set("progress", o.Progress.String())
+	}
+	// A node that froze or was cut off sends nothing, not even the sync
+	// events it owes every Progress: the stream is then abandoned.
+	progress := o.Progress
+	if progress <= 0 {
+		progress = DefaultProgress
+	}
+	sctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	idle := newIdleTimer(3*progress+time.Second, cancel)
+	defer idle.stop()
+	req, err := http.NewRequestWithContext(sctx, http.MethodGet, endpoint+"/v1/watch?"+q.Encode(), nil)
+	if err != nil {
+		return 0, err
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	c.authorize(req)
+	resp, err := c.hc.Do(req)
+	if err != nil {
+		return 0, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
+		e := errorOf(resp.StatusCode, data)
+		if errors.Is(e, ErrCompacted) {
+			return 0, c.emitReset(ctx, out, "compacted")
+		}
+		return 0, e
+	}
+	c.learnLeader("", "", "", endpoint)
+	var (
+		last uint64
+		dec  eventDecoder
+		ev   WatchEvent // one for the stream: decoding into it allocates nothing
+	)
+	sr := newSSEReader(resp.Body)
+	for {
+		id, name, data, err := sr.next()
+		if err != nil {
+			return last, err
+		}
+		idle.touch()
+		if err := dec.decode(data, &ev); err != nil {
+			return last, fmt.Errorf("watch: bad event %q: %w", name, err)
+		}
+		ev.Type = eventName(name)
+		if ev.Type == WatchReset {
+			return last, c.emitReset(ctx, out, ev.Reason)
+		}
+		select {
+		case out <- ev:
+		case <-ctx.Done():
+			return last, ctx.Err()
+		}
+		if len(id) > 0 {
+			n, ok := parseID(id)
+			if !ok {
+				return last, fmt.Errorf("watch: bad event id %q", id)
+			}
+			last = n
+		}
+	}
+}
+
+// idleTimer calls a function when it was not touched for a while. A touch
+// is a clock read, not a timer reset: a watcher touches it per event.
+type idleTimer struct {
+	limit time.Duration
+	seen  atomic.Int64 // UnixNano of the last touch
+	mu    sync.Mutex   // guards t against its own callback
+	t     *time.Timer
+}
+
+func newIdleTimer(limit time.Duration, fire func()) *idleTimer {
+	it := &idleTimer{limit: limit}
+	it.touch()
+	it.mu.Lock()
+	defer it.mu.Unlock()
+	it.t = time.AfterFunc(limit, func() {
+		if quiet := time.Since(time.Unix(0, it.seen.Load())); quiet < it.limit {
+			it.mu.Lock()
+			it.t.Reset(it.limit - quiet)
+			it.mu.Unlock()
+			return
+		}
+		fire()
+	})
+	return it
+}
+
+func (it *idleTimer) touch() { it.seen.Store(time.Now().UnixNano()) }
+
+func (it *idleTimer) stop() {
+	it.mu.Lock()
+	it.t.Stop()
+	it.mu.Unlock()
+}
+
+func (c *Client) emitReset(ctx context.Context, out chan<- WatchEvent, reason string) error {
+	select {
+	case out <- WatchEvent{Type: WatchReset, Reason: reason}:
+		return errResync
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}

@@ -1,0 +1,3 @@
+module github.com/fenced/fenced/fence
+
+go 1.26.8
