@@ -464,10 +464,7 @@ func (c *Client) send(ctx context.Context, endpoint, method, path string, body [
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.hc.Do(req)
+	resp, err := c.roundTrip(req)
 	if err != nil {
 		var op *net.OpError
 		notSent := (errors.As(err, &op) && op.Op == "dial") || handshakeFailed(err) || !wrote.Load()

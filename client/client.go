@@ -35,6 +35,9 @@ type Client struct {
 	invalid   map[string]error
 	hc        *http.Client
 	token     string
+	// insecureCredentials lets token go over plain http to any host
+	// (transport.go).
+	insecureCredentials bool
 
 	attemptTimeout time.Duration
 	hedgeDelay     time.Duration
@@ -129,6 +132,7 @@ func New(endpoints []string, opts ...Option) *Client {
 	for _, o := range opts {
 		o(c)
 	}
+	c.hc = noRedirects(c.hc)
 	if c.batching {
 		c.newBatchers()
 	}

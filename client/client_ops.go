@@ -54,9 +54,8 @@ func (c *Client) backupFrom(ctx context.Context, ep string) ([]byte, BackupMeta,
 	if err != nil {
 		return nil, meta, err
 	}
-	c.authorize(req)
 	late := time.AfterFunc(4*c.attemptTimeout, cancel)
-	resp, err := c.hc.Do(req)
+	resp, err := c.roundTrip(req)
 	if !late.Stop() && err == nil {
 		resp.Body.Close()
 		err = context.DeadlineExceeded
@@ -110,8 +109,7 @@ func (c *Client) Restore(ctx context.Context, backup []byte, aboveEpoch, margin 
 			return nil, err
 		}
 		req.Header.Set("Content-Type", "application/octet-stream")
-		c.authorize(req)
-		resp, err := c.hc.Do(req)
+		resp, err := c.roundTrip(req)
 		if err != nil {
 			// Only a request that never left may go to another node: one
 			// that was sent may have been applied.
@@ -146,12 +144,6 @@ func (c *Client) probe(ctx context.Context, ep string) error {
 		c.markAnswered(ep)
 	}
 	return err
-}
-
-func (c *Client) authorize(req *http.Request) {
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
 }
 
 func errorOf(status int, data []byte) *Error {

@@ -91,6 +91,9 @@ type failure struct {
 	late bool
 	// timedOut: the attempt's own deadline passed with no answer.
 	timedOut bool
+	// cause is the error of a permanent failure that callers may want to
+	// tell apart (errors.Is(err, ErrRedirected)); nil otherwise.
+	cause error
 }
 
 // classify names an attempt's failure. timeout is the attempt's own deadline;
@@ -104,8 +107,8 @@ func classify(err error, timeout time.Duration, callerDone bool) failure {
 			return failure{reason: "not a member (" + apiErr.Message + ")"}
 		}
 		return failure{reason: apiErr.Error()}
-	case errors.Is(err, ErrBadEndpoint):
-		return failure{reason: err.Error(), permanent: true}
+	case errors.Is(err, ErrBadEndpoint), errors.Is(err, ErrRedirected), errors.Is(err, ErrInsecureCredentials):
+		return failure{reason: err.Error(), permanent: true, cause: err}
 	case isTLSError(err):
 		return failure{reason: "TLS: " + tlsReason(err), permanent: true}
 	case errors.Is(err, syscall.ECONNREFUSED):
@@ -155,12 +158,15 @@ func tlsReason(err error) string {
 
 // attemptsError is the error of a request no endpoint served: it names
 // every endpoint tried and why it failed. errors.Is finds ErrUnavailable (nothing
-// was done) or ErrUnknownOutcome (a write may have been applied).
+// was done) or ErrUnknownOutcome (a write may have been applied), and the
+// sentinels of the endpoints' permanent failures (ErrBadEndpoint,
+// ErrRedirected, ErrInsecureCredentials).
 type attemptsError struct {
 	sentinel error
 	why      string
 	order    []string
 	reasons  map[string]string
+	causes   []error
 }
 
 func (e *attemptsError) Error() string {
@@ -187,7 +193,7 @@ func (e *attemptsError) Error() string {
 	return b.String()
 }
 
-func (e *attemptsError) Unwrap() error { return e.sentinel }
+func (e *attemptsError) Unwrap() []error { return append([]error{e.sentinel}, e.causes...) }
 
 // failures keeps the latest failure of each endpoint of one request.
 type failures struct {
@@ -224,8 +230,12 @@ func (f *failures) allPermanent(n int) bool {
 
 func (f *failures) err(sentinel error, why string) error {
 	e := &attemptsError{sentinel: sentinel, why: why, order: f.order, reasons: map[string]string{}}
-	for ep, fl := range f.last {
+	for _, ep := range f.order {
+		fl := f.last[ep]
 		e.reasons[ep] = fl.reason
+		if fl.cause != nil {
+			e.causes = append(e.causes, fl.cause)
+		}
 	}
 	return e
 }

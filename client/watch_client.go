@@ -139,8 +139,7 @@ func (c *Client) watchOnce(ctx context.Context, endpoint string, o WatchOptions,
 		return 0, err
 	}
 	req.Header.Set("Accept", "text/event-stream")
-	c.authorize(req)
-	resp, err := c.hc.Do(req)
+	resp, err := c.roundTrip(req)
 	if err != nil {
 		return 0, err
 	}
