@@ -48,8 +48,12 @@ func TestLeaseTableExpiresEachLeaseOnceAfterItsDeadline(t *testing.T) {
 	const n = 300
 	ks := make([]fsm.KeyState, n)
 	for i := range ks {
+		// Mixed TTLs, each long enough that no lease can run out while the
+		// loop below, slow under load and -race, renews, re-arms and
+		// releases them: an expiry before its lease was released or
+		// re-armed would be counted against the table.
 		ks[i] = fsm.KeyState{Key: fmt.Sprintf("k%d", i), Holder: fmt.Sprintf("h%d", i%7), Token: fence.Token(i + 1),
-			TTL: time.Duration(20+rng.Intn(200)) * time.Millisecond, State: fsm.Held, Armed: uint64(i + 1)}
+			TTL: time.Duration(2000+rng.Intn(1000)) * time.Millisecond, State: fsm.Held, Armed: uint64(i + 1)}
 	}
 	l.activate(3, walkList(ks[:n/2]), nil)
 	for _, k := range ks[n/2:] {
