@@ -37,6 +37,11 @@ type ServerOptions struct {
 	ClientCA *tlsutil.Store
 	// Tokens are the bearer tokens; nil: no token is accepted.
 	Tokens *Tokens
+	// ACL is the key ACL file: with one, a client identity may lock, read
+	// or verify only the keys its rules name (admins every key); nil: every
+	// identity may act on every key its role allows. It needs
+	// authentication (ClientCA or Tokens) to name identities.
+	ACL *ACL
 	// Peer verifies the certificates of other nodes (the Raft peer CA), and
 	// PeerOU is the OU they must carry. A request forwarded over a
 	// connection that presents such a certificate keeps the identity the

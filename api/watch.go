@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/fenced/fenced/acl"
 	"github.com/fenced/fenced/client"
 
 	"github.com/fenced/fenced/cluster"
@@ -66,6 +67,10 @@ func parseIndex(what, v string) (uint64, error) {
 // keyRead serves GET /v1/keys/{key}: a plain read, or with ?index= or
 // ?wait= a blocking one.
 func (s *Server) keyRead(w http.ResponseWriter, r *http.Request) {
+	if err := s.may(r.Context(), acl.Read, r.PathValue("key")); err != nil {
+		writeErr(w, err)
+		return
+	}
 	q := r.URL.Query()
 	if !q.Has("index") && !q.Has("wait") {
 		s.read(s.key)(w, r)
@@ -247,6 +252,18 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
+	// An exact key the identity may not read is refused; a prefix stream
+	// carries only the keys it may read.
+	var readable func(key string) bool
+	if wr.exact {
+		err = s.may(r.Context(), acl.Read, wr.match)
+	} else {
+		readable = s.mayFilter(r.Context(), acl.Read)
+	}
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
 	wn, err := s.watchNode()
 	if err != nil {
 		writeErr(w, err)
@@ -271,9 +288,11 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	sw := &sseWriter{cache: &s.frames, w: w, rc: http.NewResponseController(w)}
+	sw := &sseWriter{cache: &s.frames, w: w, rc: http.NewResponseController(w), readable: readable}
 	for _, k := range state {
-		sw.event("", client.WatchState, watchStateOf(k, wr.from))
+		if readable == nil || readable(k.Key) {
+			sw.event("", client.WatchState, watchStateOf(k, wr.from))
+		}
 	}
 	if !s.sendPoll(sw, sub) {
 		return
@@ -345,6 +364,9 @@ type sseWriter struct {
 	w     http.ResponseWriter
 	rc    *http.ResponseController
 	err   error
+	// readable, when set, is the key ACL's test of the keys the stream's
+	// identity may read: the events of other keys are not sent.
+	readable func(key string) bool
 }
 
 func (sw *sseWriter) event(id, name string, v client.WatchEvent) {
@@ -370,6 +392,9 @@ func (sw *sseWriter) events(b fsm.Batch) bool {
 	for _, ev := range b.Events {
 		if sw.err != nil {
 			break
+		}
+		if sw.readable != nil && !sw.readable(ev.Key) {
+			continue
 		}
 		_, sw.err = sw.w.Write(sw.cache.frame(ev))
 	}

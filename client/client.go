@@ -229,8 +229,8 @@ func (c *Client) Release(ctx context.Context, req ReleaseRequest) (*ReleaseRespo
 
 // Verify asks whether tok is the current live grant of key. It fails closed:
 // whatever goes wrong, the verdict refuses, with the reason "unavailable" when
-// no node could answer and "malformed" for a bad token or key; the error
-// says what went wrong. Verifies made while another is in flight go out
+// no node could answer, "malformed" for a bad token or key and "forbidden"
+// when the identity may not verify the key; the error says what went wrong. Verifies made while another is in flight go out
 // together in one batch request (see WithBatching); each gets its own
 // verdict, as linearizable as a verify of its own.
 func (c *Client) Verify(ctx context.Context, key, tok, holder string) (VerifyResponse, error) {
@@ -251,6 +251,8 @@ func (c *Client) Verify(ctx context.Context, key, tok, holder string) (VerifyRes
 			// election, a restart): ask again until the context ends.
 		case errors.As(err, &apiErr) && apiErr.Status == http.StatusBadRequest:
 			return VerifyResponse{Allow: false, Reason: "malformed"}, err
+		case errors.As(err, &apiErr) && apiErr.Status == http.StatusForbidden:
+			return VerifyResponse{Allow: false, Reason: "forbidden"}, err
 		default:
 			return VerifyResponse{Allow: false, Reason: "unavailable"}, err
 		}
@@ -273,9 +275,13 @@ func (c *Client) Key(ctx context.Context, key string) (*KeyInfo, error) {
 	return &out, nil
 }
 
-// Keys lists keys with a prefix, read linearizably, at most limit of them
-// (every one when limit is 0). KeysPage says whether the list was cut.
+// Keys lists keys with a prefix, in name order, at most limit of them
+// (every one when limit is 0, page by page: see ListAllKeys). KeysPage says
+// whether the list was cut.
 func (c *Client) Keys(ctx context.Context, prefix string, limit int) ([]KeyInfo, error) {
+	if limit == 0 {
+		return c.ListAllKeys(ctx, KeysQuery{Prefix: prefix})
+	}
 	kr, err := c.KeysPage(ctx, prefix, "", limit)
 	if err != nil {
 		return nil, err
@@ -284,23 +290,23 @@ func (c *Client) Keys(ctx context.Context, prefix string, limit int) ([]KeyInfo,
 }
 
 // KeysPage lists, read linearizably and in name order, at most limit keys
-// (every one when limit is 0) with a prefix whose names come after after.
-// When the list was cut at limit, Truncated is set and Next is the after of
-// the next page.
+// (the server's page, DefaultKeysLimit, when limit is 0) with a prefix whose
+// names come after after. When the list was cut, Truncated is set and Next
+// is the after of the next page.
 func (c *Client) KeysPage(ctx context.Context, prefix, after string, limit int) (*KeysResponse, error) {
 	return c.ListKeys(ctx, KeysQuery{Prefix: prefix, After: after, Limit: limit})
 }
 
 // KeysQuery selects the keys ListKeys lists: those with Prefix, in State
 // when it is set (held, released or expired), whose names come after After,
-// at most Limit of them (every one when 0).
+// at most Limit of them (DefaultKeysLimit when 0, MaxKeysLimit at most).
 type KeysQuery struct {
 	Prefix, State, After string
 	Limit                int
 }
 
-// ListKeys lists keys, read linearizably and in name order, as q selects.
-// When the list was cut at q.Limit, Truncated is set and Next is the After
+// ListKeys lists one page of keys, read linearizably and in name order, as
+// q selects. When the list was cut, Truncated is set and Next is the After
 // of the next page.
 func (c *Client) ListKeys(ctx context.Context, q KeysQuery) (*KeysResponse, error) {
 	v := url.Values{}
@@ -321,6 +327,24 @@ func (c *Client) ListKeys(ctx context.Context, q KeysQuery) (*KeysResponse, erro
 		return nil, err
 	}
 	return &out, nil
+}
+
+// ListAllKeys lists every key q selects (q.Limit is the page size), page by
+// page in name order. Each page is read linearizably; the listing as a whole
+// is not one snapshot: a key granted meanwhile may or may not be in it.
+func (c *Client) ListAllKeys(ctx context.Context, q KeysQuery) ([]KeyInfo, error) {
+	var all []KeyInfo
+	for {
+		kr, err := c.ListKeys(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, kr.Keys...)
+		if !kr.Truncated || kr.Next == "" {
+			return all, nil
+		}
+		q.After = kr.Next
+	}
 }
 
 // Join adds a node to the cluster.

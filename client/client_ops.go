@@ -153,3 +153,15 @@ func errorOf(status int, data []byte) *Error {
 	}
 	return e
 }
+
+// ACLCheck asks a node whether its key ACL lets an identity exercise a
+// right (lock, read, verify) on a key, and which rule decides (admin).
+// Nodes answer for their own file; fencectl status flags nodes whose files
+// differ.
+func (c *Client) ACLCheck(ctx context.Context, req ACLCheckRequest) (*ACLCheckResponse, error) {
+	var out ACLCheckResponse
+	if err := c.do(ctx, http.MethodPost, "/v1/acl/check", req, &out, false); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

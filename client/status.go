@@ -46,6 +46,9 @@ type CredentialStatus struct {
 	// digits of the SHA-256 of the tokens file they were read from. Nodes
 	// given the same file report the same digest. Empty without tokens.
 	TokensDigest string `json:"tokens_digest,omitempty"`
+	// ACLDigest names the key ACL file in use the same way; empty without
+	// one. Nodes whose digests differ judge the same request differently.
+	ACLDigest string `json:"acl_digest,omitempty"`
 	// LoadedAt is when the material in use was last loaded successfully,
 	// all of it (at start, or by a reload that succeeded).
 	LoadedAt time.Time `json:"loaded_at"`

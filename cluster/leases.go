@@ -809,7 +809,7 @@ func (l *leases) renew(key, holder string, tok fence.Token) (fsm.KeyState, time.
 }
 
 // renewHolder extends every live lease of a holder.
-func (l *leases) renewHolder(holder string) []RenewedLease {
+func (l *leases) renewHolder(holder string, may func(key string) bool) []RenewedLease {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
@@ -820,7 +820,7 @@ func (l *leases) renewHolder(holder string) []RenewedLease {
 	out := make([]RenewedLease, 0, l.holders[h].n)
 	for i := l.holders[h].first; i != none; {
 		r := l.rec(i)
-		if r.deadline > now {
+		if r.deadline > now && (may == nil || may(r.keyString())) {
 			r.deadline = now + int64(r.ttl())
 			out = append(out, RenewedLease{Key: l.state(i), Deadline: l.at(r.deadline)})
 		}

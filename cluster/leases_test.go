@@ -85,7 +85,7 @@ func TestLeaseTableExpiresEachLeaseOnceAfterItsDeadline(t *testing.T) {
 			notBefore[k.Key] = dl
 		}
 	}
-	for _, r := range l.renewHolder("h3") {
+	for _, r := range l.renewHolder("h3", nil) {
 		if !released[r.Key.Key] {
 			notBefore[r.Key.Key] = r.Deadline
 		}

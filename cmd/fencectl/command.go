@@ -44,6 +44,7 @@ var commands = []command{
 	releaseCommand,
 	keepaliveCommand,
 	verifyCommand,
+	aclCommand,
 	lockCommand,
 	watchCommand,
 	electCommand,

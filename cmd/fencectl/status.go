@@ -190,8 +190,20 @@ func markStaleCredentials(ms []memberHealth) {
 			ms[i].CredentialsStale = true
 			ms[i].CredentialsNote = fmt.Sprintf("its tokens (%s, loaded %s) differ from those %s loaded later (%s, %s); send it SIGHUP",
 				c.TokensDigest, c.LoadedAt.Format(time.RFC3339), newestID, newest.TokensDigest, newest.LoadedAt.Format(time.RFC3339))
+		case c.ACLDigest != newest.ACLDigest && c.LoadedAt.Before(newest.LoadedAt):
+			ms[i].CredentialsStale = true
+			ms[i].CredentialsNote = fmt.Sprintf("its key ACL (%s, loaded %s) differs from the one %s loaded later (%s, %s): the same request is judged differently on each; send it SIGHUP",
+				orNone(c.ACLDigest), c.LoadedAt.Format(time.RFC3339), newestID, orNone(newest.ACLDigest), newest.LoadedAt.Format(time.RFC3339))
 		}
 	}
+}
+
+// orNone names a missing file's digest.
+func orNone(digest string) string {
+	if digest == "" {
+		return "none"
+	}
+	return digest
 }
 
 func credentialsOf(m memberHealth) *client.CredentialStatus {
