@@ -13,12 +13,12 @@ from .client import Client, Grant, KeyInfo, Verdict, new_request_id
 from .errors import (BadRequest, Expired, FencedError, Held, LeaseLost, NotHolder, Refused, StaleToken, Unavailable,
                      UnknownKey, UnknownOutcome)
 from .lease import Lease
-from .token import MalformedToken, Token
+from .token import MAX_TOKEN, MalformedToken, Token
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "Grant", "KeyInfo", "Verdict", "Lease", "Token", "MalformedToken", "new_request_id",
+    "Client", "Grant", "KeyInfo", "Verdict", "Lease", "Token", "MalformedToken", "MAX_TOKEN", "new_request_id",
     "FencedError", "Held", "NotHolder", "StaleToken", "Expired", "UnknownKey", "BadRequest", "Unavailable",
     "UnknownOutcome", "LeaseLost", "Refused",
 ]

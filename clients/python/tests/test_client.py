@@ -19,6 +19,10 @@ from fenced.sqlite import SQLiteFence  # noqa: E402
 
 from tests.harness import ROOT, Cluster, get, poll  # noqa: E402
 
+# CI runs `python3 -m unittest tests.test_client`: the other modules' cases
+# run from here.
+from tests.test_tokens import SharedTokenCasesTest  # noqa: E402,F401
+
 
 class TokenTest(unittest.TestCase):
     def test_strict_parse(self):
