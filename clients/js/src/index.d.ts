@@ -1,14 +1,23 @@
 // Types of fenced-client (hand-written).
 
-/** A fencing token: an unsigned 64-bit integer kept as bigint, sent as decimal text. */
+/** The highest token, 2^63-1. */
+export declare const MAX_TOKEN: bigint;
+
+/** Anything a token compares with: a FencingToken, a bigint, a safe integer or strict decimal text. */
+export type TokenLike = FencingToken | bigint | number | string;
+
+/** A fencing token (epoch<<32 | seq): kept as bigint, sent as decimal text. */
 export declare class FencingToken {
+  /** Throws RangeError unless 1 <= value <= 2^63-1 with a non-zero seq; TypeError unless a bigint. */
   constructor(value: bigint);
   readonly value: bigint;
-  /** ASCII decimal digits only (/^\d+$/), else null. */
+  /** The strict decimal text fenced takes (fence.Parse: ASCII digits, no sign or leading zero, at most 2^63-1, seq not 0), else null. */
   static parse(text: string): FencingToken | null;
-  /** -1, 0 or 1. */
-  compare(other: FencingToken | bigint): -1 | 0 | 1;
-  equals(other: FencingToken | bigint): boolean;
+  /** -1, 0 or 1; throws TypeError for anything that is not a TokenLike. */
+  compare(other: TokenLike): -1 | 0 | 1;
+  equals(other: TokenLike): boolean;
+  /** Strictly higher than other: a later grant. */
+  isNewerThan(other: TokenLike): boolean;
   readonly epoch: bigint;
   readonly seq: bigint;
   toString(): string;
@@ -91,8 +100,9 @@ export declare class FencedClient {
 }
 
 export declare class FenceGuard {
-  admit(key: string, token: FencingToken | string): FencingToken;
-  write<T>(key: string, token: FencingToken | string, write: () => T): T;
+  /** token: a FencingToken, strict decimal text, a bigint or a safe integer; anything else throws StaleTokenError. */
+  admit(key: string, token: FencingToken | string | bigint | number): FencingToken;
+  write<T>(key: string, token: FencingToken | string | bigint | number, write: () => T): T;
   highest(key: string): FencingToken | null;
 }
 

@@ -1,6 +1,6 @@
 // fenced-client: a client of the fenced fencing-token coordinator, Node
 // built-ins only.
-export { FencingToken } from './token.js';
+export { FencingToken, MAX_TOKEN } from './token.js';
 export { FencedClient, newRequestId, parseDuration, durationText } from './client.js';
 export { FencedLease } from './lease.js';
 export { FenceGuard } from './guard.js';
