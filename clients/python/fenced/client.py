@@ -2,7 +2,6 @@
 
 import http.client
 import json
-import os
 import socket
 import threading
 import time
@@ -11,6 +10,8 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .errors import BadRequest, FencedError, Unavailable, UnknownOutcome, error_of
+from .ids import new_request_id
+from .lease import Lease
 from .token import Token
 
 __all__ = ["Client", "Grant", "Verdict", "KeyInfo", "new_request_id"]
@@ -19,11 +20,6 @@ LEADER_HEADER = "X-Fenced-Leader"
 
 # Codes that say the request was not served: another node may serve it.
 _SAFE_TO_RETRY = frozenset({"not_leader", "not_ready", "not_member", "busy", "shutting_down", "unavailable"})
-
-
-def new_request_id():
-    """A random request id for an acquire."""
-    return os.urandom(12).hex()
 
 
 def _duration(seconds):
@@ -217,7 +213,6 @@ class Client:
     def lease(self, key, ttl=10.0, holder=None, wait=None, margin=None):
         """A Lease on key, to use with ``with``: acquired on entry, kept alive
         in the background, released on exit. See Lease."""
-        from .lease import Lease
         return Lease(self, key, ttl=ttl, holder=holder, wait=wait, margin=margin)
 
     # -- transport --------------------------------------------------------

@@ -3,8 +3,8 @@
 import threading
 import time
 
-from .client import new_request_id
 from .errors import Expired, FencedError, LeaseLost, StaleToken
+from .ids import new_request_id
 
 __all__ = ["Lease"]
 

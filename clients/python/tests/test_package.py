@@ -1,0 +1,91 @@
+"""The package itself: its import graph, and its README run as written."""
+
+import ast
+import os
+import subprocess
+import sys
+import unittest
+
+PKG = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", "fenced"))
+sys.path.insert(0, os.path.dirname(PKG))
+
+
+def import_graph():
+    """Module -> the package's modules it imports, anywhere in its body (an
+    import inside a function is still a cycle, only a deferred one)."""
+    graph = {}
+    for name in sorted(os.listdir(PKG)):
+        if not name.endswith(".py"):
+            continue
+        mod = name[:-3]
+        with open(os.path.join(PKG, name), encoding="utf-8") as f:
+            tree = ast.parse(f.read(), name)
+        deps = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.ImportFrom) and node.level == 1:
+                if node.module:
+                    deps.add(node.module.split(".")[0])
+                else:
+                    deps.update(a.name for a in node.names)
+            elif isinstance(node, ast.ImportFrom) and (node.module or "").startswith("fenced."):
+                deps.add(node.module.split(".")[1])
+            elif isinstance(node, ast.Import):
+                deps.update(a.name.split(".")[1] for a in node.names if a.name.startswith("fenced."))
+        graph[mod] = deps - {mod}
+    return graph
+
+
+def cycle(graph):
+    """A cycle of the graph as a list of modules, or None."""
+    state = {}
+
+    def visit(m, path):
+        state[m] = "open"
+        for d in sorted(graph.get(m, ())):
+            if d == "__init__":
+                continue
+            if state.get(d) == "open":
+                return path[path.index(d):] + [d]
+            if d not in state:
+                found = visit(d, path + [d])
+                if found:
+                    return found
+        state[m] = "done"
+        return None
+
+    for m in sorted(graph):
+        if m not in state:
+            found = visit(m, [m])
+            if found:
+                return found
+    return None
+
+
+class PackageTest(unittest.TestCase):
+    def test_no_import_cycle(self):
+        graph = import_graph()
+        self.assertIn("client", graph)
+        self.assertIsNone(cycle(graph), "import cycle: %s" % " -> ".join(cycle(graph) or []))
+
+    def test_each_module_imports_first_in_a_fresh_interpreter(self):
+        for name in sorted(import_graph()):
+            mod = "fenced" if name == "__init__" else "fenced." + name
+            with self.subTest(module=mod):
+                out = subprocess.run([sys.executable, "-c", "import %s" % mod], cwd=os.path.dirname(PKG),
+                                     capture_output=True, text=True)
+                self.assertEqual(out.returncode, 0, out.stderr)
+
+    def test_public_names(self):
+        import fenced
+        import fenced.client
+        import fenced.lease
+        for name in fenced.__all__:
+            self.assertTrue(hasattr(fenced, name), name)
+        self.assertIs(fenced.client.new_request_id, fenced.new_request_id)
+        self.assertIs(fenced.lease.Lease, fenced.Lease)
+        for name in ["Client", "Grant", "Verdict", "KeyInfo", "new_request_id"]:
+            self.assertTrue(hasattr(fenced.client, name), name)
+
+
+if __name__ == "__main__":
+    unittest.main()
