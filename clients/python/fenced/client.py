@@ -2,6 +2,7 @@
 
 import http.client
 import json
+import re
 import socket
 import threading
 import time
@@ -93,6 +94,39 @@ class KeyInfo:
     ttl: float
 
 
+# A bare endpoint: a host name, an IPv4 address or a bracketed IPv6 one,
+# and an optional port. Anything else without "://" is more likely a
+# mistyped URL ("htps:/host") than a host.
+_HOST_PORT = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::[0-9]{1,5})?")
+
+
+def _endpoint(e, tls):
+    """The URL of an endpoint as given; ValueError when it is not one the
+    client can reach. A scheme other than http or https is an error, never a
+    guess: "htps://host" read as plain http would send in clear what was
+    meant for TLS."""
+    if "://" in e:
+        scheme, rest = e.split("://", 1)
+        if scheme.lower() not in ("http", "https"):
+            raise ValueError("endpoint %r: unknown scheme %r (use http:// or https://)" % (e, scheme))
+        e = scheme.lower() + "://" + rest
+    elif _HOST_PORT.fullmatch(e):
+        e = "http://" + e
+    else:
+        raise ValueError("endpoint %r is neither host:port nor an http(s):// URL" % (e,))
+    u = urllib.parse.urlsplit(e)
+    try:
+        port = u.port
+    except ValueError:
+        port = None
+        u = None
+    if u is None or not u.hostname or (port is None and u.netloc.rsplit("]", 1)[-1].count(":")) or u.query or u.fragment:
+        raise ValueError("endpoint %r is not a URL the client can reach (host, optional port and path)" % (e,))
+    if tls and u.scheme == "http":
+        e = "https://" + e[len("http://"):]
+    return e.rstrip("/")
+
+
 class _NotSent(Exception):
     """The request never reached a server (no connection)."""
 
@@ -109,19 +143,27 @@ class Client:
     the deadline, and then raised as UnknownOutcome.
     """
 
-    def __init__(self, endpoints, token=None, timeout=30.0, ssl_context=None, attempt_timeout=5.0):
+    def __init__(self, endpoints, token=None, timeout=30.0, ssl_context=None, attempt_timeout=5.0, insecure=False):
+        """endpoints: "host:port" or http(s) URLs, a list or one
+        comma-separated string. With ssl_context every endpoint is reached
+        with https (as the Go client's WithTLS). A bearer token is sent only
+        over https, unless insecure=True says plain http is meant (a
+        development node, a trusted network): anyone on the path of a plain
+        request can read the token and act as its owner."""
         if isinstance(endpoints, str):
             endpoints = endpoints.split(",")
         self._endpoints = []
         for e in endpoints:
             e = e.strip()
-            if not e:
-                continue
-            if "://" not in e:
-                e = "http://" + e
-            self._endpoints.append(e.rstrip("/"))
+            if e:
+                self._endpoints.append(_endpoint(e, tls=ssl_context is not None))
         if not self._endpoints:
             raise ValueError("no endpoints")
+        if token and not insecure:
+            plain = [e for e in self._endpoints if e.startswith("http://")]
+            if plain:
+                raise ValueError("refusing to send a bearer token over plain http to %s: use https:// endpoints (or an "
+                                 "ssl_context), or pass insecure=True to send it in clear" % ", ".join(plain))
         self._token = token
         self._timeout = timeout
         # A node that accepts connections but never answers (frozen by
