@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { FencingToken } from './token.js';
 import { FencedError, UnavailableError, UnknownOutcomeError } from './errors.js';
 import { FencedLease } from './lease.js';
+import { Transport, TransportError, endpointURL } from './transport.js';
 
 const LEADER_HEADER = 'x-fenced-leader';
 
@@ -46,12 +47,6 @@ function grantOf(d) {
   return { key: d.key, holder: d.holder, token, ttlMs: parseDuration(d.ttl), renewed: Boolean(d.renewed) };
 }
 
-/** A connection that was never made: the request cannot have been served. */
-function notSent(err) {
-  const code = err?.cause?.code ?? err?.code;
-  return code === 'ECONNREFUSED' || code === 'EHOSTUNREACH' || code === 'ENETUNREACH' || code === 'EADDRNOTAVAIL';
-}
-
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** AbortSignal.any (Node 20.3+), with a fallback for older runtimes. */
@@ -75,11 +70,20 @@ function anySignal(signals) {
  * deadline, and only then thrown as UnknownOutcomeError: never as a failure.
  */
 export class FencedClient {
-  constructor({ endpoints, token, timeoutMs = 30000, attemptTimeoutMs = 5000 } = {}) {
+  /**
+   * ca, cert, key: PEM (strings or Buffers) as node:https takes them: the
+   * CA that signs the nodes' certificates, and a client certificate for
+   * clusters that ask for one (mutual TLS). With any of them every endpoint
+   * is reached with https, as the Go client's WithTLS does.
+   */
+  constructor({ endpoints, token, timeoutMs = 30000, attemptTimeoutMs = 5000, ca, cert, key } = {}) {
     const list = typeof endpoints === 'string' ? endpoints.split(',') : endpoints ?? [];
-    this.endpoints = list.map((e) => e.trim()).filter(Boolean)
-      .map((e) => (e.includes('://') ? e : `http://${e}`).replace(/\/+$/, ''));
+    if (!Array.isArray(list)) throw new TypeError('endpoints: an array of "host:port" or URLs, or one comma-separated string');
+    if ((cert === undefined) !== (key === undefined)) throw new TypeError('cert and key go together: a client certificate needs its key');
+    const tls = ca !== undefined || cert !== undefined ? Object.fromEntries(Object.entries({ ca, cert, key }).filter(([, v]) => v !== undefined)) : undefined;
+    this.endpoints = list.map((e) => String(e).trim()).filter(Boolean).map((e) => endpointURL(e, tls !== undefined));
     if (this.endpoints.length === 0) throw new TypeError('no endpoints');
+    this.transport = new Transport(tls);
     this.bearer = token;
     this.timeoutMs = timeoutMs;
     // A node that accepts connections but never answers (frozen) would
@@ -208,15 +212,15 @@ export class FencedClient {
             }
             throw err;
           }
-        } else if (!(err?.name === 'TypeError' || err?.name === 'AbortError' || err?.name === 'TimeoutError' || err?.name === 'SyntaxError')) {
+        } else if (err instanceof TransportError) {
+          if (err.sent && write) unknown = true;
+        } else {
           throw err; // not a failure of the network or the node: a bug
-        } else if (!notSent(err) && write) {
-          unknown = true;
         }
       }
       if (signal?.aborted || Date.now() >= end) {
-        if (unknown) throw new UnknownOutcomeError(`outcome unknown: ${last?.message}`);
-        throw new UnavailableError(`cluster unavailable: ${last?.message}`);
+        if (unknown) throw new UnknownOutcomeError(`outcome unknown: ${last?.message}`, { cause: last });
+        throw new UnavailableError(`cluster unavailable: ${last?.message}`, { cause: last });
       }
       if ((attempt + 1) % this.endpoints.length === 0) {
         await sleep(Math.max(0, Math.min(backoff, end - Date.now())));
@@ -231,16 +235,19 @@ export class FencedClient {
     const headers = { accept: 'application/json' };
     if (data !== undefined) headers['content-type'] = 'application/json';
     if (this.bearer) headers.authorization = `Bearer ${this.bearer}`;
-    const resp = await fetch(endpoint + path, { method, body: data, headers, signal: anySignal(signals) });
-    const text = await resp.text();
-    this.#learnLeader(resp.headers.get(LEADER_HEADER), endpoint);
+    const resp = await this.transport.request(endpoint + path, { method, body: data, headers, signal: anySignal(signals) });
+    const text = resp.text;
+    this.#learnLeader(resp.headers[LEADER_HEADER], endpoint);
     let out = null;
     try { out = text ? JSON.parse(text) : {}; } catch { /* not JSON */ }
-    if (!resp.ok) {
+    if (resp.status < 200 || resp.status > 299) {
       const code = out?.code || `http_${resp.status}`;
       throw new FencedError(`${out?.message ?? text.slice(0, 200)} (${code})`, { code, status: resp.status, body: out ?? {} });
     }
     if (out === null || typeof out !== 'object') throw new Error(`${endpoint}: the answer is not a JSON object`);
     return out;
   }
+
+  /** Closes idle connections (the client stays usable). */
+  close() { this.transport.close(); }
 }

@@ -3,8 +3,8 @@
 
 /** A refusal of the server or a failure to reach it. */
 export class FencedError extends Error {
-  constructor(message, { code = '', status = 0, body = {} } = {}) {
-    super(message);
+  constructor(message, { code = '', status = 0, body = {}, cause } = {}) {
+    super(message, cause === undefined ? undefined : { cause });
     this.name = 'FencedError';
     this.code = code;
     this.status = status;

@@ -52,6 +52,11 @@ export interface ClientOptions {
   timeoutMs?: number;
   /** The most one attempt on one node may take (default 5000). */
   attemptTimeoutMs?: number;
+  /** PEM of the CA that signs the nodes' certificates (node:https's ca). With ca or cert, every endpoint is https. */
+  ca?: string | Buffer | Array<string | Buffer>;
+  /** PEM of a client certificate (mutual TLS), with its key. */
+  cert?: string | Buffer | Array<string | Buffer>;
+  key?: string | Buffer | Array<string | Buffer>;
 }
 
 export interface LeaseOptions {
@@ -97,6 +102,8 @@ export declare class FencedClient {
   status(): Promise<Record<string, unknown>>;
   lease(key: string, options?: LeaseOptions): Promise<FencedLease>;
   tokenSource(options?: { holder?: string; ttl?: Duration; wait?: Duration }): TokenSource;
+  /** Closes idle connections; the client stays usable. */
+  close(): void;
 }
 
 export declare class FenceGuard {
