@@ -14,11 +14,12 @@ from .errors import (BadRequest, Expired, FencedError, Held, LeaseLost, NotHolde
                      UnknownKey, UnknownOutcome)
 from .lease import Lease
 from .token import MAX_TOKEN, MalformedToken, Token
+from .watch import Watch, WatchEvent
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "Grant", "KeyInfo", "Verdict", "Lease", "Token", "MalformedToken", "MAX_TOKEN", "new_request_id",
+    "Client", "Grant", "KeyInfo", "Verdict", "Lease", "Watch", "WatchEvent", "Token", "MalformedToken", "MAX_TOKEN", "new_request_id",
     "FencedError", "Held", "NotHolder", "StaleToken", "Expired", "UnknownKey", "BadRequest", "Unavailable",
     "UnknownOutcome", "LeaseLost", "Refused",
 ]

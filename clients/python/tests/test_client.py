@@ -24,6 +24,7 @@ from tests.harness import ROOT, Cluster, get, poll  # noqa: E402
 from tests.test_package import PackageTest, ReadmeTest  # noqa: E402,F401
 from tests.test_security import EndpointRulesTest, TLSClusterTest  # noqa: E402,F401
 from tests.test_tokens import SharedTokenCasesTest  # noqa: E402,F401
+from tests.test_watch import CompactedHistoryTest, OneNodeWatchTest, ThreeNodeWatchTest  # noqa: E402,F401
 
 
 class TokenTest(unittest.TestCase):
