@@ -291,12 +291,14 @@ class OneNodeWatchTest(unittest.TestCase):
                     c.watch(**kw)
 
     def test_close_ends_a_waiting_iteration(self):
-        w = Client([self.real]).watch(key="pyw/quiet")
+        # A quiet stream with a long progress interval: only close() can
+        # end the read the iteration waits on (the idle limit is minutes).
+        w = Client([self.real]).watch(key="pyw/quiet", progress=60)
         collect(w, has_sync)
         got = []
-        t = threading.Thread(target=lambda: got.extend(w))
+        t = threading.Thread(target=lambda: got.extend(w), daemon=True)
         t.start()
-        w.close()
+        threading.Thread(target=w.close, daemon=True).start()
         t.join(30)
         self.assertFalse(t.is_alive(), "iteration did not end on close")
         self.assertEqual(got, [])
