@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Optional
 
 from .durations import _duration, parse_duration
+from .election import Election
 from .errors import BadRequest, FencedError, Unavailable, UnknownOutcome, error_of
 from .ids import new_request_id
 from .lease import Lease
@@ -232,6 +233,11 @@ class Client:
         """A Lease on key, to use with ``with``: acquired on entry, kept alive
         in the background, released on exit. See Lease."""
         return Lease(self, key, ttl=ttl, holder=holder, wait=wait, margin=margin, value=value)
+
+    def election(self, name, holder=None, ttl=10.0, margin=None, value=""):
+        """The candidate holder in the election named by key name. See
+        Election."""
+        return Election(self, name, holder=holder, ttl=ttl, margin=margin, value=value)
 
     def watch(self, key=None, prefix=None, start=None, progress=None):
         """Follow the changes of key, or of every key with prefix (neither:

@@ -55,7 +55,7 @@ class SSEProxy:
     a reset event and close, once. corrupt: the next granted event's token
     is sent as "0034", once. rewind: on the next resumed watch, ask the node
     from one index earlier than the client did (the node sends an event the
-    client already has), once."""
+    client already has), once. refuse: answer watches 503 while set."""
 
     def __init__(self, target):
         self.target = target
@@ -65,6 +65,7 @@ class SSEProxy:
         self.reset_after = None
         self.corrupt = False
         self.rewind = False
+        self.refuse = False
         self.events = 0
         proxy = self
 
@@ -104,6 +105,14 @@ class SSEProxy:
         h.wfile.write(data)
 
     def _watch(self, h):
+        if self.refuse:
+            data = b'{"code":"unavailable","message":"proxy: refused"}'
+            h.send_response(503)
+            h.send_header("Content-Type", "application/json")
+            h.send_header("Content-Length", str(len(data)))
+            h.end_headers()
+            h.wfile.write(data)
+            return
         last = h.headers.get("Last-Event-ID")
         with self.lock:
             self.watches.append(last)
