@@ -7,7 +7,8 @@ import unittest
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 
-from fenced import Client, NoLeader, NotLeading, UnknownKey  # noqa: E402
+from fenced import Client, NoLeader, NotLeading, Token, UnknownKey, WatchEvent  # noqa: E402
+from fenced.election import _Observer  # noqa: E402
 
 from tests.harness import Cluster, poll  # noqa: E402
 from tests.test_watch import SSEProxy  # noqa: E402
@@ -21,6 +22,37 @@ def next_leader(obs, timeout=30.0):
     if l is None:
         raise AssertionError("the observation ended: %s" % obs.error)
     return l
+
+
+class ObserverRulesTest(unittest.TestCase):
+    def test_the_observer_never_reports_an_older_leader(self):
+        # The steps of the Go client's observer test, and an older index.
+        a, b, c = Token.parse("4294967297"), Token.parse("8589934593"), Token.parse("8589934594")
+
+        def ev(type_, holder, token, state, value="", index=0):
+            return WatchEvent(type=type_, holder=holder, token=token, state=state, value=value, index=index)
+
+        steps = [
+            (ev("state", "a", a, "held"), True),
+            (ev("renewed", "a", a, "held"), False),
+            (ev("released", "a", a, "released"), True),
+            (ev("state", "a", a, "held"), False),
+            (ev("granted", "b", b, "held"), True),
+            (ev("reset", "", None, ""), False),
+            (ev("state", "a", a, "held"), False),
+            (ev("renewed", "b", b, "held", value="v"), True),
+            (ev("lock_delay_ended", "b", b, "expired"), False),
+            (ev("expired", "b", b, "expired"), True),
+            (ev("lock_delay_ended", "b", b, "expired"), False),
+            (ev("granted", "c", c, "held", index=10), True),
+            # An older index is an older view, whatever it says (a state
+            # read before the change just reported).
+            (ev("state", "c", c, "held", value="older", index=5), False),
+        ]
+        o = _Observer("e")
+        for i, (e, want) in enumerate(steps):
+            with self.subTest(step=i, type=e.type, holder=e.holder):
+                self.assertEqual(o.event(e) is not None, want)
 
 
 class ElectionTest(unittest.TestCase):
