@@ -1,50 +1,25 @@
 // The fenced client: endpoints tried in turn, retries only where safe.
 
-import { randomBytes } from 'node:crypto';
+import { newRequestId } from './ids.js';
 import { FencingToken } from './token.js';
 import { FencedError, UnavailableError, UnknownOutcomeError } from './errors.js';
 import { FencedLease } from './lease.js';
 import { Transport, TransportError, endpointURL } from './transport.js';
+import { durationText, parseDuration } from './duration.js';
+import { FencedWatch } from './watch.js';
+import { FencedElection } from './election.js';
+
+export { durationText, parseDuration, newRequestId };
 
 const LEADER_HEADER = 'x-fenced-leader';
 
 // Codes that say the request was not served: another node may serve it.
 const SAFE_TO_RETRY = new Set(['not_leader', 'not_ready', 'not_member', 'busy', 'shutting_down', 'unavailable']);
 
-/** A random request id for an acquire. */
-export function newRequestId() { return randomBytes(12).toString('hex'); }
-
-/** Go duration text for milliseconds. */
-export function durationText(ms) {
-  if (typeof ms === 'string') return ms;
-  const n = Math.round(ms);
-  return n % 1000 === 0 ? `${n / 1000}s` : `${n}ms`;
-}
-
-const UNITS = { ns: 1e-6, us: 1e-3, 'µs': 1e-3, ms: 1, s: 1000, m: 60000, h: 3600000 };
-
-/** Milliseconds in Go duration text ("1m30s"); throws if it is not one. */
-export function parseDuration(text) {
-  let s = String(text);
-  let sign = 1;
-  if (s.startsWith('-')) { sign = -1; s = s.slice(1); }
-  if (s === '0') return 0;
-  const re = /^([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)/;
-  let total = 0;
-  if (!s) throw new TypeError(`not a duration: ${text}`);
-  while (s) {
-    const m = re.exec(s);
-    if (!m) throw new TypeError(`not a duration: ${text}`);
-    total += Number(m[1]) * UNITS[m[2]];
-    s = s.slice(m[0].length);
-  }
-  return sign * total;
-}
-
 function grantOf(d) {
   const token = FencingToken.parse(d.token);
   if (!token) throw new FencedError(`the server sent a malformed token: ${d.token}`, { code: 'malformed_answer' });
-  return { key: d.key, holder: d.holder, token, ttlMs: parseDuration(d.ttl), renewed: Boolean(d.renewed) };
+  return { key: d.key, holder: d.holder, token, ttlMs: parseDuration(d.ttl), renewed: Boolean(d.renewed), value: d.value ?? '' };
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -94,14 +69,17 @@ export class FencedClient {
   }
 
   /** Takes key for holder; rejects with code "held" (err.heldBy) when
-   * someone else has it. */
-  async acquire(key, holder, { ttl, wait, requestId, lockDelay, signal } = {}) {
+   * someone else has it. value (at most 1 KiB of text) is published with
+   * the grant; an acquire by the holder of the grant replaces it and keeps
+   * the token. */
+  async acquire(key, holder, { ttl, wait, requestId, lockDelay, signal, value, timeoutMs } = {}) {
     const body = { key, holder, request_id: requestId ?? newRequestId() };
+    if (value) body.value = value;
     if (ttl !== undefined) body.ttl = durationText(ttl);
     if (wait) body.wait = durationText(wait);
     if (lockDelay) body.lock_delay = durationText(lockDelay);
     const waitMs = wait ? parseDuration(body.wait) : 0;
-    return grantOf(await this.#do('POST', '/v1/acquire', body, { write: true, signal, extraMs: waitMs, timeoutMs: this.timeoutMs + waitMs }));
+    return grantOf(await this.#do('POST', '/v1/acquire', body, { write: true, signal, extraMs: waitMs, timeoutMs: timeoutMs ?? this.timeoutMs + waitMs }));
   }
 
   /** Extends one grant's lease; the answer carries the server's TTL. */
@@ -160,8 +138,22 @@ export class FencedClient {
    * before the server could grant the key to anyone else, and when the
    * caller's signal aborts. Release it with release().
    */
-  async lease(key, { ttl = 10000, holder, signal, wait, marginMs } = {}) {
-    return FencedLease.acquire(this, key, { ttl, holder: holder ?? `js-${newRequestId()}`, signal, wait, marginMs });
+  async lease(key, { ttl = 10000, holder, signal, wait, marginMs, value } = {}) {
+    return FencedLease.acquire(this, key, { ttl, holder: holder ?? `js-${newRequestId()}`, signal, wait, marginMs, value });
+  }
+
+  /**
+   * The changes of key, or of every key with prefix (neither: every key),
+   * from the current state or after log index from: an async iterator of
+   * events. See FencedWatch.
+   */
+  watch({ key, prefix, from, progressMs, signal } = {}) {
+    return new FencedWatch(this, { key, prefix, from, progressMs, signal });
+  }
+
+  /** The candidate holder in the election named by key name. See FencedElection. */
+  election(name, { holder, ttl = 10000, marginMs, value } = {}) {
+    return new FencedElection(this, name, { holder: holder ?? `js-${newRequestId()}`, ttl, marginMs, value });
   }
 
   /**

@@ -38,3 +38,14 @@ export class StaleTokenError extends Error {
     this.highest = highest;
   }
 }
+
+/** The election does not lead (never campaigned, resigned, or lost it);
+ * nothing was published. */
+export class NotLeadingError extends FencedError {
+  constructor(message, opts = {}) { super(message, { code: 'not_leading', ...opts }); this.name = 'NotLeadingError'; }
+}
+
+/** Nobody holds the election's key. */
+export class NoLeaderError extends FencedError {
+  constructor(message, opts = {}) { super(message, { code: 'no_leader', ...opts }); this.name = 'NoLeaderError'; }
+}

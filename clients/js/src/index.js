@@ -3,5 +3,7 @@
 export { FencingToken, MAX_TOKEN } from './token.js';
 export { FencedClient, newRequestId, parseDuration, durationText } from './client.js';
 export { FencedLease } from './lease.js';
+export { FencedWatch } from './watch.js';
+export { FencedElection, LeaderObservation } from './election.js';
 export { FenceGuard } from './guard.js';
-export { FencedError, UnavailableError, UnknownOutcomeError, StaleTokenError } from './errors.js';
+export { FencedError, UnavailableError, UnknownOutcomeError, StaleTokenError, NotLeadingError, NoLeaderError } from './errors.js';
