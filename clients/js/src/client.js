@@ -193,7 +193,10 @@ export class FencedClient {
       try {
         return await this.#once(ep, method, path, data, Math.min(end - Date.now(), this.attemptTimeoutMs + extraMs), signal);
       } catch (err) {
-        last = err;
+        // An attempt cut short by the deadline says less than the failure
+        // before it (a TLS alert, a refused connection): that one is kept
+        // as the reason.
+        if (!(last && err instanceof TransportError && (err.code === 'ABORT_ERR' || err.code === 'AbortError') && Date.now() >= end)) last = err;
         if (err instanceof FencedError) {
           if (err.code === 'outcome_unknown') unknown = true;
           else if (!SAFE_TO_RETRY.has(err.code)) {

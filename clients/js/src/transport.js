@@ -71,7 +71,7 @@ const HINTS = [
  * says whether the request may have reached the server. */
 export class TransportError extends Error {
   constructor(endpoint, cause, sent) {
-    const code = cause?.code ?? cause?.name ?? 'ERROR';
+    const code = typeof cause?.code === 'string' ? cause.code : cause?.name ?? 'ERROR';
     super(`${endpoint}: ${describe(cause)}`, { cause });
     this.name = 'TransportError';
     this.code = code;
@@ -84,8 +84,8 @@ export class TransportError extends Error {
  * or Node's code and message. */
 export function describe(err) {
   let e = err;
-  while (e && !e.code && e.cause) e = e.cause; // fetch-style wrappers
-  const code = e?.code;
+  while (e && typeof e.code !== 'string' && e.cause) e = e.cause; // wrappers, and DOMException's numeric codes
+  const code = typeof e?.code === 'string' ? e.code : undefined;
   // OpenSSL's text ("...:SSL routines:ssl3_read_bytes:tlsv13 alert
   // certificate required:../deps/...") reduced to its reason.
   const reason = /SSL routines:[^:]*:([^:]+)/.exec(e?.message ?? '')?.[1] ?? String(e?.message ?? e).split('\n')[0];

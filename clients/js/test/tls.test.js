@@ -39,19 +39,25 @@ test('mutual TLS with PEM strings, and bare host:port endpoints reached with htt
 });
 
 test('without a client certificate the error names the TLS alert', async () => {
-  const c = new FencedClient({ endpoints: cluster.endpoints, ca: tls.pem('ca.pem'), timeoutMs: 1000 });
-  await assert.rejects(c.acquire('js/tls-nocert', 'client/c', { ttl: 10000 }), (err) => {
-    assert.ok(err instanceof UnavailableError, `${err.name}: ${err.message}`); // never sent: not an unknown outcome
+  const c = new FencedClient({ endpoints: cluster.endpoints, ca: tls.pem('ca.pem'), timeoutMs: 5000 });
+  await assert.rejects(c.status(), (err) => {
+    assert.ok(err instanceof UnavailableError, `${err.name}: ${err.message}`);
     assert.match(err.message, /TLS handshake failed: ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED/);
     assert.match(err.message, /client certificate/);
     assert.equal(err.cause?.code, 'ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED');
+    return true;
+  });
+  // A refused handshake is a request the server never read: a write there
+  // is retried as not sent, never reported as an unknown outcome.
+  await assert.rejects(c.transport.request(`${cluster.endpoints[0]}/v1/acquire`, { method: 'POST', body: '{}' }), (err) => {
+    assert.deepEqual([err.name, err.code, err.sent], ['TransportError', 'ERR_SSL_TLSV13_ALERT_CERTIFICATE_REQUIRED', false]);
     return true;
   });
   c.close();
 });
 
 test("without the cluster's CA the error says the server's certificate is not trusted", async () => {
-  const c = new FencedClient({ endpoints: cluster.endpoints, timeoutMs: 1000 });
+  const c = new FencedClient({ endpoints: cluster.endpoints, timeoutMs: 5000 });
   await assert.rejects(c.status(), (err) => {
     assert.ok(err instanceof UnavailableError, `${err.name}: ${err.message}`);
     assert.match(err.message, /TLS handshake failed: UNABLE_TO_VERIFY_LEAF_SIGNATURE .*pass ca/);
