@@ -149,3 +149,20 @@ export function stopped(pid) {
   const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
   return stat.slice(stat.lastIndexOf(')') + 2).split(' ')[0] === 'T';
 }
+
+/** Events of the watch's iterator until until(events) holds; fails at the
+ * deadline with what came. */
+export async function collect(it, until, timeoutMs = 30000) {
+  const got = [];
+  const deadline = Date.now() + timeoutMs;
+  while (!until(got)) {
+    let timer;
+    const left = deadline - Date.now();
+    const r = await Promise.race([it.next(), new Promise((resolve) => { timer = setTimeout(() => resolve('timeout'), Math.max(0, left)); })]);
+    clearTimeout(timer);
+    if (r === 'timeout') throw new Error(`timed out waiting for watch events; got ${JSON.stringify(got)}`);
+    if (r.done) throw new Error(`the watch ended after ${JSON.stringify(got)}`);
+    got.push(r.value);
+  }
+  return got;
+}

@@ -13,6 +13,7 @@ export async function sseProxy(target) {
     corrupt: false, // the next granted event's token is sent as "0034" (once)
     rewind: false, // the next resumed watch asks the node one index earlier (once)
     refuse: false, // answer watches 503 while set
+    comments: false, // heartbeats before each event while set: comments, a retry field, a data-less event
   };
   const upstream = new http.Agent({ keepAlive: false });
   p.server = http.createServer(async (req, res) => {
@@ -68,6 +69,7 @@ export async function sseProxy(target) {
             end();
             return;
           }
+          if (p.comments) res.write(': heartbeat\n\nretry: 5000\n\n:\nevent: granted\nid: 1\n\n');
           res.write(frame);
         }
       });

@@ -2,7 +2,7 @@ import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { readFileSync } from 'node:fs';
 import { FencedClient, UnavailableError } from '../src/index.js';
-import { Cluster, makeTLS } from './harness.js';
+import { Cluster, collect, makeTLS } from './harness.js';
 
 // One node serving its API over TLS only and requiring a client certificate
 // (certificates made by `fencectl tls init`).
@@ -36,6 +36,17 @@ test('mutual TLS with PEM strings, and bare host:port endpoints reached with htt
   const g = await c.acquire('js/tls-str', 'client/b', { ttl: 10000 });
   await c.release('js/tls-str', 'client/b', g.token);
   c.close();
+});
+
+test('a watch over mutual TLS', async () => {
+  const c = new FencedClient({ endpoints: cluster.endpoints, ca: tls.pem('ca.pem'), cert: tls.pem('client.pem'), key: tls.pem('client-key.pem') });
+  const w = c.watch({ key: 'js/tls-watch' });
+  try {
+    assert.deepEqual((await collect(w, (e) => e.length >= 1)).map((e) => e.type), ['sync']);
+    const g = await c.acquire('js/tls-watch', 'client/d', { ttl: 10000 });
+    const [ev] = await collect(w, (e) => e.length >= 1);
+    assert.deepEqual([ev.type, String(ev.token)], ['granted', String(g.token)]);
+  } finally { w.close(); c.close(); }
 });
 
 test('without a client certificate the error names the TLS alert', async () => {

@@ -3,29 +3,12 @@ import assert from 'node:assert/strict';
 import { existsSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { FencedClient, FencingToken } from '../src/index.js';
-import { Cluster, getJSON, poll } from './harness.js';
+import { Cluster, collect, getJSON, poll } from './harness.js';
 import { sseProxy } from './sse-proxy.js';
 
 const CHANGES = new Set(['granted', 'renewed', 'released', 'force_released', 'expired', 'lock_delay_ended', 'handed_off']);
 const changes = (evs) => evs.filter((e) => CHANGES.has(e.type));
 const hasSync = (evs) => evs.some((e) => e.type === 'sync');
-
-/** Events of the watch's iterator until until(events) holds; fails at the
- * deadline with what came. */
-export async function collect(it, until, timeoutMs = 30000) {
-  const got = [];
-  const deadline = Date.now() + timeoutMs;
-  while (!until(got)) {
-    let timer;
-    const left = deadline - Date.now();
-    const r = await Promise.race([it.next(), new Promise((resolve) => { timer = setTimeout(() => resolve('timeout'), Math.max(0, left)); })]);
-    clearTimeout(timer);
-    if (r === 'timeout') throw new Error(`timed out waiting for watch events; got ${JSON.stringify(got)}`);
-    if (r.done) throw new Error(`the watch ended after ${JSON.stringify(got)}`);
-    got.push(r.value);
-  }
-  return got;
-}
 
 describe('one node', () => {
   let cluster;
@@ -115,6 +98,22 @@ describe('one node', () => {
       assert.equal(states['jsw/reset/a'], String(g.token));
       assert.equal(evs[evs.length - 1].type, 'sync');
       assert.equal(p.watches[p.watches.length - 1], null, 'after a reset the watch starts afresh, not from an id');
+    } finally { w.close(); }
+  });
+
+  test('comments and retry fields are ignored', async () => {
+    const p = await proxy();
+    p.comments = true;
+    const c = new FencedClient({ endpoints: [real] });
+    const w = new FencedClient({ endpoints: [p.addr] }).watch({ prefix: 'jsw/comments/' });
+    try {
+      const start = await collect(w, hasSync);
+      assert.deepEqual(start.map((e) => e.type), ['sync']);
+      const g = await c.acquire('jsw/comments/a', 'h', { ttl: 30000 });
+      await c.release('jsw/comments/a', 'h', g.token);
+      const evs = await collect(w, (e) => changes(e).length >= 2);
+      assert.deepEqual(evs.map((e) => [e.type, e.key]), [['granted', 'jsw/comments/a'], ['released', 'jsw/comments/a']]);
+      assert.equal(p.watches.length, 1, 'the stream was never given up');
     } finally { w.close(); }
   });
 

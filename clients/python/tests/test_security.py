@@ -145,6 +145,14 @@ class TLSClusterTest(unittest.TestCase):
         g = c.acquire("py/tls-token", "client/b", ttl=10)
         c.release("py/tls-token", "client/b", g.token)
 
+    def test_watch_over_mutual_tls(self):
+        c = Client(self.cluster.endpoints, token="tok-client-0123456789abcdef", ssl_context=self.ctx())
+        with c.watch(key="py/tls-watch") as w:
+            self.assertEqual(w.get(timeout=30).type, "sync")
+            g = c.acquire("py/tls-watch", "client/d", ttl=10)
+            ev = w.get(timeout=30)
+            self.assertEqual((ev.type, ev.token), ("granted", g.token))
+
     def test_without_a_client_certificate_the_handshake_fails(self):
         c = Client(self.cluster.endpoints, ssl_context=self.ctx(cert=False), timeout=1)
         with self.assertRaises(FencedError):

@@ -55,7 +55,9 @@ class SSEProxy:
     a reset event and close, once. corrupt: the next granted event's token
     is sent as "0034", once. rewind: on the next resumed watch, ask the node
     from one index earlier than the client did (the node sends an event the
-    client already has), once. refuse: answer watches 503 while set."""
+    client already has), once. refuse: answer watches 503 while set.
+    comments: put comment lines, a retry field and a data-less event
+    before each event while set (heartbeats the client must ignore)."""
 
     def __init__(self, target):
         self.target = target
@@ -66,6 +68,7 @@ class SSEProxy:
         self.corrupt = False
         self.rewind = False
         self.refuse = False
+        self.comments = False
         self.events = 0
         proxy = self
 
@@ -166,6 +169,8 @@ class SSEProxy:
                     return
                 if cut:
                     return
+                if self.comments:
+                    h.wfile.write(b": heartbeat\n\nretry: 5000\n\n:\nevent: granted\nid: 1\n\n")
                 h.wfile.write(frame)
                 h.wfile.flush()
         except OSError:
@@ -272,6 +277,19 @@ class OneNodeWatchTest(unittest.TestCase):
             self.assertEqual(states["pyw/reset/a"], g.token)
             self.assertEqual(evs[-1].type, "sync")
             self.assertIsNone(p.watches[-1], "after a reset the watch starts afresh, not from an id")
+
+    def test_comments_and_retry_fields_are_ignored(self):
+        p = self.proxy()
+        p.comments = True
+        c = Client([self.real])
+        with Client([p.addr]).watch(prefix="pyw/comments/") as w:
+            start = collect(w, has_sync)
+            self.assertEqual([e.type for e in start], ["sync"])
+            g = c.acquire("pyw/comments/a", "h", ttl=30)
+            c.release("pyw/comments/a", "h", g.token)
+            evs = collect(w, lambda evs: len(changes(evs)) >= 2)
+            self.assertEqual([(e.type, e.key) for e in evs], [("granted", "pyw/comments/a"), ("released", "pyw/comments/a")])
+            self.assertEqual(len(p.watches), 1, "the stream was never given up")
 
     def test_a_malformed_token_is_never_delivered(self):
         p = self.proxy()
