@@ -92,7 +92,8 @@ export class FencedElection {
 
   /** Resolves once this candidate leads, waiting in the key's queue while
    * someone else does (and through a lock-delay); rejects with the
-   * signal's reason when it aborts. */
+   * signal's reason when it aborts first. The signal bounds the campaign,
+   * not the leadership it won (as the Go client's Campaign(ctx)). */
   async campaign({ signal } = {}) {
     if (this.leading()) return this;
     let backoff = 50;
@@ -100,7 +101,7 @@ export class FencedElection {
       signal?.throwIfAborted();
       try {
         this.#lease = await FencedLease.acquire(this.#client, this.name, {
-          ttl: this.ttl, holder: this.holder, wait: CAMPAIGN_WAIT_MS, marginMs: this.marginMs, value: this.value || undefined, signal,
+          ttl: this.ttl, holder: this.holder, wait: CAMPAIGN_WAIT_MS, marginMs: this.marginMs, value: this.value || undefined, acquireSignal: signal,
         });
         return this;
       } catch (err) {

@@ -193,6 +193,7 @@ export declare class FencedElection {
   /** Aborts when the leadership is lost or resigned; aborted when not leading. */
   readonly signal: AbortSignal;
   leading(): boolean;
+  /** The signal bounds the campaign, not the leadership it won. */
   campaign(options?: { signal?: AbortSignal }): Promise<FencedElection>;
   /** Rejects with NotLeadingError, publishing nothing, when not leading. */
   proclaim(value: string): Promise<void>;

@@ -43,14 +43,16 @@ export class FencedLease {
     }
   }
 
-  static async acquire(client, key, { ttl, holder, signal, wait, marginMs, value }) {
-    signal?.throwIfAborted();
+  /** signal ends the acquire and, later, the lease; acquireSignal, when
+   * given instead, ends the acquire alone. */
+  static async acquire(client, key, { ttl, holder, signal, wait, marginMs, value, acquireSignal = signal }) {
+    acquireSignal?.throwIfAborted();
     // The acquire's request id stays with the grant: an acquire with it
     // again (FencedElection.proclaim) updates this grant while it lives and
     // is refused once it ended, never answered with a new grant.
     const requestId = newRequestId();
     let sent = performance.now();
-    let g = await client.acquire(key, holder, { ttl, wait, signal, requestId, value });
+    let g = await client.acquire(key, holder, { ttl, wait, signal: acquireSignal, requestId, value });
     if (performance.now() - sent > g.ttlMs / 3) {
       // A waited acquire may return long after it was sent; the lease is
       // only known to run from the send, so renew to count from now.

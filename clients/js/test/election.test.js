@@ -147,6 +147,21 @@ describe('elections on one node', () => {
     await e1.resign();
   });
 
+  test("a campaign's signal is the campaign's alone: aborting it later leaves the leadership", async () => {
+    // As the Go client's Campaign(ctx): the context bounds the campaign,
+    // not the leadership it won.
+    const c = client();
+    const ac = new AbortController();
+    const e = c.election('jse/signal', { holder: 'n1', ttl: 30000 });
+    await e.campaign({ signal: ac.signal });
+    ac.abort(new Error('campaign over'));
+    assert.equal(e.signal.aborted, false);
+    assert.equal(e.leading(), true);
+    await e.proclaim('still here');
+    assert.equal((await e.leader()).value, 'still here');
+    await e.resign();
+  });
+
   test('close() ends an observation waiting for a change', async () => {
     for (const how of ['close', 'return']) {
       const obs = client().election(`jse/quiet-${how}`).observe();
