@@ -12,7 +12,7 @@ import unittest
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 
-from fenced import BadRequest, Client, Token, WatchEvent  # noqa: E402
+from fenced import BadRequest, Client, Token  # noqa: E402
 
 from tests.harness import Cluster, get, poll  # noqa: E402
 
