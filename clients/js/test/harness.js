@@ -40,7 +40,7 @@ export function fencectlBinary() {
   return builtCtl;
 }
 
-/** A CA and the certificates of `fencectl tls init` for nodes, in a new directory. */
+/** A CA and the certificates of `fencectl tls init` for nodes, in a new directory the caller removes. */
 export function makeTLS(nodes) {
   const dir = mkdtempSync(join(tmpdir(), 'fenced-tls-'));
   execFileSync(fencectlBinary(), ['tls', 'init', '--dir', dir, '--nodes', nodes.join(',')], { stdio: ['ignore', 'ignore', 'inherit'] });

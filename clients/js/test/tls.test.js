@@ -1,6 +1,6 @@
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
-import { readFileSync } from 'node:fs';
+import { readFileSync, rmSync } from 'node:fs';
 import { FencedClient, UnavailableError } from '../src/index.js';
 import { Cluster, collect, makeTLS } from './harness.js';
 
@@ -17,7 +17,10 @@ before(async () => {
     probe: { ca: tls.pem('ca.pem'), cert: tls.pem('admin.pem'), key: tls.pem('admin-key.pem') },
   });
 });
-after(() => cluster?.stop());
+after(() => {
+  cluster?.stop();
+  if (tls) rmSync(tls.dir, { recursive: true, force: true });
+});
 
 const addrs = () => cluster.nodes.map((n) => n.http);
 

@@ -49,7 +49,7 @@ def fencectl_binary():
 
 def make_tls(nodes):
     """A CA and the certificates of `fencectl tls init` for nodes, in a new
-    directory (removed at exit of the test process)."""
+    directory the caller removes."""
     d = tempfile.mkdtemp(prefix="fenced-tls-")
     subprocess.run([fencectl_binary(), "tls", "init", "--dir", d, "--nodes", ",".join(nodes)], check=True,
                    stdout=subprocess.DEVNULL)

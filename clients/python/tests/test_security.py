@@ -4,6 +4,7 @@ client certificate against a real fenced."""
 
 import http.server
 import os
+import shutil
 import ssl
 import sys
 import tempfile
@@ -125,6 +126,7 @@ class TLSClusterTest(unittest.TestCase):
     def tearDownClass(cls):
         cls.cluster.stop()
         os.unlink(cls.tokens)
+        shutil.rmtree(cls.tls, ignore_errors=True)
 
     def ctx(self, cert=True):
         t = lambda *p: os.path.join(self.tls, *p)  # noqa: E731
