@@ -1,7 +1,7 @@
-import { test } from 'node:test';
+import { test, after } from 'node:test';
 import assert from 'node:assert/strict';
 import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, writeFileSync, existsSync, readdirSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync, existsSync, readdirSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ROOT } from './harness.js';
@@ -15,8 +15,12 @@ function npmAvailable() {
 
 // A new project that installs the client without a registry and imports it
 // by its package name, as the README says.
+const made = [];
+after(() => made.forEach((d) => rmSync(d, { recursive: true, force: true })));
+
 function project() {
   const dir = mkdtempSync(join(tmpdir(), 'fenced-js-app-'));
+  made.push(dir);
   writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'app', version: '1.0.0', private: true, type: 'module' }));
   return dir;
 }
