@@ -3,6 +3,7 @@
 import ast
 import os
 import re
+import shutil
 import sqlite3
 import subprocess
 import sys
@@ -109,6 +110,7 @@ class ReadmeTest(unittest.TestCase):
         # Run in an empty directory, as a reader would in a new project,
         # with the endpoints the snippet reads from its environment.
         work = tempfile.mkdtemp(prefix="fenced-readme-")
+        self.addCleanup(shutil.rmtree, work, True)
         script = os.path.join(work, "snippet.py")
         with open(script, "w", encoding="utf-8") as f:
             f.write(readme_snippet())
