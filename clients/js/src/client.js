@@ -4,7 +4,7 @@ import { newRequestId } from './ids.js';
 import { FencingToken } from './token.js';
 import { FencedError, UnavailableError, UnknownOutcomeError } from './errors.js';
 import { FencedLease } from './lease.js';
-import { Transport, TransportError, endpointURL } from './transport.js';
+import { Transport, TransportError, endpointURL, isLoopback } from './transport.js';
 import { durationText, parseDuration } from './duration.js';
 import { FencedWatch } from './watch.js';
 import { FencedElection } from './election.js';
@@ -49,15 +49,25 @@ export class FencedClient {
    * ca, cert, key: PEM (strings or Buffers) as node:https takes them: the
    * CA that signs the nodes' certificates, and a client certificate for
    * clusters that ask for one (mutual TLS). With any of them every endpoint
-   * is reached with https, as the Go client's WithTLS does.
+   * is reached with https, as the Go client's WithTLS does. token (a bearer
+   * token) goes over https, or over plain http to this machine only, unless
+   * insecure is true (a network the caller trusts).
    */
-  constructor({ endpoints, token, timeoutMs = 30000, attemptTimeoutMs = 5000, ca, cert, key } = {}) {
+  constructor({ endpoints, token, timeoutMs = 30000, attemptTimeoutMs = 5000, ca, cert, key, insecure = false } = {}) {
     const list = typeof endpoints === 'string' ? endpoints.split(',') : endpoints ?? [];
     if (!Array.isArray(list)) throw new TypeError('endpoints: an array of "host:port" or URLs, or one comma-separated string');
     if ((cert === undefined) !== (key === undefined)) throw new TypeError('cert and key go together: a client certificate needs its key');
     const tls = ca !== undefined || cert !== undefined ? Object.fromEntries(Object.entries({ ca, cert, key }).filter(([, v]) => v !== undefined)) : undefined;
     this.endpoints = list.map((e) => String(e).trim()).filter(Boolean).map((e) => endpointURL(e, tls !== undefined));
     if (this.endpoints.length === 0) throw new TypeError('no endpoints');
+    if (token && !insecure) {
+      // A bearer token over plain http can be read off the wire: only to
+      // this machine (a development node), or when the caller says so.
+      const plain = this.endpoints.filter((e) => e.startsWith('http://') && !isLoopback(e));
+      if (plain.length > 0) {
+        throw new TypeError(`refusing to send the bearer token over plain http to ${plain.join(', ')}: use https:// endpoints (or ca), or pass insecure: true to send it in clear`);
+      }
+    }
     this.transport = new Transport(tls);
     this.bearer = token;
     this.timeoutMs = timeoutMs;

@@ -59,6 +59,8 @@ export interface ClientOptions {
   /** PEM of a client certificate (mutual TLS), with its key. */
   cert?: string | Buffer | Array<string | Buffer>;
   key?: string | Buffer | Array<string | Buffer>;
+  /** Send token over plain http to other hosts than this one (default false: only https, or a loopback address). */
+  insecure?: boolean;
 }
 
 export interface LeaseOptions {

@@ -5,6 +5,7 @@
 
 import http from 'node:http';
 import https from 'node:https';
+import { isIP } from 'node:net';
 
 /** The schemes an endpoint may name. */
 export const SCHEMES = new Set(['http:', 'https:']);
@@ -163,4 +164,15 @@ export class Transport {
     this.httpAgent.destroy();
     this.httpsAgent.destroy();
   }
+}
+
+/**
+ * Whether an endpoint URL names this machine (localhost or a loopback
+ * address), where a bearer token in clear leaves no host.
+ */
+export function isLoopback(url) {
+  const host = new URL(url).hostname.replace(/^\[|\]$/g, '');
+  if (host === 'localhost') return true;
+  if (isIP(host) === 4) return host.startsWith('127.');
+  return isIP(host) === 6 && (host === '::1' || host === '0:0:0:0:0:0:0:1');
 }

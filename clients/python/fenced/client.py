@@ -1,6 +1,7 @@
 """The fenced client: endpoints tried in turn, retries only where safe."""
 
 import http.client
+import ipaddress
 import json
 import re
 import socket
@@ -103,6 +104,18 @@ class _NotSent(Exception):
     """The request never reached a server (no connection)."""
 
 
+def _loopback(endpoint):
+    """Whether an http(s) endpoint names this machine: localhost or a
+    loopback address, where a token in clear leaves no host."""
+    host = urllib.parse.urlsplit(endpoint).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 class Client:
     """A client of a fenced cluster through any of its nodes.
 
@@ -119,9 +132,10 @@ class Client:
         """endpoints: "host:port" or http(s) URLs, a list or one
         comma-separated string. With ssl_context every endpoint is reached
         with https (as the Go client's WithTLS). A bearer token is sent only
-        over https, unless insecure=True says plain http is meant (a
-        development node, a trusted network): anyone on the path of a plain
-        request can read the token and act as its owner."""
+        over https or to a loopback address (a development node), unless
+        insecure=True says plain http to other hosts is meant (a trusted
+        network): anyone on the path of a plain request can read the token and
+        act as its owner."""
         if isinstance(endpoints, str):
             endpoints = endpoints.split(",")
         self._endpoints = []
@@ -132,7 +146,7 @@ class Client:
         if not self._endpoints:
             raise ValueError("no endpoints")
         if token and not insecure:
-            plain = [e for e in self._endpoints if e.startswith("http://")]
+            plain = [e for e in self._endpoints if e.startswith("http://") and not _loopback(e)]
             if plain:
                 raise ValueError("refusing to send a bearer token over plain http to %s: use https:// endpoints (or an "
                                  "ssl_context), or pass insecure=True to send it in clear" % ", ".join(plain))
