@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"time"
 )
 
@@ -113,6 +114,18 @@ func VerifyPeer(s *Store, chain []*x509.Certificate, usage x509.ExtKeyUsage, ou 
 		return nil, fmt.Errorf("peer certificate %q does not name OU=%s", leaf.Subject.CommonName, ou)
 	}
 	return leaf, nil
+}
+
+// CertNames reports whether a certificate names id: as its common name, a
+// DNS name or, for an id that is an IP address, an IP address. It is how a
+// node's certificate proves the node's server id: to a follower forwarding to
+// the leader, and on the Raft transport in both directions.
+func CertNames(c *x509.Certificate, id string) bool {
+	if c.Subject.CommonName == id || slices.Contains(c.DNSNames, id) {
+		return true
+	}
+	ip := net.ParseIP(id)
+	return ip != nil && slices.ContainsFunc(c.IPAddresses, ip.Equal)
 }
 
 // Dialer returns a DialTLSContext function for an http.Transport: servers are
