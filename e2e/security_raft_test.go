@@ -1,6 +1,7 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -238,5 +239,8 @@ func TestRaftPeerMustBeTheServerItsCertificateNames(t *testing.T) {
 	}
 	if n3.LastIndex >= st.CommitIndex {
 		t.Fatalf("n3 has the log up to %d, the leader committed %d: it took part in replication", n3.LastIndex, st.CommitIndex)
+	}
+	if data, _ := os.ReadFile(c.Node("n3").LogPath); !bytes.Contains(data, []byte("the peer certificate does not name this node's id")) {
+		t.Errorf("n3 did not warn at start that its peer certificate does not name it:\n%s", tail(data, 20))
 	}
 }
