@@ -41,7 +41,7 @@ func TestBoundAddrRoundTrips(t *testing.T) {
 
 // pkiLayers makes a development PKI of nodes n1, n2 and n3 and returns the
 // peer TLS configurations of each.
-func pkiLayers(t *testing.T) map[string][2]*tls.Config {
+func pkiLayers(t testing.TB) map[string][2]*tls.Config {
 	t.Helper()
 	p, err := tlsutil.WriteDevPKI(filepath.Join(t.TempDir(), "tls"), tlsutil.DevOptions{Nodes: []string{"n1", "n2", "n3"}})
 	if err != nil {
@@ -60,7 +60,7 @@ func pkiLayers(t *testing.T) map[string][2]*tls.Config {
 
 // layer starts a stream layer with the server and client configurations
 // of cfg, logging into logs.
-func layer(t *testing.T, cfg [2]*tls.Config, logs *syncBuffer, opts ...StreamOption) *StreamLayer {
+func layer(t testing.TB, cfg [2]*tls.Config, logs *syncBuffer, opts ...StreamOption) *StreamLayer {
 	t.Helper()
 	opts = append(opts, WithStreamLogger(hclog.New(&hclog.LoggerOptions{Output: logs, Level: hclog.Warn})))
 	l, err := NewStreamLayer("127.0.0.1:0", "", cfg[0], cfg[1], opts...)
@@ -144,7 +144,7 @@ func TestDialTakesTheServerIDAsASAN(t *testing.T) {
 
 // acceptOne dials the listener l with dialer, bound to id, and returns the
 // connection l accepted.
-func acceptOne(t *testing.T, l, dialer *StreamLayer, id string) net.Conn {
+func acceptOne(t testing.TB, l, dialer *StreamLayer, id string) net.Conn {
 	t.Helper()
 	got := make(chan net.Conn, 1)
 	go func() {
