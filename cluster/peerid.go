@@ -178,7 +178,7 @@ func (s *StreamLayer) dialTLS(d *net.Dialer, id, addr string) (net.Conn, error) 
 	}
 	conn, err := tls.DialWithDialer(d, "tcp", addr, cfg)
 	var wrong *peerIDError
-	if errors.As(err, &wrong) && !s.skipIDCheck {
+	if errors.As(err, &wrong) {
 		metrics.RaftPeerRefusals.WithLabelValues("dial").Inc()
 		s.wrongPeer.add(s.logger, "refused a raft connection: the server that answered is not the one dialed",
 			"server-id", id, "address", addr, "certificate", wrong.cert.Subject.CommonName,
@@ -197,7 +197,12 @@ func (s *StreamLayer) CheckRPC(conn net.Conn, header raft.RPCHeader) error {
 	}
 	pc, ok := conn.(*peerConn)
 	if !ok {
-		return fmt.Errorf("%w: the connection from %s has no verified certificate", ErrPeerIdentity, conn.RemoteAddr())
+		// Accept hands out only connections whose handshake verified a
+		// certificate; anything else cannot prove a sender.
+		err := fmt.Errorf("%w: the connection from %s has no verified certificate", ErrPeerIdentity, conn.RemoteAddr())
+		metrics.RaftPeerRefusals.WithLabelValues("rpc").Inc()
+		s.logger.Warn("dropped a raft connection", "sender", string(header.ID), "error", err)
+		return err
 	}
 	if pc.leaf.Subject.CommonName == string(header.ID) {
 		return nil
