@@ -81,10 +81,11 @@ func PeerServerConfig(s *Store, ou string) *tls.Config {
 // authentication and names the organizational unit ou (DefaultPeerOU when
 // empty).
 //
-// The dialed address is not matched against the certificate's names: nodes
-// are told apart by the role their certificate carries (as Consul does with
-// verify_server_hostname), and Raft addresses may be IPs, names or NAT
-// addresses that a certificate cannot all list. InsecureSkipVerify only turns
+// The dialed address is not matched against the certificate's names: Raft
+// addresses may be IPs, names or NAT addresses that a certificate cannot all
+// list. What the Raft transport checks instead is the server id it dials,
+// which the certificate must name (CertNames; fenced's cluster package adds
+// that check to this configuration per dial). InsecureSkipVerify only turns
 // off the standard verification, which cannot read a CA pool that is swapped
 // on reload; VerifyConnection does the chain verification instead, on every
 // handshake, and an error there aborts it.
