@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -640,22 +639,12 @@ func provesID(conn net.Conn, id string) error {
 	if len(cs.VerifiedChains) == 0 || len(cs.PeerCertificates) == 0 {
 		return &unprovenLeaderError{leader: id, reason: "presented no verified certificate"}
 	}
-	if !certNames(cs.PeerCertificates[0], id) {
+	if !tlsutil.CertNames(cs.PeerCertificates[0], id) {
 		leaf := cs.PeerCertificates[0]
 		return &unprovenLeaderError{leader: id, reason: fmt.Sprintf("presented a certificate for %q (names %q) that does not name %s",
 			leaf.Subject.CommonName, append(leaf.DNSNames, ipStrings(leaf.IPAddresses)...), id)}
 	}
 	return nil
-}
-
-// certNames reports whether a certificate names id: as its common name, a
-// DNS name or, for an id that is an IP address, an IP address.
-func certNames(c *x509.Certificate, id string) bool {
-	if c.Subject.CommonName == id || slices.Contains(c.DNSNames, id) {
-		return true
-	}
-	ip := net.ParseIP(id)
-	return ip != nil && slices.ContainsFunc(c.IPAddresses, ip.Equal)
 }
 
 func ipStrings(ips []net.IP) []string {

@@ -23,6 +23,8 @@ var (
 		"holder_mismatch", "malformed", "unavailable"}
 	// BatchOps label fenced_batches_total and fenced_batch_items_total.
 	BatchOps = []string{"verify", "keepalive"}
+	// RaftPeerRefusalSides label fenced_raft_peer_refusals_total.
+	RaftPeerRefusalSides = []string{"dial", "rpc"}
 	// ApplyCommands label fenced_apply_seconds.
 	ApplyCommands = []string{"acquire", "release", "expire", "other"}
 )
@@ -43,6 +45,9 @@ func init() {
 	for _, v := range BatchOps {
 		Batches.WithLabelValues(v)
 		BatchItems.WithLabelValues(v)
+	}
+	for _, v := range RaftPeerRefusalSides {
+		RaftPeerRefusals.WithLabelValues(v)
 	}
 	for _, v := range ApplyCommands {
 		ApplyLatency.WithLabelValues(v)

@@ -51,6 +51,20 @@ func TestTLSInit(t *testing.T) {
 	}
 }
 
+// A node id that every node certificate would name (a --hosts entry,
+// localhost) is refused, and nothing is written.
+func TestTLSInitRefusesASharedNodeID(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tls")
+	e, _, errb := testEnv(nil)
+	if code := run(context.Background(), e, []string{"tls", "init", "--dir", dir, "--nodes", "fenced1,fenced2", "--hosts", "fenced1,fenced2"}); code != 1 ||
+		!strings.Contains(errb.String(), `node id "fenced1"`) || !strings.Contains(errb.String(), "--hosts") {
+		t.Fatalf("exit %d: %s", code, errb)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Fatalf("%s was written", dir)
+	}
+}
+
 // TestTLSGlobalFlags checks the credentials' flags and variables: the
 // variables fencectl lock sets for its command (FENCE_KEY, FENCE_TOKEN) are
 // never taken for credentials.

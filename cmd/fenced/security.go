@@ -265,7 +265,11 @@ func (s *security) warn(log hclog.Logger, dev bool, id string) {
 		log.Warn("the HTTP API certificate does not name this node's id (as CN or DNS name): other nodes will not forward requests to it while it leads",
 			"id", id, "cn", s.http.Leaf().Subject.CommonName, "dns", s.http.Leaf().DNSNames)
 	}
-	if s.peer != nil && s.peer.Leaf().Subject.CommonName != id {
+	switch {
+	case s.peer != nil && !tlsutil.CertNames(s.peer.Leaf(), id):
+		log.Warn("the peer certificate does not name this node's id (as CN or subject alternative name): the other nodes refuse its Raft connections, both the ones they dial and the ones it dials, so it takes no part in the cluster",
+			"id", id, "cn", s.peer.Leaf().Subject.CommonName, "dns", s.peer.Leaf().DNSNames)
+	case s.peer != nil && s.peer.Leaf().Subject.CommonName != id:
 		log.Warn("the peer certificate's common name is not this node's id: with authentication on, the cluster lets a node join only as the name in its certificate",
 			"id", id, "cn", s.peer.Leaf().Subject.CommonName)
 	}
