@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
@@ -13,11 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/hashicorp/go-hclog"
-
 	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/cluster"
-	"github.com/fenced/fenced/internal/testutil"
 )
 
 const (
@@ -61,25 +57,8 @@ func aclNode(t *testing.T, rules string) aclTestNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	addr := testutil.FreeAddrs(t, 1)[0]
-	log := hclog.New(&hclog.LoggerOptions{Name: "n1", Level: hclog.Error})
-	n, err := cluster.New(cluster.Config{
-		ID: "n1", DataDir: t.TempDir(), RaftBind: addr, Bootstrap: true,
-		HeartbeatTimeout: 300 * time.Millisecond, ElectionTimeout: 300 * time.Millisecond, LeaderLeaseTimeout: 150 * time.Millisecond,
-		Logger: log,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(NewSecureServer(n, log, ServerOptions{Tokens: tk, ACL: a}))
-	t.Cleanup(func() { srv.Close(); n.Close() })
-	testutil.Eventually(t, 15*time.Second, func() error {
-		if !n.Ready() {
-			return errors.New("not ready")
-		}
-		return nil
-	})
-	return aclTestNode{testNode: &testNode{node: n, srv: srv, url: srv.URL}, path: aclPath, acl: a}
+	tn := serveNode(t, cluster.Limits{}, ServerOptions{Tokens: tk, ACL: a})
+	return aclTestNode{testNode: tn, path: aclPath, acl: a}
 }
 
 func verifyBatchOfToken(t *testing.T, url string, checks []client.VerifyRequest, token string) (int, client.VerifyBatchResponse) {

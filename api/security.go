@@ -173,10 +173,11 @@ func (s *Server) admit(w *statusWriter, r *http.Request) (*http.Request, bool) {
 	if id.Name != "" {
 		rateKey = "id:" + string(id.Role) + ":" + id.Name
 	}
-	// Requests a node forwarded were counted where they came in. Without
-	// authentication nobody can be told apart anyway, and the header only
-	// spares the leader's bucket of the forwarding node.
-	exempt := need == accessOpen || trusted || (!sec.o.AuthEnabled() && r.Header.Get(forwardedHeader) != "")
+	// Requests a node forwarded over mutual TLS were counted where they came
+	// in. No request header is believed on its own: without a peer
+	// certificate a forward is counted again, in the bucket of the address
+	// it comes from, like any client's request.
+	exempt := need == accessOpen || trusted
 	if !exempt {
 		if ok, wait := sec.rate.allow(rateKey, now); !ok {
 			return refuse(&retryError{err: refusal(ErrRateLimited, "more than %g requests per second; slow down", sec.o.RateLimit), after: wait})

@@ -43,6 +43,13 @@ func startSecureNode(t *testing.T, limits cluster.Limits, o ServerOptions) *test
 		t.Fatal(err)
 	}
 	o.Tokens = tokens
+	return serveNode(t, limits, o)
+}
+
+// serveNode starts a single-node cluster whose API has the security
+// options o, and waits until it serves.
+func serveNode(t *testing.T, limits cluster.Limits, o ServerOptions) *testNode {
+	t.Helper()
 	addr := testutil.FreeAddrs(t, 1)[0]
 	log := hclog.New(&hclog.LoggerOptions{Name: "n1", Level: hclog.Error})
 	n, err := cluster.New(cluster.Config{
