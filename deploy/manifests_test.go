@@ -729,21 +729,21 @@ func TestChecksCatchBrokenManifests(t *testing.T) {
 			setEnv(o, "FENCE_CERT", "")
 			setEnv(o, "FENCE_KEY_FILE", "")
 		}, "presents no client certificate"},
-		"probe without a CA":  {func(o *objects) { setEnv(o, "FENCE_CACERT", "") }, "no CA to verify"},
-		"no startup probe":    {func(o *objects) { fenced(o).StartupProbe = nil }, "startup probe"},
-		"root pod":            {func(o *objects) { zero := int64(0); podSpec(o).SecurityContext.RunAsUser = &zero }, "non-root"},
-		"root container":      {func(o *objects) { zero := int64(0); fenced(o).SecurityContext.RunAsUser = &zero }, "runs as root"},
-		"writable root":       {func(o *objects) { f := false; fenced(o).SecurityContext.ReadOnlyRootFilesystem = &f }, "read-only root"},
-		"escalation":          {func(o *objects) { fenced(o).SecurityContext.AllowPrivilegeEscalation = nil }, "privilege escalation"},
-		"a capability":        {func(o *objects) { fenced(o).SecurityContext.Capabilities.Add = []corev1.Capability{"NET_ADMIN"} }, "capabilities"},
-		"no anti-affinity":    {func(o *objects) { podSpec(o).Affinity = nil }, "anti-affinity"},
-		"step-down preStop":   {func(o *objects) { fenced(o).Lifecycle.PreStop.Exec.Command = []string{"/fenced", "step-down"} }, "preStop"},
-		"ready headless":      {func(o *objects) { headless(o).Spec.PublishNotReadyAddresses = false }, "not-ready addresses"},
-		"no client Service":   {func(o *objects) { o.services = []*corev1.Service{headless(o)} }, "client Service"},
-		"pattern off by one":  {func(o *objects) { setEnv(o, "FENCED_PEERS_FROM_DNS", "fenced-{0..3}.fenced-headless:7701") }, "within the replicas"},
-		"data dir on root":    {func(o *objects) { setEnv(o, "FENCED_DATA_DIR", "/var/lib/fenced") }, "not a mounted volume claim"},
-		"no memory limit":     {func(o *objects) { fenced(o).Resources.Limits = nil }, "memory limit"},
-		"one certificate":     {func(o *objects) { setEnv(o, "FENCED_PEER_TLS_CERT", "/etc/fenced/peer/tls.crt") }, "its own certificate"},
+		"probe without a CA":    {func(o *objects) { setEnv(o, "FENCE_CACERT", "") }, "no CA to verify"},
+		"no startup probe":      {func(o *objects) { fenced(o).StartupProbe = nil }, "startup probe"},
+		"root pod":              {func(o *objects) { zero := int64(0); podSpec(o).SecurityContext.RunAsUser = &zero }, "non-root"},
+		"root container":        {func(o *objects) { zero := int64(0); fenced(o).SecurityContext.RunAsUser = &zero }, "runs as root"},
+		"writable root":         {func(o *objects) { f := false; fenced(o).SecurityContext.ReadOnlyRootFilesystem = &f }, "read-only root"},
+		"escalation":            {func(o *objects) { fenced(o).SecurityContext.AllowPrivilegeEscalation = nil }, "privilege escalation"},
+		"a capability":          {func(o *objects) { fenced(o).SecurityContext.Capabilities.Add = []corev1.Capability{"NET_ADMIN"} }, "capabilities"},
+		"no anti-affinity":      {func(o *objects) { podSpec(o).Affinity = nil }, "anti-affinity"},
+		"step-down preStop":     {func(o *objects) { fenced(o).Lifecycle.PreStop.Exec.Command = []string{"/fenced", "step-down"} }, "preStop"},
+		"ready headless":        {func(o *objects) { headless(o).Spec.PublishNotReadyAddresses = false }, "not-ready addresses"},
+		"no client Service":     {func(o *objects) { o.services = []*corev1.Service{headless(o)} }, "client Service"},
+		"pattern off by one":    {func(o *objects) { setEnv(o, "FENCED_PEERS_FROM_DNS", "fenced-{0..3}.fenced-headless:7701") }, "within the replicas"},
+		"data dir on root":      {func(o *objects) { setEnv(o, "FENCED_DATA_DIR", "/var/lib/fenced") }, "not a mounted volume claim"},
+		"no memory limit":       {func(o *objects) { fenced(o).Resources.Limits = nil }, "memory limit"},
+		"one certificate":       {func(o *objects) { setEnv(o, "FENCED_PEER_TLS_CERT", "/etc/fenced/peer/tls.crt") }, "its own certificate"},
 		"certificate unmounted": {func(o *objects) { setEnv(o, "FENCED_TLS_CERT", "/etc/ssl/$(POD_NAME).crt") }, "not a file of a mounted"},
 		"pod name undefined":    {func(o *objects) { setEnv(o, "FENCED_TLS_KEY", "/etc/fenced/http/$(HOSTNAME).key") }, "variable not defined"},
 		"tokens in a ConfigMap": {func(o *objects) {
@@ -774,9 +774,9 @@ func TestChecksCatchBrokenManifests(t *testing.T) {
 		"egress only": {func(o *objects) {
 			o.networkPolicies[0].Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
 		}, "does not restrict ingress"},
-		"default service account": {func(o *objects) { podSpec(o).ServiceAccountName = "" }, "default service-account token"},
-		"token left implicit":     {func(o *objects) { podSpec(o).AutomountServiceAccountToken = nil }, "automountServiceAccountToken"},
-		"role lists everything":   {func(o *objects) { o.roles[0].Rules[0].Verbs = []string{"get", "list"} }, "only get on statefulsets/fenced"},
+		"default service account":  {func(o *objects) { podSpec(o).ServiceAccountName = "" }, "default service-account token"},
+		"token left implicit":      {func(o *objects) { podSpec(o).AutomountServiceAccountToken = nil }, "automountServiceAccountToken"},
+		"role lists everything":    {func(o *objects) { o.roles[0].Rules[0].Verbs = []string{"get", "list"} }, "only get on statefulsets/fenced"},
 		"role for any StatefulSet": {func(o *objects) { o.roles[0].Rules[0].ResourceNames = nil }, "only get on statefulsets/fenced"},
 		"role unbound":             {func(o *objects) { o.roleBindings = nil }, "may not get StatefulSet"},
 		"backup job without the key": {func(o *objects) {
@@ -799,7 +799,7 @@ func TestChecksCatchBrokenManifests(t *testing.T) {
 		"monitor scrapes twice": {func(o *objects) {
 			delete(o.serviceMonitors[0].Spec.Selector.MatchLabels, "app.kubernetes.io/component")
 		}, "exactly one Service"},
-		"monitor checks no name": {func(o *objects) { o.serviceMonitors[0].Spec.Endpoints[0].TLSConfig.ServerName = "" }, "serverName"},
+		"monitor checks no name":        {func(o *objects) { o.serviceMonitors[0].Spec.Endpoints[0].TLSConfig.ServerName = "" }, "serverName"},
 		"monitor without a certificate": {func(o *objects) { o.serviceMonitors[0].Spec.Endpoints[0].TLSConfig.Cert = nil }, "must present one"},
 	}
 	for name, m := range mutations {
