@@ -1,8 +1,10 @@
 // Package deploy tests the Kubernetes manifests under kubernetes/ and the
 // Helm chart under helm/fenced: every document decodes strictly (no unknown
 // or duplicate field) into the Kubernetes API types, and the objects keep
-// the invariants a fenced cluster needs (checks below). The chart is
-// rendered with Helm's own engine, as `helm template` would.
+// the invariants a fenced cluster needs (checks below; security_test.go
+// has those of its protections, docker_test.go runs the rendered pods). The
+// chart is rendered with Helm's own engine, as `helm template` would, its
+// values first checked against values.schema.json.
 package deploy
 
 import (
