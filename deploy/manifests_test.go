@@ -651,6 +651,9 @@ func TestChartRefusesBadValues(t *testing.T) {
 		"backup job without credentials": {map[string]any{
 			"auth": map[string]any{"tokens": map[string]any{"enabled": false}}, "backup": map[string]any{"enabled": true},
 		}, "admin credential"},
+		"backup token in clear text": {map[string]any{
+			"tls": map[string]any{"enabled": false}, "backup": map[string]any{"enabled": true},
+		}, "clear text"},
 		"backup certificate without TLS": {map[string]any{
 			"tls": map[string]any{"enabled": false}, "backup": map[string]any{"enabled": true, "clientCertSecret": "c"},
 		}, "needs tls.enabled"},
