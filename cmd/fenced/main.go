@@ -39,6 +39,13 @@ or add a node to a running cluster with --join HOST:HTTPPORT.
 Every flag can also be set by an environment variable: --data-dir is
 FENCED_DATA_DIR, --peers is FENCED_PEERS, and so on.
 
+Hooks, run beside a node with its flags and environment (docs/DEPLOY.md):
+
+  fenced step-down   hand leadership over if this node leads
+  fenced pre-stop    a StatefulSet pod's preStop hook: leave the cluster when
+                     the StatefulSet was scaled below this pod's ordinal (read
+                     with the pod's service account), else step down
+
 Flags:
 `
 
