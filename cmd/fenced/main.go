@@ -106,9 +106,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.snapshotInterval, "snapshot-interval", 30*time.Second, "how often to check whether to snapshot")
 	fs.StringVar(&o.raftStore, "raft-store", "", "Raft log store: wal (raft-wal: one write and one fsync per append) or bolt (raft-boltdb: a transaction with two fsyncs per append); empty: the kind the data dir holds, wal for a new one (bolt with --unsafe-no-fsync)")
 	fs.Uint64Var(&o.trailingLogs, "trailing-logs", 10240, "log entries kept after a snapshot; a follower further behind gets the snapshot instead")
-	fs.Uint64Var(&o.maxSeq, "max-seq", 0, "lower the per-epoch grant limit per key (testing only; same on every node)")
 	fs.DurationVar(&o.keyRetention, "key-retention", cluster.DefaultKeyRetention, "how long a key is kept after its last grant ended before the leader reclaims it (0: keys are never reclaimed)")
-	fs.BoolVar(&o.reclaimIgnoresEpoch, "unsafe-reclaim-ignores-epoch", false, "reclaim keys without the epoch rule, so tokens can go back (a positive control for the chaos suite only; same on every node)")
+	registerUnsafe(fs, o)
 	fs.BoolVar(&o.noSync, "unsafe-no-fsync", false, "do not fsync the Raft log (testing only: acknowledged grants can be lost on power failure)")
 	fs.StringVar(&o.memoryLimit, "memory-limit", memoryLimitAuto, memoryLimitUsage)
 	fs.IntVar(&o.gcHeadroom, "gc-headroom", defaultGCHeadroom, gcHeadroomUsage)
@@ -119,7 +118,6 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.idleTimeo, "http-idle-timeout", 120*time.Second, "keep-alive idle timeout of HTTP connections")
 	o.sec.register(fs)
 	o.backup.register(fs)
-	_ = fs.MarkHidden("max-seq")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
