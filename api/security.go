@@ -219,9 +219,16 @@ func (sec *security) authenticate(r *http.Request) (id Identity, trusted bool, e
 		chain = r.TLS.PeerCertificates
 	}
 	// A node forwarding a request presents its peer certificate and names
-	// the identity it authenticated.
-	if h := r.Header.Get(identityHeader); h != "" && r.Header.Get(forwardedHeader) != "" && len(chain) > 0 && sec.o.Peer != nil {
+	// the identity it authenticated. A forward that names none comes from a
+	// node that authenticated nobody (its authentication is off, as during a
+	// rollout): it carries no more authority than its anonymous client, and
+	// never the node's own.
+	if r.Header.Get(forwardedHeader) != "" && len(chain) > 0 && sec.o.Peer != nil {
 		if peer, perr := sec.peerIdentity(chain); perr == nil {
+			h := r.Header.Get(identityHeader)
+			if h == "" {
+				return Identity{}, false, refusal(ErrUnauthenticated, "node %s forwarded a request with no authenticated identity: its authentication is off while this node's is on (fencectl status shows each node's)", peer.Name)
+			}
 			fid, derr := decodeIdentity(h)
 			if derr != nil {
 				return Identity{}, false, refusal(ErrUnauthenticated, "node %s forwarded a bad identity: %v", peer.Name, derr)

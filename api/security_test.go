@@ -50,6 +50,19 @@ func startSecureNode(t *testing.T, limits cluster.Limits, o ServerOptions) *test
 // options o, and waits until it serves.
 func serveNode(t *testing.T, limits cluster.Limits, o ServerOptions) *testNode {
 	t.Helper()
+	srv := httptest.NewUnstartedServer(nil)
+	tn := startNode(t, limits, func(n *cluster.Node, log hclog.Logger) *httptest.Server {
+		srv.Config.Handler = NewSecureServer(n, log, o)
+		srv.Start()
+		return srv
+	})
+	return tn
+}
+
+// startNode starts a single-node cluster, serves its API with the server
+// serve returns, and waits until the node serves.
+func startNode(t *testing.T, limits cluster.Limits, serve func(*cluster.Node, hclog.Logger) *httptest.Server) *testNode {
+	t.Helper()
 	addr := testutil.FreeAddrs(t, 1)[0]
 	log := hclog.New(&hclog.LoggerOptions{Name: "n1", Level: hclog.Error})
 	n, err := cluster.New(cluster.Config{
@@ -60,7 +73,7 @@ func serveNode(t *testing.T, limits cluster.Limits, o ServerOptions) *testNode {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(NewSecureServer(n, log, o))
+	srv := serve(n, log)
 	t.Cleanup(func() { srv.Close(); n.Close() })
 	testutil.Eventually(t, 15*time.Second, func() error {
 		if !n.Ready() {

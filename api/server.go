@@ -777,6 +777,10 @@ func (s *Server) key(ctx context.Context, _ []byte, r *http.Request) (any, error
 
 func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 	st := s.node.Status()
+	st.Auth = "off"
+	if s.sec != nil && s.sec.o.AuthEnabled() {
+		st.Auth = "on"
+	}
 	if s.sec != nil && s.sec.o.Credentials != nil {
 		st.Credentials = s.sec.o.Credentials()
 	}

@@ -31,6 +31,10 @@ type Status struct {
 	// heartbeat a quorum accepted; renewals rest on it while it is under
 	// 250 ms (renewal.go). Absent elsewhere.
 	QuorumContactMS *float64 `json:"quorum_contact_ms,omitempty"`
+	// Auth says whether this node authenticates requests ("on") or not
+	// ("off"). Nodes that differ judge the same request differently, and a
+	// forward from a node with it off is refused by one with it on.
+	Auth string `json:"auth,omitempty"`
 	// Credentials describes the credentials (certificates, tokens) this
 	// node uses; absent when it has none.
 	Credentials *CredentialStatus `json:"credentials,omitempty"`

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -52,6 +53,31 @@ func TestStatusFlagsADifferentACL(t *testing.T) {
 	for i, want := range []bool{false, true, true, false} {
 		if ms[i].CredentialsStale != want || want && !strings.Contains(ms[i].CredentialsNote, "key ACL") {
 			t.Errorf("%s: stale %v (%s), want %v", ms[i].ID, ms[i].CredentialsStale, ms[i].CredentialsNote, want)
+		}
+	}
+}
+
+// TestStatusFlagsMixedAuthentication: a member that authenticates nobody
+// while the others do (a rollout half done) is flagged, and the other way.
+func TestStatusFlagsMixedAuthentication(t *testing.T) {
+	for _, tc := range []struct {
+		auth []string
+		want []bool
+	}{
+		{[]string{"on", "on", "off"}, []bool{false, false, true}},
+		{[]string{"off", "off", "on"}, []bool{false, false, true}},
+		{[]string{"on", "off"}, []bool{false, true}},
+		{[]string{"on", "on", "on"}, []bool{false, false, false}},
+	} {
+		var ms []memberHealth
+		for i, a := range tc.auth {
+			ms = append(ms, memberHealth{ID: fmt.Sprintf("n%d", i+1), Status: &client.Status{Auth: a}})
+		}
+		markMixedAuth(ms)
+		for i, want := range tc.want {
+			if ms[i].CredentialsStale != want || want && !strings.Contains(ms[i].CredentialsNote, "authentication is "+tc.auth[i]) {
+				t.Errorf("%v: %s flagged %v (%s), want %v", tc.auth, ms[i].ID, ms[i].CredentialsStale, ms[i].CredentialsNote, want)
+			}
 		}
 	}
 }

@@ -165,6 +165,7 @@ func gatherHealth(ctx context.Context, c *client.Client, scheme string, first *c
 		}
 	}
 	markStaleCredentials(h.Members)
+	markMixedAuth(h.Members)
 	return h
 }
 
@@ -194,6 +195,31 @@ func markStaleCredentials(ms []memberHealth) {
 			ms[i].CredentialsStale = true
 			ms[i].CredentialsNote = fmt.Sprintf("its key ACL (%s, loaded %s) differs from the one %s loaded later (%s, %s): the same request is judged differently on each; send it SIGHUP",
 				orNone(c.ACLDigest), c.LoadedAt.Format(time.RFC3339), newestID, orNone(newest.ACLDigest), newest.LoadedAt.Format(time.RFC3339))
+		}
+	}
+}
+
+// markMixedAuth flags the members whose authentication setting is not the
+// one most members have (on, in a tie): a forward from a node with it off
+// is refused by a node with it on, and the two judge clients differently.
+func markMixedAuth(ms []memberHealth) {
+	n := map[string]int{}
+	for _, m := range ms {
+		if m.Status != nil && m.Status.Auth != "" {
+			n[m.Status.Auth]++
+		}
+	}
+	if len(n) < 2 {
+		return
+	}
+	most := "on"
+	if n["off"] > n["on"] {
+		most = "off"
+	}
+	for i, m := range ms {
+		if m.Status != nil && m.Status.Auth != "" && m.Status.Auth != most {
+			ms[i].CredentialsStale = true
+			ms[i].CredentialsNote = fmt.Sprintf("its authentication is %s while %d other members' is %s: give every node the same --auth-tokens/--tls-ca", m.Status.Auth, n[most], most)
 		}
 	}
 }
