@@ -69,6 +69,10 @@ type ServerOptions struct {
 	// Log receives the audit trail of admin operations; the server's
 	// logger when nil.
 	Log hclog.Logger
+	// MaxStreamsPerIdentity bounds the watch streams and blocking reads one
+	// client identity (or IP address, when anonymous) may have open on this
+	// node at once; 0 is no limit.
+	MaxStreamsPerIdentity int
 	// Credentials, when set, reports the state of the credentials in use
 	// (tokens digest, last reload and its error) in GET /v1/cluster.
 	Credentials func() *cluster.CredentialStatus
@@ -79,10 +83,11 @@ func (o ServerOptions) AuthEnabled() bool { return o.ClientCA != nil || o.Tokens
 
 // security is a Server's authentication, authorization and limits.
 type security struct {
-	o     ServerOptions
-	log   hclog.Logger
-	rate  *rateLimiter
-	certs certCache
+	o       ServerOptions
+	log     hclog.Logger
+	rate    *rateLimiter
+	certs   certCache
+	streams streamLimits
 
 	// fwd holds a forwarding client per leader id, each proving it.
 	fwdMu sync.Mutex
@@ -171,7 +176,7 @@ func (s *Server) admit(w *statusWriter, r *http.Request) (*http.Request, bool) {
 	now := time.Now()
 	rateKey := "ip:" + remoteHost(r)
 	if id.Name != "" {
-		rateKey = "id:" + string(id.Role) + ":" + id.Name
+		rateKey = "id:" + string(id.Role) + ":" + id.Name // as clientKey names it
 	}
 	// Requests a node forwarded over mutual TLS were counted where they came
 	// in. No request header is believed on its own: without a peer

@@ -147,6 +147,7 @@ func TestRoleTable(t *testing.T) {
 		{"POST", "/v1/cluster/join", `{}`, accessMember},
 		{"POST", "/v1/cluster/remove", `{}`, accessMember},
 		{"POST", "/v1/cluster/transfer", `{"id":"no-such-member"}`, accessAdmin},
+		{"POST", "/v1/acl/check", `{"identity":"bob","right":"lock","key":"k"}`, accessAdmin},
 		{"GET", "/v1/snapshot", "", accessAdmin},
 		{"POST", "/v1/snapshot/restore", "not a backup", accessAdmin},
 		{"POST", "/v1/release", `{"key":"nope","force":true}`, accessAdmin}, // force-release

@@ -53,6 +53,7 @@ type securityOptions struct {
 
 	maxKeysPerHolder, maxWaitersPerKey        int
 	maxKeysPerIdentity, maxWaitersPerIdentity int
+	maxWatchesPerIdentity                     int
 	rateLimit                                 float64
 	rateBurst                                 int
 	bodyTimeout                               time.Duration
@@ -75,6 +76,7 @@ func (s *securityOptions) register(fs *pflag.FlagSet) {
 	fs.IntVar(&s.maxWaitersPerKey, "max-waiters-per-key", 1000, "acquires that may wait for one key (0: no limit)")
 	fs.IntVar(&s.maxKeysPerIdentity, "max-keys-per-identity", 10000, "live grants the holders of one client identity may have together, whatever holder names it uses (0: no limit; admins are not counted)")
 	fs.IntVar(&s.maxWaitersPerIdentity, "max-waiters-per-identity", 1000, "acquires one client identity may have waiting, over all keys (0: no limit; admins are not counted)")
+	fs.IntVar(&s.maxWatchesPerIdentity, "max-watches-per-identity", 100, "watch streams and blocking reads one client identity (or IP address, when anonymous) may have open on this node at once (0: no limit)")
 	fs.Float64Var(&s.rateLimit, "rate-limit", 0, "requests per second one client (identity, or IP address when anonymous) may send to a node (0: no limit)")
 	fs.IntVar(&s.rateBurst, "rate-burst", 0, "requests a client may send at once above --rate-limit (default: one second's worth)")
 	fs.DurationVar(&s.bodyTimeout, "http-read-body-timeout", 30*time.Second, "time allowed to send a request body once its headers are in (0: no limit)")
@@ -114,7 +116,7 @@ func (s *securityOptions) check() error {
 		return errors.New("--acl-file needs authentication to know who asks: give --auth-tokens or --tls-ca (client certificates)")
 	}
 	switch {
-	case s.maxKeysPerHolder < 0, s.maxWaitersPerKey < 0, s.maxKeysPerIdentity < 0, s.maxWaitersPerIdentity < 0, s.rateLimit < 0, s.rateBurst < 0, s.bodyTimeout < 0:
+	case s.maxKeysPerHolder < 0, s.maxWaitersPerKey < 0, s.maxKeysPerIdentity < 0, s.maxWaitersPerIdentity < 0, s.maxWatchesPerIdentity < 0, s.rateLimit < 0, s.rateBurst < 0, s.bodyTimeout < 0:
 		return errors.New("limits cannot be negative")
 	case s.maxHeaderBytes < 1<<10:
 		return errors.New("--http-max-header-bytes must be at least 1024")
@@ -373,6 +375,8 @@ func (s *security) apiOptions() api.ServerOptions {
 		RateLimit:   s.o.rateLimit,
 		RateBurst:   s.o.rateBurst,
 		BodyTimeout: s.o.bodyTimeout,
+
+		MaxStreamsPerIdentity: s.o.maxWatchesPerIdentity,
 	}
 	if s.http != nil || s.peer != nil || s.tokens != nil || s.acl != nil {
 		o.Credentials = s.credentials
