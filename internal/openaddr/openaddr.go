@@ -1,0 +1,275 @@
+// Package openaddr is the index by key of fenced's two large tables, the
+// state machine's key table and the leader's lease table: an open-addressed
+// array of words, linear probing, at most three-quarters full, with
+// backward-shift deletion (Knuth's Algorithm R), so a lookup ends at the
+// first empty word however many keys came and went.
+//
+// The index holds no keys. A word names an entry of its table by a
+// reference (a 32-bit number the table chooses, such as a slot or slab
+// number) beside bits of the key's 32-bit hash, and the table compares the
+// key itself: a probe dereferences an entry only when those hash bits
+// match, so a lookup usually reads one entry, and a miss none.
+//
+// A word is one of two widths, and the table picks the one that costs it
+// least:
+//
+//   - 64 bits: the whole hash in the high half, the reference plus one in
+//     the low half. The index finds a word's home from the word alone, so
+//     deleting and resizing never ask the table anything.
+//   - 32 bits: the reference plus one in the bits below the index's size,
+//     the hash's bits above them. Half the bytes, but the hash's low bits
+//     (the home) are not in the word: the table keeps each entry's hash and
+//     hands it over when a delete or a resize needs it. A reference must be
+//     less than the index's size minus one, which a table of dense
+//     references 0..n-1 at most three-quarters full always is.
+//
+// The zero Index is empty, and a probe of it finds nothing. An Index is
+// not safe for concurrent use; its table's lock covers it.
+package openaddr
+
+import (
+	"fmt"
+	"unsafe"
+)
+
+// Word is the type of an index's words.
+type Word interface{ ~uint32 | ~uint64 }
+
+// Index maps 32-bit hashes to the references of a table's entries.
+type Index[W Word] struct {
+	// words has a power-of-two length; mask is that length minus one. A
+	// zero word is empty.
+	words []W
+	mask  uint32
+}
+
+// wide reports whether W carries the whole hash. Each width is its own
+// instantiation, so the test is a constant and the other branch is gone.
+func wide[W Word]() bool {
+	var w W
+	return unsafe.Sizeof(w) == 8
+}
+
+// SizeFor returns the size of an index for n keys: the smallest power of
+// two, and at least min (itself a power of two), that n keys fill to three
+// quarters at most.
+func SizeFor(n, min int) int {
+	size := min
+	for uint64(n)*4 > uint64(size)*3 {
+		size *= 2
+	}
+	return size
+}
+
+// Size returns the number of words: 0 for an index not yet made.
+func (x *Index[W]) Size() int { return len(x.words) }
+
+// Fits reports whether n keys fit the index without passing three quarters
+// full: a table that is about to hold n keys resizes first when they do
+// not.
+func (x *Index[W]) Fits(n int) bool { return uint64(n)*4 <= uint64(len(x.words))*3 }
+
+// Reset replaces the index by an empty one of size words (a power of two,
+// or 0 to release the words).
+func (x *Index[W]) Reset(size int) {
+	if size == 0 {
+		x.words, x.mask = nil, 0
+		return
+	}
+	if size&(size-1) != 0 || uint64(size) > 1<<32 {
+		panic(fmt.Sprintf("openaddr: index size %d is not a power of two of at most 2^32", size))
+	}
+	x.words, x.mask = make([]W, size), uint32(size-1)
+}
+
+// word returns the word of reference ref, whose key hashes to h.
+func (x *Index[W]) word(h, ref uint32) W {
+	if wide[W]() {
+		return W(uint64(h)<<32 | uint64(ref+1))
+	}
+	return W(h&^x.mask | (ref + 1))
+}
+
+// ref returns the reference a non-empty word names.
+func (x *Index[W]) ref(w W) uint32 {
+	if wide[W]() {
+		return uint32(w) - 1
+	}
+	return uint32(w)&x.mask - 1
+}
+
+// home returns where the probe for w's key starts; hashOf is asked only
+// when the word does not carry the hash.
+func (x *Index[W]) home(w W, hashOf func(ref uint32) uint32) uint32 {
+	if wide[W]() {
+		return uint32(uint64(w)>>32) & x.mask
+	}
+	return hashOf(x.ref(w)) & x.mask
+}
+
+// Probe walks the words of one hash's probe path, from its home to the
+// first empty word, stopping at those whose hash bits match: the table
+// compares each one's key. Any change to the index ends the walk.
+type Probe[W Word] struct {
+	words        []W
+	mask, h, pos uint32
+}
+
+// Probe starts a walk along h's probe path.
+func (x *Index[W]) Probe(h uint32) Probe[W] {
+	return Probe[W]{words: x.words, mask: x.mask, h: h, pos: (h - 1) & x.mask}
+}
+
+// Next moves to the next word of the path whose hash bits match h's, and
+// reports false at the empty word that ends the path (where h's key goes
+// if it is absent). The loop is small enough to be inlined: a lookup
+// costs what a loop written in the table would.
+func (p *Probe[W]) Next() bool {
+	for {
+		p.pos = (p.pos + 1) & p.mask
+		if int(p.pos) >= len(p.words) {
+			return false // the empty index
+		}
+		w := p.words[p.pos]
+		if w == 0 {
+			return false
+		}
+		if wide[W]() {
+			if uint32(uint64(w)>>32) == p.h {
+				return true
+			}
+		} else if (uint32(w)^p.h)&^p.mask == 0 {
+			return true
+		}
+	}
+}
+
+// Ref returns the reference of the word Next stopped at.
+func (p *Probe[W]) Ref() uint32 {
+	if wide[W]() {
+		return uint32(p.words[p.pos]) - 1
+	}
+	return uint32(p.words[p.pos])&p.mask - 1
+}
+
+// Pos returns the position of the word Next stopped at: a word whose key
+// the table may compare, or the empty word that ended the path.
+func (p *Probe[W]) Pos() uint32 { return p.pos }
+
+// Set writes the word of reference ref, whose key hashes to h, at pos: the
+// empty position that ended a probe of h that found no key.
+func (x *Index[W]) Set(pos, h, ref uint32) { x.words[pos] = x.word(h, ref) }
+
+// Insert adds reference ref, whose key hashes to h and is not in the
+// index, at the first empty word of h's path: a rebuild, which knows its
+// keys are distinct, needs no probe that compares them. The index must
+// have room (Fits).
+func (x *Index[W]) Insert(h, ref uint32) {
+	pos := h & x.mask
+	for x.words[pos] != 0 {
+		pos = (pos + 1) & x.mask
+	}
+	x.words[pos] = x.word(h, ref)
+}
+
+// Locate returns the position of the word of reference ref, whose key
+// hashes to h. It panics when ref is not in the index: the table has lost
+// track of its own entries.
+func (x *Index[W]) Locate(h, ref uint32) uint32 {
+	for pos := h & x.mask; ; pos = (pos + 1) & x.mask {
+		w := x.words[pos]
+		if w == 0 {
+			panic(fmt.Sprintf("openaddr: reference %d of hash %#x is not in the index", ref, h))
+		}
+		if x.ref(w) == ref {
+			return pos
+		}
+	}
+}
+
+// Repoint moves the word of reference from, whose key hashes to h, to
+// reference to: the table moved that entry.
+func (x *Index[W]) Repoint(h, from, to uint32) {
+	pos := x.Locate(h, from)
+	x.words[pos] = x.word(h, to)
+}
+
+// Delete empties the word at pos and shifts back the words after it that
+// probed past pos: each later word of the run whose home is not in the
+// cyclic interval (hole, itself] moves into the hole, which moves to where
+// it was. No tombstones, so every key stays reachable from its home and a
+// probe still ends at the first empty word. hashOf returns the hash of a
+// reference's key; an index of 64-bit words never calls it (nil will do).
+func (x *Index[W]) Delete(pos uint32, hashOf func(ref uint32) uint32) {
+	hole := pos
+	for j := (pos + 1) & x.mask; ; j = (j + 1) & x.mask {
+		w := x.words[j]
+		if w == 0 {
+			break
+		}
+		// A word may fill the hole unless its home lies in (hole, j]: its
+		// probe from home would then never pass the hole.
+		if (j-x.home(w, hashOf))&x.mask >= (j-hole)&x.mask {
+			x.words[hole] = w
+			hole = j
+		}
+	}
+	x.words[hole] = 0
+}
+
+// Resize rebuilds the index at size words from its own words. hashOf is
+// asked for every key's hash when the words are 32 bits wide, and never
+// when they are 64 (nil will do): a table that can list its entries in
+// order, each with its hash, rebuilds faster with Reset and Insert.
+func (x *Index[W]) Resize(size int, hashOf func(ref uint32) uint32) {
+	old := *x
+	x.Reset(size)
+	for _, w := range old.words {
+		if w == 0 {
+			continue
+		}
+		ref := old.ref(w)
+		var h uint32
+		if wide[W]() {
+			h = uint32(uint64(w) >> 32)
+		} else {
+			h = hashOf(ref)
+		}
+		x.Insert(h, ref)
+	}
+}
+
+// Check returns the first way the index breaks its invariants, holding n
+// keys whose hashes hashOf returns (false for a reference the table does
+// not hold): every word names a distinct reference the table holds, with
+// that key's hash bits, reachable from its home without crossing an empty
+// word; n words in all, at most three quarters of the index. For tests.
+func (x *Index[W]) Check(n int, hashOf func(ref uint32) (uint32, bool)) error {
+	if len(x.words) != 0 && (len(x.words)&(len(x.words)-1) != 0 || x.mask != uint32(len(x.words)-1)) {
+		return fmt.Errorf("size %d, mask %#x", len(x.words), x.mask)
+	}
+	seen := make(map[uint32]bool, n)
+	for pos, w := range x.words {
+		if w == 0 {
+			continue
+		}
+		ref := x.ref(w)
+		h, ok := hashOf(ref)
+		if !ok || seen[ref] {
+			return fmt.Errorf("word %#x at %d names reference %d: not held, or named twice", uint64(w), pos, ref)
+		}
+		seen[ref] = true
+		if x.word(h, ref) != w {
+			return fmt.Errorf("word %#x at %d is not reference %d with its hash %#x", uint64(w), pos, ref, h)
+		}
+		for p := h & x.mask; p != uint32(pos); p = (p + 1) & x.mask {
+			if x.words[p] == 0 {
+				return fmt.Errorf("reference %d at %d: an empty word at %d cuts it from its home %d", ref, pos, p, h&x.mask)
+			}
+		}
+	}
+	if len(seen) != n || !x.Fits(n) {
+		return fmt.Errorf("%d words for %d keys, in an index of %d", len(seen), n, len(x.words))
+	}
+	return nil
+}
