@@ -23,8 +23,8 @@
 //     less than the index's size minus one, which a table of dense
 //     references 0..n-1 at most three-quarters full always is.
 //
-// The zero Index is empty, and a probe of it finds nothing. An Index is
-// not safe for concurrent use; its table's lock covers it.
+// The zero Index is empty: a table makes it with Reset before it looks a
+// key up. An Index is not safe for concurrent use; its table's lock covers it.
 package openaddr
 
 import (
@@ -107,54 +107,54 @@ func (x *Index[W]) home(w W, hashOf func(ref uint32) uint32) uint32 {
 	return hashOf(x.ref(w)) & x.mask
 }
 
-// Probe walks the words of one hash's probe path, from its home to the
-// first empty word, stopping at those whose hash bits match: the table
-// compares each one's key. Any change to the index ends the walk.
-type Probe[W Word] struct {
-	words        []W
-	mask, h, pos uint32
-}
+// Home returns the position where h's probe path starts. The index must
+// not be empty: a table tells an empty table by its count.
+func (x *Index[W]) Home(h uint32) uint32 { return h & x.mask }
 
-// Probe starts a walk along h's probe path.
-func (x *Index[W]) Probe(h uint32) Probe[W] {
-	return Probe[W]{words: x.words, mask: x.mask, h: h, pos: (h - 1) & x.mask}
-}
+// After returns the position after pos, where a probe goes on when the
+// key at pos was not the one it looks for.
+func (x *Index[W]) After(pos uint32) uint32 { return (pos + 1) & x.mask }
 
-// Next moves to the next word of the path whose hash bits match h's, and
-// reports false at the empty word that ends the path (where h's key goes
-// if it is absent). The loop is small enough to be inlined: a lookup
-// costs what a loop written in the table would.
-func (p *Probe[W]) Next() bool {
-	for {
-		p.pos = (p.pos + 1) & p.mask
-		if int(p.pos) >= len(p.words) {
-			return false // the empty index
-		}
-		w := p.words[p.pos]
+// Scan walks h's probe path from pos (a position on it) to the first word
+// whose hash bits match h's, and returns its position with true, for the
+// table to compare the key of its reference (Ref); or, with false, the
+// position of the empty word that ends the path, where h's key goes if it
+// is absent. A lookup is
+//
+//	for pos = x.Home(h); ; pos = x.After(pos) {
+//		if pos, ok = x.Scan(h, pos); !ok {
+//			return pos, false // absent: pos is where it goes
+//		}
+//		if keys[x.Ref(pos)] == key {
+//			return pos, true
+//		}
+//	}
+//
+// Scan is small enough to be inlined, and passes everything by value, so
+// the compiler keeps the walk in registers: a lookup costs what a loop
+// written in the table would.
+func (x *Index[W]) Scan(h, pos uint32) (uint32, bool) {
+	for ; ; pos = (pos + 1) & x.mask {
+		w := x.words[pos]
 		if w == 0 {
-			return false
+			return pos, false
 		}
-		if wide[W]() {
-			if uint32(uint64(w)>>32) == p.h {
-				return true
-			}
-		} else if (uint32(w)^p.h)&^p.mask == 0 {
-			return true
+		if x.tagged(w, h) {
+			return pos, true
 		}
 	}
 }
 
-// Ref returns the reference of the word Next stopped at.
-func (p *Probe[W]) Ref() uint32 {
+// Ref returns the reference of the word at pos, which must not be empty.
+func (x *Index[W]) Ref(pos uint32) uint32 { return x.ref(x.words[pos]) }
+
+// tagged reports whether word w carries the bits of hash h that it keeps.
+func (x *Index[W]) tagged(w W, h uint32) bool {
 	if wide[W]() {
-		return uint32(p.words[p.pos]) - 1
+		return uint32(uint64(w)>>32) == h
 	}
-	return uint32(p.words[p.pos])&p.mask - 1
+	return (uint32(w)^h)&^x.mask == 0
 }
-
-// Pos returns the position of the word Next stopped at: a word whose key
-// the table may compare, or the empty word that ended the path.
-func (p *Probe[W]) Pos() uint32 { return p.pos }
 
 // Set writes the word of reference ref, whose key hashes to h, at pos: the
 // empty position that ended a probe of h that found no key.

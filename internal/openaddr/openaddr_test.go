@@ -43,16 +43,20 @@ func (t *table[W]) held(ref uint32) (uint32, bool) {
 
 // find returns key's reference, or the position where it would go.
 func (t *table[W]) find(key string, h uint32) (pos, ref uint32, ok bool) {
-	p := t.x.Probe(h)
-	for p.Next() {
-		if r := p.Ref(); t.keys[r] == key {
-			return p.Pos(), r, true
+	for pos = t.x.Home(h); ; pos = t.x.After(pos) {
+		if pos, ok = t.x.Scan(h, pos); !ok {
+			return pos, 0, false
+		}
+		if ref = t.x.Ref(pos); t.keys[ref] == key {
+			return pos, ref, true
 		}
 	}
-	return p.Pos(), 0, false
 }
 
 func (t *table[W]) get(key string) (uint32, bool) {
+	if t.n == 0 {
+		return 0, false
+	}
 	_, ref, ok := t.find(key, t.hash(key))
 	return ref, ok
 }
@@ -422,22 +426,24 @@ func TestWords(t *testing.T) {
 	if w := wide.word(0xABCD_1234, 5); w != 0xABCD_1234_0000_0006 {
 		t.Fatalf("64-bit word %#x", w)
 	}
-	// Same home (4), other hash bits: the probe passes the word by.
+	// Same home (4), other hash bits: the scan passes the word by.
 	narrow.Insert(0x1000_0004, 0)
 	wide.Insert(0x1000_0004, 0)
-	np, wp := narrow.Probe(0x2000_0004), wide.Probe(0x2000_0004)
-	if np.Next() || wp.Next() || np.Pos() != 5 || wp.Pos() != 5 {
-		t.Fatalf("a probe of another hash stopped, or ended at %d and %d, not 5", np.Pos(), wp.Pos())
+	const other = 0x2000_0004
+	np, nok := narrow.Scan(other, narrow.Home(other))
+	wp, wok := wide.Scan(other, wide.Home(other))
+	if nok || wok || np != 5 || wp != 5 {
+		t.Fatalf("a scan of another hash stopped (%v %v), or ended at %d and %d, not 5", nok, wok, np, wp)
 	}
 	// The 64-bit word tells apart hashes that differ below the mask too,
 	// where the 32-bit one cannot (its table compares the keys).
 	wide.Insert(0x1000_0014, 1)
-	if p := wide.Probe(0x1000_0014); !p.Next() || p.Ref() != 1 {
-		t.Fatalf("the 64-bit probe stopped at reference %d, not 1", p.Ref())
+	if pos, ok := wide.Scan(0x1000_0014, 4); !ok || pos != 5 || wide.Ref(pos) != 1 {
+		t.Fatalf("the 64-bit scan stopped at %d (%v), not 5", pos, ok)
 	}
-	var empty Index[uint32]
-	if p := empty.Probe(7); p.Next() {
-		t.Fatal("a probe of the empty index found a word")
+	// A scan resumes after a word whose key was not the one: After wraps.
+	if narrow.After(15) != 0 {
+		t.Fatal("After(15) in 16 words is not 0")
 	}
 }
 
