@@ -12,6 +12,7 @@ import (
 
 	"github.com/fenced/fenced/fence"
 	"github.com/fenced/fenced/fsm"
+	"github.com/fenced/fenced/internal/openaddr"
 )
 
 // The leader's view of every live grant is a deadline on its monotonic
@@ -21,8 +22,9 @@ import (
 // A million leases must cost little memory and re-arm quickly, so the table
 // allocates nothing per lease: leases live in a slab of fixed-size chunks,
 // addressed by int32 index; the index by key is an open-addressed table of
-// slab indices, each beside 32 bits of its key's hash; the deadline heap is a list of slab indices; each lease
-// links to the previous and next lease of its holder by index. The only
+// slab indices, each beside 32 bits of its key's hash; the deadline heap is
+// a list of slab indices; each lease links to the previous and next lease
+// of its holder by index. The only
 // pointer in a lease is its key's bytes, which the state machine holds.
 
 const (
@@ -125,12 +127,13 @@ type leases struct {
 	free   int32
 	// n is the number of leases.
 	n int
-	// index finds a lease by key: linear probing from the key's hash, at
-	// most three quarters full. An entry is the low 32 bits of the key's
-	// hash (which also give its home) above the lease's slab index plus one;
-	// 0 is empty. With the hash in the entry, a lookup reads a lease only
-	// when its hash matches, and a removal or a resize reads none.
-	index []uint64
+	// index finds a lease by key (internal/openaddr), by slab index. Its
+	// words are 64 bits: the whole hash beside the slab index, because a
+	// lease has no room left in its cache line to keep its hash, and the
+	// index must find a word's home without hashing the key again. So a
+	// lookup reads a lease only when its hash matches, and a removal or a
+	// resize reads none.
+	index openaddr.Index[uint64]
 	// byHolder finds a holder's list of leases in holders; freeHolders
 	// are the unused entries of holders.
 	byHolder    map[string]int32
@@ -246,7 +249,7 @@ func (l *leases) reserveLocked(n int) {
 	for c := range l.chunks {
 		l.chunks[c] = new([chunkSize]leaseRec)
 	}
-	l.index = make([]uint64, indexSize(n))
+	l.index.Reset(openaddr.SizeFor(n, minIndex))
 	l.heap = make([]int32, 0, n)
 }
 
@@ -283,7 +286,7 @@ func (l *leases) stopLocked() {
 // resetLocked forgets every lease and releases the memory of the table.
 func (l *leases) resetLocked() {
 	l.chunks, l.top, l.free, l.n = nil, 0, none, 0
-	l.index = nil
+	l.index.Reset(0)
 	l.byHolder = map[string]int32{}
 	l.holders, l.freeHolders = nil, nil
 	l.under = map[string]int{}
@@ -328,47 +331,25 @@ func (l *leases) rec(i int32) *leaseRec { return &l.chunks[i>>chunkShift][i&chun
 
 func (l *leases) hash(key string) uint32 { return uint32(maphash.String(l.seed, key)) }
 
-// indexEntry is the key index's entry of lease i, whose key hashes to h.
-func indexEntry(h uint32, i int32) uint64 { return uint64(h)<<32 | uint64(uint32(i+1)) }
-
-// entryLease returns the lease of an index entry.
-func entryLease(e uint64) int32 { return int32(uint32(e)) - 1 }
-
-// entryHome returns where an index entry's probe starts, in an index of
-// mask+1 entries.
-func entryHome(e uint64, mask int) int { return int(e>>32) & mask }
-
-// indexSize is the size of a key index for n leases: a power of two, at
-// most three quarters full.
-func indexSize(n int) int {
-	size := minIndex
-	for size/4*3 < n {
-		size <<= 1
-	}
-	return size
-}
-
 // find returns the lease of key (none if there is none), its key's hash,
 // and its place in the index: where it is, or where it would go.
-func (l *leases) find(key string) (int, uint32, int32) {
+func (l *leases) find(key string) (uint32, uint32, int32) {
 	return l.findHashed(key, l.hash(key))
 }
 
 // findHashed is find, for a key whose hash is h.
-func (l *leases) findHashed(key string, h uint32) (int, uint32, int32) {
-	if len(l.index) == 0 {
-		return -1, h, none
+func (l *leases) findHashed(key string, h uint32) (uint32, uint32, int32) {
+	if l.index.Size() == 0 {
+		return 0, h, none
 	}
-	mask := len(l.index) - 1
-	for p := int(h) & mask; ; p = (p + 1) & mask {
-		e := l.index[p]
-		if e == 0 {
+	for p := l.index.Home(h); ; p = l.index.After(p) {
+		var ok bool
+		if p, ok = l.index.Scan(h, p); !ok {
 			return p, h, none
 		}
-		if uint32(e>>32) == h {
-			if i := entryLease(e); l.rec(i).keyString() == key {
-				return p, h, i
-			}
+		// The word matched the whole hash: the key decides.
+		if i := int32(l.index.Ref(p)); l.rec(i).keyString() == key {
+			return p, h, i
 		}
 	}
 }
@@ -379,61 +360,24 @@ func (l *leases) lookup(key string) int32 {
 	return i
 }
 
-// unindex takes lease i, of key, out of the index by backward shift
-// (Knuth's Algorithm R): each later entry of the run whose home is not
-// between the hole and itself moves into the hole. No tombstones, so a
-// lookup ends at the first empty entry however many leases came and went.
+// unindex takes lease i, of key, out of the index. The index's words carry
+// their hashes, so it asks for none.
 func (l *leases) unindex(key string, i int32) {
-	mask := len(l.index) - 1
-	p := int(l.hash(key)) & mask
-	for entryLease(l.index[p]) != i {
-		p = (p + 1) & mask
-	}
-	for q := (p + 1) & mask; ; q = (q + 1) & mask {
-		e := l.index[q]
-		if e == 0 {
-			break
-		}
-		// The entry at q may fill the hole at p unless its home lies in
-		// (p, q]: its probe from home would then miss p.
-		if (q-entryHome(e, mask))&mask >= (q-p)&mask {
-			l.index[p] = e
-			p = q
-		}
-	}
-	l.index[p] = 0
+	l.index.Delete(l.index.Locate(l.hash(key), uint32(i)), nil)
 }
 
-// resizeLocked rebuilds the index at size entries, from its own entries.
-func (l *leases) resizeLocked(size int) {
-	old := l.index
-	l.index = make([]uint64, size)
-	for _, e := range old {
-		if e != 0 {
-			l.place(e)
-		}
-	}
-}
+// resizeLocked rebuilds the index at size words, from its own words.
+func (l *leases) resizeLocked(size int) { l.index.Resize(size, nil) }
 
-// reindexLocked rebuilds the index at size entries, from the slab: after a
+// reindexLocked rebuilds the index at size words, from the slab: after a
 // compaction, which moved leases.
 func (l *leases) reindexLocked(size int) {
-	l.index = make([]uint64, size)
+	l.index.Reset(size)
 	for i := int32(0); i < l.top; i++ {
 		if r := l.rec(i); r.holder != none {
-			l.place(indexEntry(l.hash(r.keyString()), i))
+			l.index.Insert(l.hash(r.keyString()), uint32(i))
 		}
 	}
-}
-
-// place puts an entry whose key is not in the index into it.
-func (l *leases) place(e uint64) {
-	mask := len(l.index) - 1
-	p := entryHome(e, mask)
-	for l.index[p] != 0 {
-		p = (p + 1) & mask
-	}
-	l.index[p] = e
 }
 
 // allocLocked returns a free slab slot: a freed one first.
@@ -478,8 +422,8 @@ func (l *leases) insertHashedLocked(k fsm.KeyState, h uint32, now int64) int32 {
 		// A raft log entry holds the key: it cannot be this long.
 		panic("cluster: key too long for the lease table")
 	}
-	if (l.n+1)*4 > len(l.index)*3 {
-		l.resizeLocked(indexSize(l.n + 1))
+	if !l.index.Fits(l.n + 1) {
+		l.resizeLocked(openaddr.SizeFor(l.n+1, minIndex))
 	}
 	p, _, old := l.findHashed(k.Key, h)
 	if old != none {
@@ -487,7 +431,7 @@ func (l *leases) insertHashedLocked(k fsm.KeyState, h uint32, now int64) int32 {
 		p, _, _ = l.findHashed(k.Key, h)
 	}
 	i := l.allocLocked()
-	l.index[p] = indexEntry(h, i)
+	l.index.Set(p, h, uint32(i))
 	r := l.rec(i)
 	*r = leaseRec{key: unsafe.StringData(k.Key), keyLen: uint32(len(k.Key)), token: k.Token, armed: k.Armed,
 		ttlMs: toMs(k.TTL), prev: none, slot: int32(len(l.heap))}
@@ -588,8 +532,8 @@ func (l *leases) shrinkLocked() {
 	if len(l.chunks) > 1 && l.n*4 < len(l.chunks)*chunkSize {
 		l.compactLocked()
 	}
-	if len(l.index) > minIndex && l.n*16 < len(l.index) {
-		l.resizeLocked(indexSize(2 * l.n))
+	if l.index.Size() > minIndex && l.n*16 < l.index.Size() {
+		l.resizeLocked(openaddr.SizeFor(2*l.n, minIndex))
 	}
 	if cap(l.heap) > 64 && len(l.heap)*4 < cap(l.heap) {
 		l.heap = slices.Clip(append(make([]int32, 0, 2*len(l.heap)), l.heap...))
@@ -625,7 +569,7 @@ func (l *leases) compactLocked() {
 	l.free, l.top = holes, limit
 	clear(l.chunks[keep:])
 	l.chunks = l.chunks[:keep]
-	l.reindexLocked(indexSize(2 * l.n))
+	l.reindexLocked(openaddr.SizeFor(2*l.n, minIndex))
 }
 
 // moveLocked moves lease j to the free slot i.

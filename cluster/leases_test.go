@@ -130,7 +130,7 @@ func TestLeaseTableDeactivatedProposesNothing(t *testing.T) {
 	l.activate(1, walkList([]fsm.KeyState{{Key: "a", Holder: "h", Token: 1, TTL: time.Hour, State: fsm.Held}}), nil)
 	l.deactivate()
 	l.mu.Lock()
-	timer, leases := l.timer, len(l.heap)+l.n+len(l.byHolder)+len(l.chunks)+len(l.index)
+	timer, leases := l.timer, len(l.heap)+l.n+len(l.byHolder)+len(l.chunks)+l.index.Size()
 	l.mu.Unlock()
 	if timer != nil || leases != 0 {
 		t.Fatalf("deactivated table kept a timer (%v) or %d lease entries", timer != nil, leases)
