@@ -59,7 +59,7 @@ type leaseRec struct {
 	deadline, due int64
 	keyLen        uint32
 	// ttlMs is in whole milliseconds, as the state machine keeps it. The few
-	// leases with a lock-delay keep it in leases.lockDelays.
+	// leases with a lock-delay keep it in leases.grantDelays.
 	ttlMs uint32
 	// holder is the index of the lease's holder in leases.holders; none
 	// marks a free slot.
@@ -84,12 +84,14 @@ func toMs(d time.Duration) uint32 {
 	return uint32(min(max(ms, 0), 1<<32-1))
 }
 
-// delay returns the lock-delay of lease i's grant. The caller holds l.mu.
-func (l *leases) delay(i int32) time.Duration {
-	if len(l.lockDelays) == 0 {
+// lockDelayOf returns the lock-delay lease i's grant was made with: how
+// long its key will be kept from others if it expires. The caller holds
+// l.mu.
+func (l *leases) lockDelayOf(i int32) time.Duration {
+	if len(l.grantDelays) == 0 {
 		return 0 // most tables: no lookup on a renewal
 	}
-	return time.Duration(l.lockDelays[i]) * time.Millisecond
+	return time.Duration(l.grantDelays[i]) * time.Millisecond
 }
 
 // holderLeases is one holder's list of leases (slab indices), and their
@@ -147,22 +149,22 @@ type leases struct {
 	// timer fires at the earliest due; timerAt is when (0: stopped).
 	timer   *time.Timer
 	timerAt int64
-	// delays holds each key's lock-delay after an expiry; delayQ orders
-	// their ends for the one timer of all of them, delayTimer, armed for
-	// delayTimerAt (0: stopped). See delays.go.
-	delays       map[string]lockDelay
+	// keyDelays holds the lock-delay in force on each key after an
+	// expiry; delayQ orders their ends for the one timer of all of them,
+	// delayTimer, armed for delayTimerAt (0: stopped). See delays.go.
+	keyDelays    map[string]keyDelay
 	delayQ       delayQueue
 	delayTimer   *time.Timer
 	delayTimerAt int64
-	// lockDelays holds the lock-delay (ms) of the leases whose grant has
+	// grantDelays holds the lock-delay (ms) of the leases whose grant has
 	// one, by slab index; freeing a slot drops its entry.
-	lockDelays map[int32]uint32
+	grantDelays map[int32]uint32
 }
 
 func newLeases(log hclog.Logger, expire func(gen uint64, e fsm.Expire, lockDelay time.Duration), endDelay func(gen uint64, e fsm.DelayEnd)) *leases {
 	l := &leases{log: log, expire: expire, endDelay: endDelay, base: time.Now(), seed: maphash.MakeSeed()}
 	l.resetLocked()
-	l.delays = map[string]lockDelay{}
+	l.keyDelays = map[string]keyDelay{}
 	return l
 }
 
@@ -188,15 +190,15 @@ type walkFunc func(begin func(n int), fn func(fsm.KeyState))
 // expiry happened, so it assumes just now. The table is filled straight
 // from the walk, into a slab, index and heap sized for the walk's count:
 // nothing is allocated per lease.
-func (l *leases) activate(gen uint64, walk walkFunc, delayed []fsm.KeyState) {
-	l.activateFrom(gen, time.Time{}, walk, delayed)
+func (l *leases) activate(gen uint64, walk walkFunc, lockDelayed []fsm.KeyState) {
+	l.activateFrom(gen, time.Time{}, walk, lockDelayed)
 }
 
 // activateFrom is activate with every TTL and lock-delay counted from
 // from, when that is later than now: a new leader re-arms while it waits
 // out its takeover (renewal.go), and its leases must run a full TTL from
 // the end of that wait, as if it had re-armed them then.
-func (l *leases) activateFrom(gen uint64, from time.Time, walk walkFunc, delayed []fsm.KeyState) {
+func (l *leases) activateFrom(gen uint64, from time.Time, walk walkFunc, lockDelayed []fsm.KeyState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.stopLocked()
@@ -234,8 +236,8 @@ func (l *leases) activateFrom(gen uint64, from time.Time, walk walkFunc, delayed
 		l.down(i)
 	}
 	l.resetTimerLocked()
-	for _, k := range delayed {
-		l.delayLocked(k.Key, k.Token, now+int64(k.LockDelay))
+	for _, k := range lockDelayed {
+		l.startDelayLocked(k.Key, k.Token, now+int64(k.LockDelay))
 	}
 	l.log.Info("leases re-armed for a full TTL", "generation", gen, "live", l.n, "took", time.Duration(l.now()-start),
 		"from_in", time.Duration(now-start))
@@ -291,7 +293,7 @@ func (l *leases) resetLocked() {
 	l.holders, l.freeHolders = nil, nil
 	l.under = map[string]int{}
 	l.heap = nil
-	l.lockDelays = map[int32]uint32{}
+	l.grantDelays = map[int32]uint32{}
 }
 
 // granted arms (or re-arms, for a renewal by acquire) the lease of a grant.
@@ -312,7 +314,7 @@ func (l *leases) ended(k fsm.KeyState) {
 		l.shrinkLocked()
 	}
 	if l.gen != 0 && k.State == fsm.Expired && k.LockDelay > 0 {
-		l.delayLocked(k.Key, k.Token, l.now()+int64(k.LockDelay))
+		l.startDelayLocked(k.Key, k.Token, l.now()+int64(k.LockDelay))
 	}
 }
 
@@ -401,8 +403,8 @@ func (l *leases) allocLocked() int32 {
 // freeLocked returns slot i to the free list, cleared: a lease that takes
 // the slot later inherits nothing, its lock-delay included.
 func (l *leases) freeLocked(i int32) {
-	if len(l.lockDelays) != 0 {
-		delete(l.lockDelays, i)
+	if len(l.grantDelays) != 0 {
+		delete(l.grantDelays, i)
 	}
 	*l.rec(i) = leaseRec{holder: none, prev: none, next: l.free, slot: none}
 	l.free = i
@@ -455,7 +457,7 @@ func (l *leases) insertHashedLocked(k fsm.KeyState, h uint32, now int64) int32 {
 	l.n++
 	l.countUnder(k.Holder, 1)
 	if d := toMs(k.LockDelay); d > 0 {
-		l.lockDelays[i] = d
+		l.grantDelays[i] = d
 	}
 	return i
 }
@@ -585,9 +587,9 @@ func (l *leases) moveLocked(j, i int32) {
 	if r.next != none {
 		l.rec(r.next).prev = i
 	}
-	if d, ok := l.lockDelays[j]; ok {
-		delete(l.lockDelays, j)
-		l.lockDelays[i] = d
+	if d, ok := l.grantDelays[j]; ok {
+		delete(l.grantDelays, j)
+		l.grantDelays[i] = d
 	}
 	*l.rec(j) = leaseRec{}
 }
@@ -623,8 +625,8 @@ func (l *leases) armEarliestLocked(t **time.Timer, at *int64, due int64, fire fu
 // in the heap at its new deadline.
 func (l *leases) fire(gen uint64) {
 	type ending struct {
-		e     fsm.Expire
-		delay time.Duration
+		e         fsm.Expire
+		lockDelay time.Duration
 	}
 	var ends []ending
 	l.mu.Lock()
@@ -647,22 +649,22 @@ func (l *leases) fire(gen uint64) {
 			continue
 		}
 		e := fsm.Expire{Key: r.keyString(), Token: r.token, Armed: r.armed}
-		delay := l.delay(i)
+		lockDelay := l.lockDelayOf(i)
 		l.removeLocked(i)
-		if delay > 0 {
+		if lockDelay > 0 {
 			// The lock-delay starts now, before the expiry is proposed: once
 			// the expiry is applied the key looks free, and an acquire
 			// checking between that moment and ended() would find no delay
 			// to honour.
-			l.delayLocked(e.Key, e.Token, now+int64(delay))
+			l.startDelayLocked(e.Key, e.Token, now+int64(lockDelay))
 		}
-		ends = append(ends, ending{e, delay})
+		ends = append(ends, ending{e, lockDelay})
 	}
 	l.shrinkLocked()
 	l.resetTimerLocked()
 	l.mu.Unlock()
 	for _, x := range ends {
-		l.expire(gen, x.e, x.delay)
+		l.expire(gen, x.e, x.lockDelay)
 	}
 }
 
@@ -776,7 +778,7 @@ func (l *leases) renewHolder(holder string) []RenewedLease {
 // state returns the grant of lease i. The caller holds l.mu.
 func (l *leases) state(i int32) fsm.KeyState {
 	r := l.rec(i)
-	return fsm.KeyState{Key: r.keyString(), Holder: l.holders[r.holder].holder, Token: r.token, TTL: r.ttl(), State: fsm.Held, Armed: r.armed, LockDelay: l.delay(i)}
+	return fsm.KeyState{Key: r.keyString(), Holder: l.holders[r.holder].holder, Token: r.token, TTL: r.ttl(), State: fsm.Held, Armed: r.armed, LockDelay: l.lockDelayOf(i)}
 }
 
 // RenewedLease is a grant whose lease a renewal extended, and its new deadline.

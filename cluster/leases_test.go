@@ -210,11 +210,11 @@ func TestLeaseLockDelayFollowsItsLease(t *testing.T) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, started := l.delays["d"]; !started {
+	if _, started := l.keyDelays["d"]; !started {
 		t.Fatal("d's lock-delay did not start at its expiry")
 	}
-	if len(l.lockDelays) != 0 || len(l.byHolder) != 0 {
-		t.Fatalf("lock-delays %d and holders %d left behind", len(l.lockDelays), len(l.byHolder))
+	if len(l.grantDelays) != 0 || len(l.byHolder) != 0 {
+		t.Fatalf("lock-delays %d and holders %d left behind", len(l.grantDelays), len(l.byHolder))
 	}
 }
 

@@ -36,7 +36,7 @@ func checkTable(l *leases) error {
 		if r != (leaseRec{holder: none, prev: none, slot: none}) {
 			return fmt.Errorf("free slot %d not cleared: %+v", i, r)
 		}
-		if _, ok := l.lockDelays[i]; ok {
+		if _, ok := l.grantDelays[i]; ok {
 			return fmt.Errorf("free slot %d keeps a lock-delay", i)
 		}
 	}
@@ -112,7 +112,7 @@ func checkTable(l *leases) error {
 			return fmt.Errorf("namespace counts %v, want %v", l.under, under)
 		}
 	}
-	for i := range l.lockDelays {
+	for i := range l.grantDelays {
 		if i >= l.top || l.rec(i).holder == none {
 			return fmt.Errorf("lock-delay of slot %d, which holds no lease", i)
 		}
@@ -464,7 +464,7 @@ func TestLeaseTableShrinksWhenMostlyFree(t *testing.T) {
 	l.deactivate()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.chunks != nil || l.index.Size() != 0 || l.heap != nil || l.holders != nil || len(l.lockDelays) != 0 {
+	if l.chunks != nil || l.index.Size() != 0 || l.heap != nil || l.holders != nil || len(l.grantDelays) != 0 {
 		t.Fatal("a deactivated table keeps memory")
 	}
 }
@@ -514,7 +514,7 @@ func TestLeaseActivateFromCountsFromTheTakeover(t *testing.T) {
 	if _, ok := l.live("k", 7); !ok {
 		t.Fatal("the lease ended a TTL after the re-arm, before a TTL after the takeover wait")
 	}
-	if left, ok := l.delayed("d"); !ok || left != time.Millisecond {
+	if left, ok := l.lockDelayLeft("d"); !ok || left != time.Millisecond {
 		t.Fatalf("lock-delay of d: %v left (%v), want 1ms: a full delay after the takeover wait", left, ok)
 	}
 	l.fire(1)
