@@ -24,7 +24,8 @@
 //     references 0..n-1 at most three-quarters full always is.
 //
 // The zero Index is empty: a table makes it with Reset before it looks a
-// key up. An Index is not safe for concurrent use; its table's lock covers it.
+// key up. Lookups (Home, Scan, After, Ref) only read, so they may run
+// together, as under a table's read lock; a change runs alone.
 package openaddr
 
 import (
