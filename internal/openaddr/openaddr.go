@@ -99,15 +99,6 @@ func (x *Index[W]) ref(w W) uint32 {
 	return uint32(w)&x.mask - 1
 }
 
-// home returns where the probe for w's key starts; hashOf is asked only
-// when the word does not carry the hash.
-func (x *Index[W]) home(w W, hashOf func(ref uint32) uint32) uint32 {
-	if wide[W]() {
-		return uint32(uint64(w)>>32) & x.mask
-	}
-	return hashOf(x.ref(w)) & x.mask
-}
-
 // Home returns the position where h's probe path starts. The index must
 // not be empty: a table tells an empty table by its count.
 func (x *Index[W]) Home(h uint32) uint32 { return h & x.mask }
@@ -158,7 +149,8 @@ func (x *Index[W]) tagged(w W, h uint32) bool {
 }
 
 // Set writes the word of reference ref, whose key hashes to h, at pos: the
-// empty position that ended a probe of h that found no key.
+// empty position that ended a probe of h that found no key, or the
+// position of the word of an entry the table moved to ref (Locate).
 func (x *Index[W]) Set(pos, h, ref uint32) { x.words[pos] = x.word(h, ref) }
 
 // Insert adds reference ref, whose key hashes to h and is not in the
@@ -180,7 +172,8 @@ func (x *Index[W]) Locate(h, ref uint32) uint32 {
 	for pos := h & x.mask; ; pos = (pos + 1) & x.mask {
 		w := x.words[pos]
 		if w == 0 {
-			panic(fmt.Sprintf("openaddr: reference %d of hash %#x is not in the index", ref, h))
+			// A constant message keeps Locate small enough to inline.
+			panic("openaddr: Locate of a reference not in the index")
 		}
 		if x.ref(w) == ref {
 			return pos
@@ -188,34 +181,49 @@ func (x *Index[W]) Locate(h, ref uint32) uint32 {
 	}
 }
 
-// Repoint moves the word of reference from, whose key hashes to h, to
-// reference to: the table moved that entry.
-func (x *Index[W]) Repoint(h, from, to uint32) {
-	pos := x.Locate(h, from)
-	x.words[pos] = x.word(h, to)
-}
-
 // Delete empties the word at pos and shifts back the words after it that
-// probed past pos: each later word of the run whose home is not in the
-// cyclic interval (hole, itself] moves into the hole, which moves to where
-// it was. No tombstones, so every key stays reachable from its home and a
-// probe still ends at the first empty word. hashOf returns the hash of a
-// reference's key; an index of 64-bit words never calls it (nil will do).
+// probed past pos, so that every key stays reachable from its home and a
+// probe still ends at the first empty word: no tombstones. hashOf returns
+// the hash of a reference's key; an index of 64-bit words never calls it
+// (nil will do). A table that would rather not pay a call per word for its
+// hashes runs the same loop itself:
+//
+//	hole := pos
+//	for j := x.After(pos); !x.Empty(j); j = x.After(j) {
+//		hole = x.ShiftInto(hole, j, hashOf(x.Ref(j)))
+//	}
+//	x.Clear(hole)
 func (x *Index[W]) Delete(pos uint32, hashOf func(ref uint32) uint32) {
 	hole := pos
-	for j := (pos + 1) & x.mask; ; j = (j + 1) & x.mask {
-		w := x.words[j]
-		if w == 0 {
-			break
+	for j := x.After(pos); !x.Empty(j); j = x.After(j) {
+		var h uint32
+		if wide[W]() {
+			h = uint32(uint64(x.words[j]) >> 32)
+		} else {
+			h = hashOf(x.Ref(j))
 		}
-		// A word may fill the hole unless its home lies in (hole, j]: its
-		// probe from home would then never pass the hole.
-		if (j-x.home(w, hashOf))&x.mask >= (j-hole)&x.mask {
-			x.words[hole] = w
-			hole = j
-		}
+		hole = x.ShiftInto(hole, j, h)
 	}
-	x.words[hole] = 0
+	x.Clear(hole)
+}
+
+// Empty reports whether the word at pos is empty.
+func (x *Index[W]) Empty(pos uint32) bool { return x.words[pos] == 0 }
+
+// Clear empties the word at pos: the hole a delete's shift ends at.
+func (x *Index[W]) Clear(pos uint32) { x.words[pos] = 0 }
+
+// ShiftInto is one step of a delete (Knuth's Algorithm R): it moves the
+// word at pos, whose key hashes to h, into the hole, and returns pos as the
+// new hole; or, when the word's home lies in the cyclic interval (hole,
+// pos], leaves it, for its probe from home would never pass the hole, and
+// returns the hole.
+func (x *Index[W]) ShiftInto(hole, pos, h uint32) uint32 {
+	if (pos-h)&x.mask < (pos-hole)&x.mask {
+		return hole
+	}
+	x.words[hole] = x.words[pos]
+	return pos
 }
 
 // Resize rebuilds the index at size words from its own words. hashOf is

@@ -24,12 +24,14 @@ type table[W Word] struct {
 	n      int
 	hash   func(string) uint32
 	// ordered rebuilds with Reset and Insert from the references in order
-	// (as the key table does), rather than with Resize.
-	ordered bool
+	// (as the key table does), rather than with Resize; stepped deletes
+	// with its own loop of ShiftInto (as the key table does too), rather
+	// than with Delete.
+	ordered, stepped bool
 }
 
-func newTable[W Word](min int, sparse, ordered bool, hash func(string) uint32) *table[W] {
-	return &table[W]{min: min, sparse: sparse, ordered: ordered, hash: hash}
+func newTable[W Word](min int, sparse, ordered, stepped bool, hash func(string) uint32) *table[W] {
+	return &table[W]{min: min, sparse: sparse, ordered: ordered, stepped: stepped, hash: hash}
 }
 
 func (t *table[W]) hashOf(ref uint32) uint32 { return t.hashes[ref] }
@@ -114,11 +116,19 @@ func (t *table[W]) del(key string) bool {
 	if !ok {
 		return false
 	}
-	t.x.Delete(pos, t.hashOf)
+	if t.stepped {
+		hole := pos
+		for j := t.x.After(pos); !t.x.Empty(j); j = t.x.After(j) {
+			hole = t.x.ShiftInto(hole, j, t.hashes[t.x.Ref(j)])
+		}
+		t.x.Clear(hole)
+	} else {
+		t.x.Delete(pos, t.hashOf)
+	}
 	last := uint32(len(t.keys) - 1)
 	if !t.sparse && ref != last {
 		t.keys[ref], t.hashes[ref] = t.keys[last], t.hashes[last]
-		t.x.Repoint(t.hashes[ref], last, ref)
+		t.x.Set(t.x.Locate(t.hashes[ref], last), t.hashes[ref], ref)
 		ref = last
 	}
 	t.keys[ref] = ""
@@ -186,18 +196,18 @@ func seededHash(fam hashFamily, seed uint64) func(string) uint32 {
 
 // variant is one way a table uses the index.
 type variant struct {
-	name            string
-	wide            bool
-	sparse, ordered bool
-	min             int
+	name                     string
+	wide                     bool
+	sparse, ordered, stepped bool
+	min                      int
 }
 
 var variants = []variant{
-	{"32-bit dense resized", false, false, false, 8},
-	{"32-bit dense rebuilt in order", false, false, true, 8},
-	{"64-bit dense", true, false, false, 16},
-	{"64-bit sparse", true, true, false, 16},
-	{"64-bit sparse rebuilt in order", true, true, true, 8},
+	{"32-bit dense resized", false, false, false, false, 8},
+	{"32-bit dense rebuilt in order, stepped deletes", false, false, true, true, 8},
+	{"64-bit dense", true, false, false, false, 16},
+	{"64-bit sparse", true, true, false, false, 16},
+	{"64-bit sparse rebuilt in order, stepped deletes", true, true, true, true, 8},
 }
 
 // ops is what the model-based tests drive: a table of either width.
@@ -213,9 +223,9 @@ func (t *table[W]) size() int { return t.x.Size() }
 
 func (v variant) table(hash func(string) uint32) ops {
 	if v.wide {
-		return newTable[uint64](v.min, v.sparse, v.ordered, hash)
+		return newTable[uint64](v.min, v.sparse, v.ordered, v.stepped, hash)
 	}
-	return newTable[uint32](v.min, v.sparse, v.ordered, hash)
+	return newTable[uint32](v.min, v.sparse, v.ordered, v.stepped, hash)
 }
 
 // TestIndexAgainstMap is the property: any sequence of puts, deletes and
@@ -373,17 +383,17 @@ func TestDeleteShiftsBack(t *testing.T) {
 			want:  []string{"d", "", "", "", "", "a", "c", ""},
 		},
 	} {
-		for _, wide := range []bool{false, true} {
-			t.Run(fmt.Sprintf("%s/wide=%v", c.name, wide), func(t *testing.T) {
+		for _, mode := range []struct{ wide, stepped bool }{{false, false}, {false, true}, {true, false}, {true, true}} {
+			t.Run(fmt.Sprintf("%s/wide=%v,stepped=%v", c.name, mode.wide, mode.stepped), func(t *testing.T) {
 				// The homes fill the low bits; the high bits tell keys of
 				// one home apart, so the 32-bit words' tags differ too.
 				hash := func(k string) uint32 { return c.homes[k] | uint32(k[0])<<24 }
 				var got []string
 				var err error
-				if wide {
-					got, err = scenario[uint64](hash, c.puts, c.del)
+				if mode.wide {
+					got, err = scenario[uint64](hash, c.puts, c.del, mode.stepped)
 				} else {
-					got, err = scenario[uint32](hash, c.puts, c.del)
+					got, err = scenario[uint32](hash, c.puts, c.del, mode.stepped)
 				}
 				if err != nil {
 					t.Fatal(err)
@@ -398,8 +408,8 @@ func TestDeleteShiftsBack(t *testing.T) {
 
 // scenario puts keys into an index of eight words (sparse references, so
 // no key moves in the table), deletes one, and returns the layout.
-func scenario[W Word](hash func(string) uint32, puts []string, del string) ([]string, error) {
-	tb := newTable[W](8, true, false, hash)
+func scenario[W Word](hash func(string) uint32, puts []string, del string, stepped bool) ([]string, error) {
+	tb := newTable[W](8, true, false, stepped, hash)
 	model := map[string]bool{}
 	for _, k := range puts {
 		tb.put(k)
