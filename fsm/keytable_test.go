@@ -202,6 +202,32 @@ func TestKeyTableReserve(t *testing.T) {
 	}
 }
 
+// BenchmarkKeyTableChurn puts two keys and deletes two per operation in a
+// table of 10,000, which the cache holds: what it measures is the work of
+// a put and a delete (probe, backward shift, the last slot's move), not
+// the memory's latency.
+func BenchmarkKeyTableChurn(b *testing.B) {
+	const n = 10_000
+	var kt keyTable
+	keys := keysShuffled(2 * n)
+	es := make([]entry, len(keys))
+	for i, k := range keys {
+		es[i] = tableEntry(k, 1)
+	}
+	for i := 0; i < n; i++ {
+		kt.put(keys[i], es[i])
+	}
+	before := cpuTime()
+	for i := 0; b.Loop(); i++ {
+		old, fresh := i%n, n+i%n
+		kt.put(keys[fresh], es[fresh])
+		kt.delete(keys[old])
+		kt.put(keys[old], es[old])
+		kt.delete(keys[fresh])
+	}
+	reportCPU(b, before)
+}
+
 // BenchmarkKeyLookup1M compares a lookup among 1M keys in the key table
 // with one in the Go map it replaced, in the same process.
 func BenchmarkKeyLookup1M(b *testing.B) {
