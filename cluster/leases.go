@@ -24,8 +24,8 @@ import (
 // addressed by int32 index; the index by key is an open-addressed table of
 // slab indices, each beside 32 bits of its key's hash; the deadline heap is
 // a list of slab indices; each lease links to the previous and next lease
-// of its holder by index. The only
-// pointer in a lease is its key's bytes, which the state machine holds.
+// of its holder by index. The only pointer in a lease is its key's bytes,
+// which the state machine holds.
 
 const (
 	// chunkShift sets the size of the slab's chunks: 1024 leases, 64 KiB.
