@@ -134,7 +134,7 @@ func TestLeaseTableDeactivatedProposesNothing(t *testing.T) {
 	l.activate(1, walkList([]fsm.KeyState{{Key: "a", Holder: "h", Token: 1, TTL: time.Hour, State: fsm.Held}}), nil)
 	l.deactivate()
 	l.mu.Lock()
-	timer, leases := l.timer, len(l.heap)+l.n+len(l.byHolder)+len(l.chunks)+len(l.index)
+	timer, leases := l.timer, len(l.heap)+l.n+len(l.byHolder)+len(l.chunks)+l.index.Size()
 	l.mu.Unlock()
 	if timer != nil || leases != 0 {
 		t.Fatalf("deactivated table kept a timer (%v) or %d lease entries", timer != nil, leases)
@@ -214,11 +214,11 @@ func TestLeaseLockDelayFollowsItsLease(t *testing.T) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, started := l.delays["d"]; !started {
+	if _, started := l.keyDelays["d"]; !started {
 		t.Fatal("d's lock-delay did not start at its expiry")
 	}
-	if len(l.lockDelays) != 0 || len(l.byHolder) != 0 {
-		t.Fatalf("lock-delays %d and holders %d left behind", len(l.lockDelays), len(l.byHolder))
+	if len(l.grantDelays) != 0 || len(l.byHolder) != 0 {
+		t.Fatalf("lock-delays %d and holders %d left behind", len(l.grantDelays), len(l.byHolder))
 	}
 }
 

@@ -379,7 +379,7 @@ func (n *Node) proposeExpire(gen uint64, e fsm.Expire, lockDelay time.Duration) 
 			res, err := n.apply(cmd)
 			n.settleHandoff(e.Key, next, res, err)
 			if err == nil && lockDelay > 0 && !expiredBy(res, e) {
-				n.leases.undelay(e.Key) // the holder renewed first: no delay owed
+				n.leases.dropDelay(e.Key) // the holder renewed first: no delay owed
 			}
 			if err == nil {
 				n.log.Debug("lease expired", "key", e.Key, "token", e.Token)

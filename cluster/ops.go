@@ -283,7 +283,7 @@ func (n *Node) heldByOther(key, holder string) bool {
 }
 
 func (n *Node) tryAcquire(a AcquireArgs) (Grant, error) {
-	if left, ok := n.leases.delayed(a.Key); ok && !n.holds(a.Key, a.Holder) {
+	if left, ok := n.leases.lockDelayLeft(a.Key); ok && !n.holds(a.Key, a.Holder) {
 		return Grant{}, &LockDelayError{Key: a.Key, RetryAfter: left.Round(time.Millisecond)}
 	}
 	if h := n.hook().proposing; h != nil {
@@ -383,7 +383,7 @@ func (n *Node) Release(ctx context.Context, key, holder string, tok fence.Token,
 // claimNext claims the first waiter of key for a handoff, unless the key has
 // a lock-delay in force.
 func (n *Node) claimNext(key string) *waiter {
-	if _, delayed := n.leases.delayed(key); delayed {
+	if _, inForce := n.leases.lockDelayLeft(key); inForce {
 		return nil
 	}
 	return n.waiters.claim(key)

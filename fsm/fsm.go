@@ -426,12 +426,6 @@ func (f *FSM) apply(cmd Command, pos logPos, events []event) (*Result, []event) 
 		return f.reclaim(c, pos), events
 	case DelayEnd:
 		return f.delayEnd(c), events
-	case RaiseFloor:
-		if c.Floor > f.floor {
-			f.floor = c.Floor
-			return &Result{Changed: true}, events
-		}
-		return &Result{}, events
 	}
 	panic(fmt.Sprintf("fsm: unhandled command %T", cmd))
 }
