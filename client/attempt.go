@@ -190,6 +190,9 @@ func (c *Client) call(ctx context.Context, cl call) error {
 			if r.err == nil {
 				return c.decode(r, cl.out)
 			}
+			if r.sent {
+				connected.Store(true)
+			}
 			fl := classify(r.err, r.timeout, ctx.Err() != nil)
 			fails.record(r.endpoint, fl)
 			if fl.timedOut {
@@ -287,7 +290,8 @@ func (c *Client) decode(r attemptResult, out any) error {
 
 // watchConnect arms the connect timeout of one request (WithConnectTimeout):
 // connectBy fires when it passes, and connected says by then whether any
-// attempt got a connection (TCP, and TLS with its handshake). Without a
+// attempt got a connection (TCP, and TLS with its handshake) or wrote its
+// request (a transport of WithHTTPClient may report only that). Without a
 // connect timeout connectBy is nil and never fires.
 func (c *Client) watchConnect(ctx context.Context) (context.Context, <-chan time.Time, *atomic.Bool) {
 	connected := new(atomic.Bool)
@@ -295,7 +299,8 @@ func (c *Client) watchConnect(ctx context.Context) (context.Context, <-chan time
 		return ctx, nil, connected
 	}
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		GotConn: func(httptrace.GotConnInfo) { connected.Store(true) },
+		GotConn:      func(httptrace.GotConnInfo) { connected.Store(true) },
+		WroteHeaders: func() { connected.Store(true) },
 	})
 	return ctx, time.After(c.connectTimeout), connected
 }

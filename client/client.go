@@ -103,7 +103,9 @@ func WithAttemptTimeout(d time.Duration) Option {
 // is retried as usual until the caller's deadline. It bounds the requests
 // retried across the endpoints; WaitReady, Watch and KeyWait wait as long as
 // their context. Zero, the default, retries refused connections until the
-// caller's deadline, as suits a cluster that is starting.
+// caller's deadline, as suits a cluster that is starting. The client learns
+// of connections through net/http/httptrace (GotConn or WroteHeaders): a
+// transport given with WithHTTPClient must report one of them.
 func WithConnectTimeout(d time.Duration) Option {
 	return func(c *Client) {
 		if d > 0 {

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httptrace"
 	"strings"
 	"testing"
 	"time"
@@ -107,6 +108,31 @@ func TestConnectTimeoutSparesConnectedNodes(t *testing.T) {
 		t.Fatalf("renew through the serving node: %v", err)
 	}
 }
+
+// TestConnectTimeoutTrustsWrittenRequests: a transport that reports only
+// that it wrote the request (no GotConn, as the benchmark's own transport)
+// is taken as connected.
+func TestConnectTimeoutTrustsWrittenRequests(t *testing.T) {
+	hang := roundTripper(func(r *http.Request) (*http.Response, error) {
+		if tr := httptrace.ContextClientTrace(r.Context()); tr != nil && tr.WroteHeaders != nil {
+			tr.WroteHeaders()
+		}
+		<-r.Context().Done()
+		return nil, r.Context().Err()
+	})
+	c := New([]string{"127.0.0.1:7700"}, WithHTTPClient(&http.Client{Transport: hang}),
+		WithConnectTimeout(300*time.Millisecond), WithAttemptTimeout(2*time.Second))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	_, err := c.Key(ctx, "k")
+	if errors.Is(err, ErrNoConnection) || !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("key through a transport that wrote the request: %v; want the caller's deadline", err)
+	}
+}
+
+type roundTripper func(*http.Request) (*http.Response, error)
+
+func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
 
 // TestCallerDeadlineIsInTheError: a request the caller's deadline ended
 // says so to errors.Is, as a request the endpoints refused for good does
