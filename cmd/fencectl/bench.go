@@ -212,9 +212,9 @@ const (
 // client returns the client.Client of one run.
 func (b *benchCmd) client(e *env) *client.Client {
 	if b.transport == transportStd {
-		return e.client(client.WithBatching(b.batching))
+		return e.waitingClient(client.WithBatching(b.batching))
 	}
-	return e.client(client.WithBatching(b.batching), client.WithHTTPClient(&http.Client{Transport: &synchttp.Transport{TLS: e.g.tls.cfg}}))
+	return e.waitingClient(client.WithBatching(b.batching), client.WithHTTPClient(&http.Client{Transport: &synchttp.Transport{TLS: e.g.tls.cfg}}))
 }
 
 func parseCounts(s string) ([]int, error) {

@@ -98,7 +98,7 @@ func (c *electCmd) run(ctx context.Context, e *env, args []string) error {
 	}
 	argv, holder, sigs, stop := prepareSession(c.shell, argv, c.holder)
 	defer stop()
-	s := &lockSession{e: e, c: e.client(), key: name, holder: holder, t: t, wait: client.MaxWait, sigs: sigs, value: c.value}
+	s := &lockSession{e: e, c: e.waitingClient(), key: name, holder: holder, t: t, wait: client.MaxWait, sigs: sigs, value: c.value}
 	return c.campaign(ctx, s, argv)
 }
 
@@ -137,7 +137,7 @@ func sleepOrSignal(sigs <-chan os.Signal, d time.Duration) error {
 func (c *electCmd) watchLeader(ctx context.Context, e *env, name string) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	for l := range e.client().NewElection(name, "", client.ElectionOptions{}).Observe(ctx) {
+	for l := range e.waitingClient().NewElection(name, "", client.ElectionOptions{}).Observe(ctx) {
 		if err := printLeader(e, l); err != nil {
 			return err
 		}

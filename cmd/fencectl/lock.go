@@ -104,7 +104,7 @@ func (l *lockCmd) run(ctx context.Context, e *env, args []string) error {
 	}
 	argv, holder, sigs, stop := prepareSession(l.shell, argv, l.holder)
 	defer stop()
-	s := &lockSession{e: e, c: e.client(), key: key, holder: holder, t: t, wait: l.wait, sigs: sigs}
+	s := &lockSession{e: e, c: e.waitingClient(), key: key, holder: holder, t: t, wait: l.wait, sigs: sigs}
 	return s.run(ctx, argv)
 }
 

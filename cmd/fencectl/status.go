@@ -80,9 +80,9 @@ const (
 	healthUnreachable = "unreachable"
 )
 
-// fetchHealth asks the cluster for its members, then probes each of them.
-func fetchHealth(ctx context.Context, e *env) (clusterHealth, error) {
-	c := e.client()
+// fetchHealth asks the cluster, through c, for its members, then probes each
+// of them.
+func fetchHealth(ctx context.Context, e *env, c *client.Client) (clusterHealth, error) {
 	first, err := c.Status(ctx)
 	if err != nil {
 		return clusterHealth{}, explain(err, subject{}, e)
@@ -101,9 +101,11 @@ func (s *statusCmd) run(ctx context.Context, e *env, args []string) error {
 	if s.wait < 0 {
 		return usageErr("status", "--wait must not be negative")
 	}
+	c := e.client()
 	if s.wait > 0 {
+		c = e.waitingClient()
 		wctx, wcancel := context.WithTimeout(ctx, s.wait)
-		_, err := e.client().WaitReady(wctx)
+		_, err := c.WaitReady(wctx)
 		wcancel()
 		if err != nil {
 			return fmt.Errorf("no ready leader within --wait %v: %w", s.wait, err)
@@ -111,7 +113,7 @@ func (s *statusCmd) run(ctx context.Context, e *env, args []string) error {
 	}
 	ctx, cancel := e.withTimeout(ctx, 0)
 	defer cancel()
-	h, err := fetchHealth(ctx, e)
+	h, err := fetchHealth(ctx, e, c)
 	if err != nil {
 		return err
 	}
