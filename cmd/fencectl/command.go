@@ -26,6 +26,9 @@ type command struct {
 	summary  string // one line for the command list
 	help     string // what the command does, in a few paragraphs
 	examples string
+	// complete completes the arguments in shells (fencectl completion):
+	// completeFiles, completeDirs, or the words they may be.
+	complete []string
 	new      func() runner
 	// subs makes the command a group of commands ("members", "snapshot"):
 	// its first argument names one of them. A sub-command's name is the full
@@ -55,6 +58,7 @@ var commands = []command{
 	debugCommand,
 	benchCommand,
 	tlsCommand,
+	completionCommand,
 	versionCommand,
 }
 

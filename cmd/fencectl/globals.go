@@ -47,6 +47,7 @@ func (g *globals) flagSet() *pflag.FlagSet {
 	fs.StringSliceVar(&g.endpoints, "endpoints", []string{defaultEndpoint},
 		"comma-separated HTTP addresses of fenced nodes (env FENCE_ENDPOINTS)")
 	fs.StringVarP(&g.output, "output", "o", outputTable, "output format: table or json (env FENCE_OUTPUT)")
+	completeFlag(fs, "output", outputTable, outputJSON)
 	fs.DurationVar(&g.timeout, "timeout", 10*time.Second, "how long a request may take, retries included (env FENCE_TIMEOUT)")
 	fs.DurationVar(&g.attemptTimeout, "attempt-timeout", client.DefaultAttemptTimeout,
 		"how long one attempt on one node may take before the next node is tried; raise it with long election timeouts (env FENCE_ATTEMPT_TIMEOUT)")

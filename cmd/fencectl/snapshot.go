@@ -46,9 +46,10 @@ fencectl snapshot restore /backups/fenced-2026-11-29.fenced --yes`,
 }
 
 var snapshotSaveCommand = command{
-	name:    "snapshot save",
-	args:    "FILE",
-	summary: "write a consistent backup of the cluster to FILE",
+	name:     "snapshot save",
+	args:     "FILE",
+	complete: []string{completeFiles},
+	summary:  "write a consistent backup of the cluster to FILE",
 	help: `
 Takes a backup through any node (the leader makes it, after confirming with a
 quorum that it leads, so every grant acknowledged before the command started
@@ -81,6 +82,7 @@ func (s *snapshotSaveCmd) flags(fs *pflag.FlagSet) { backupKeyFlag(fs, &s.keyFil
 // valid HMAC under the key.
 func backupKeyFlag(fs *pflag.FlagSet, dst *string) {
 	fs.StringVar(dst, "backup-key-file", "", "file of the backup key fenced authenticates backups with: the backup must carry a valid HMAC under it")
+	completeFlag(fs, "backup-key-file", completeFiles)
 }
 
 // checkAuth checks a backup's HMAC under the key in keyFile; without a key
@@ -146,9 +148,10 @@ func (s *snapshotSaveCmd) run(ctx context.Context, e *env, args []string) error 
 }
 
 var snapshotInspectCommand = command{
-	name:    "snapshot inspect",
-	args:    "FILE",
-	summary: "check a backup's checksum and show its metadata (offline)",
+	name:     "snapshot inspect",
+	args:     "FILE",
+	complete: []string{completeFiles},
+	summary:  "check a backup's checksum and show its metadata (offline)",
 	help: `
 Reads FILE without contacting any node, verifies its SHA-256 checksum and its
 structure (every key record is decoded and checked), and prints its metadata
@@ -193,9 +196,10 @@ func (s *snapshotInspectCmd) run(_ context.Context, e *env, args []string) error
 }
 
 var snapshotRestoreCommand = command{
-	name:    "snapshot restore",
-	args:    "FILE",
-	summary: "replace the cluster's state with a backup's, raising the epoch floor",
+	name:     "snapshot restore",
+	args:     "FILE",
+	complete: []string{completeFiles},
+	summary:  "replace the cluster's state with a backup's, raising the epoch floor",
 	help: `
 Replaces the state of the cluster behind --endpoints with the backup in FILE:
 in the cluster the backup came from, or in a new one. FILE is checked first;
