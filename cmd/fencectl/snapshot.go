@@ -65,7 +65,9 @@ backup was taken, and the SHA-256 checksum.
 With --backup-key-file, the backup must be authenticated under that key
 (fenced runs with the same --backup-key-file), or nothing is written.
 
-The whole state travels in one answer: raise --timeout for a very large one.`,
+The whole state travels in one answer: raise --timeout for a very large one.
+While it waits, a line on stderr every 5s says so, when stderr is a terminal
+or with --progress (never with -o json).`,
 	examples: `
 fencectl snapshot save backup.fenced
 fencectl snapshot save /backups/fenced-$(date +%F-%H%M).fenced -o json`,
@@ -73,10 +75,14 @@ fencectl snapshot save /backups/fenced-$(date +%F-%H%M).fenced -o json`,
 }
 
 type snapshotSaveCmd struct {
-	keyFile string
+	keyFile  string
+	progress progressMode
 }
 
-func (s *snapshotSaveCmd) flags(fs *pflag.FlagSet) { backupKeyFlag(fs, &s.keyFile) }
+func (s *snapshotSaveCmd) flags(fs *pflag.FlagSet) {
+	backupKeyFlag(fs, &s.keyFile)
+	progressFlag(fs, &s.progress)
+}
 
 // backupKeyFlag registers --backup-key-file: with it, a backup must carry a
 // valid HMAC under the key.
@@ -123,7 +129,11 @@ func (s *snapshotSaveCmd) run(ctx context.Context, e *env, args []string) error 
 	}
 	ctx, cancel := e.withTimeout(ctx, 0)
 	defer cancel()
+	stop := e.startProgress(e.progressWanted(s.progress), func(waited time.Duration) string {
+		return fmt.Sprintf("snapshot save: waiting for the backup: %v of --timeout %v", waited, e.g.timeout)
+	})
 	data, meta, err := e.client().Backup(ctx)
+	stop()
 	if err != nil {
 		return explain(err, subject{}, e)
 	}
@@ -231,7 +241,9 @@ gone, but their tokens are still lower than every new one. No grant is made
 while the restore is in progress.
 
 A restore changes every key at once: it asks for confirmation on a terminal,
-and needs --yes otherwise.`,
+and needs --yes otherwise. While it waits for the cluster, a line on stderr
+every 5s says so, when stderr is a terminal or with --progress (never with
+-o json).`,
 	examples: `
 fencectl snapshot restore backup.fenced
 fencectl snapshot restore backup.fenced --yes
@@ -245,6 +257,7 @@ type snapshotRestoreCmd struct {
 	margin     uint64
 	yes        bool
 	keyFile    string
+	progress   progressMode
 }
 
 func (s *snapshotRestoreCmd) flags(fs *pflag.FlagSet) {
@@ -252,6 +265,7 @@ func (s *snapshotRestoreCmd) flags(fs *pflag.FlagSet) {
 	fs.Uint64Var(&s.margin, "margin", 0, fmt.Sprintf("epochs added to a backup of another cluster without --above-epoch (default %d)", cluster.DefaultRestoreMargin))
 	fs.BoolVar(&s.yes, "yes", false, "restore without asking for confirmation")
 	backupKeyFlag(fs, &s.keyFile)
+	progressFlag(fs, &s.progress)
 }
 
 // restoreInfo is the JSON document of snapshot restore.
@@ -284,7 +298,11 @@ func (s *snapshotRestoreCmd) run(ctx context.Context, e *env, args []string) err
 	defer cancel()
 	c := e.client()
 	before, _ := leaderStatus(ctx, c)
+	stop := e.startProgress(e.progressWanted(s.progress), func(waited time.Duration) string {
+		return fmt.Sprintf("snapshot restore: waiting for the restore: %v of --timeout %v", waited, e.g.timeout)
+	})
 	res, err := c.Restore(ctx, data, s.aboveEpoch, s.margin)
+	stop()
 	if err != nil {
 		return explainRestore(ctx, c, before, err, e)
 	}
