@@ -19,7 +19,7 @@ var completionCommand = command{
 Prints a script that completes fencectl's commands, sub-commands and flags in
 the shell named, and the values of flags that take a known set (-o table or
 json, keys --state) or a file (--cacert, --cert, --key, --backup-key-file,
-the FILE of snapshot commands) or a directory. The script is generated from
+acl check --file, the FILE of snapshot commands) or a directory. The script is generated from
 fencectl's own command table, so it is always that of the fencectl that
 printed it. After -- (the COMMAND of lock and elect), the shell's own
 completion applies.

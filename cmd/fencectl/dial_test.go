@@ -45,6 +45,7 @@ func TestOneShotCommandsFailWhenNoEndpointAccepts(t *testing.T) {
 		{[]string{"release", "k", "4294967297", "--holder", "h"}, exitErr},
 		{[]string{"keepalive", "--holder", "h"}, exitErr},
 		{[]string{"verify", "k", "4294967297"}, exitRefused},
+		{[]string{"acl", "check", "bob", "read", "k"}, exitErr},
 		{[]string{"selftest"}, exitErr},
 		{[]string{"members", "list"}, exitErr},
 		{[]string{"members", "remove", "n9"}, exitErr},
