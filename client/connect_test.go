@@ -215,3 +215,27 @@ func testLeaf(t *testing.T, ca *x509.Certificate, caKey *ecdsa.PrivateKey) tls.C
 	}
 	return tls.Certificate{Certificate: [][]byte{der}, PrivateKey: key}
 }
+
+// BenchmarkConnectTimeout is the cost the connect timeout adds to a request
+// served at once (a trace and a timer per request).
+func BenchmarkConnectTimeout(b *testing.B) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeJSON(w, http.StatusOK, KeyInfo{Key: "k", Holder: "h", Token: fence.Token(1<<32 | 1), State: "held"})
+	}))
+	b.Cleanup(srv.Close)
+	for _, tc := range []struct {
+		name string
+		opts []Option
+	}{{"off", nil}, {"2s", []Option{WithConnectTimeout(2 * time.Second)}}} {
+		b.Run(tc.name, func(b *testing.B) {
+			c := New([]string{srv.URL}, tc.opts...)
+			ctx := context.Background()
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := c.Key(ctx, "k"); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
