@@ -41,6 +41,9 @@ type Client struct {
 
 	attemptTimeout time.Duration
 	hedgeDelay     time.Duration
+	// connectTimeout, when set, ends a request for which no endpoint
+	// accepted a connection within it (WithConnectTimeout).
+	connectTimeout time.Duration
 
 	// batching coalesces concurrent verifies and keepalives (coalesce.go);
 	// verifies and keepalives are nil when it is off.
@@ -87,6 +90,26 @@ func WithAttemptTimeout(d time.Duration) Option {
 	return func(c *Client) {
 		if d > 0 {
 			c.attemptTimeout = d
+		}
+	}
+}
+
+// WithConnectTimeout makes a request fail once d has passed since it began
+// without any endpoint accepting a connection (the TCP connection, and with
+// WithTLS its handshake): endpoints with nothing behind them, refusing or
+// unanswered, then cost d rather than the caller's whole deadline. Nothing
+// was sent, so the error is ErrUnavailable, with ErrNoConnection, and names
+// each endpoint and why. Once an endpoint accepted a connection, the request
+// is retried as usual until the caller's deadline. It bounds the requests
+// retried across the endpoints; WaitReady, Watch and KeyWait wait as long as
+// their context. Zero, the default, retries refused connections until the
+// caller's deadline, as suits a cluster that is starting. The client learns
+// of connections through net/http/httptrace (GotConn or WroteHeaders): a
+// transport given with WithHTTPClient must report one of them.
+func WithConnectTimeout(d time.Duration) Option {
+	return func(c *Client) {
+		if d > 0 {
+			c.connectTimeout = d
 		}
 	}
 }
@@ -258,7 +281,7 @@ func (c *Client) Verify(ctx context.Context, key, tok, holder string) (VerifyRes
 		}
 		select {
 		case <-ctx.Done():
-			return VerifyResponse{Allow: false, Reason: "unavailable"}, fmt.Errorf("%w: %v", ErrUnavailable, ctx.Err())
+			return VerifyResponse{Allow: false, Reason: "unavailable"}, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)

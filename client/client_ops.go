@@ -43,7 +43,7 @@ func (c *Client) Backup(ctx context.Context) ([]byte, BackupMeta, error) {
 			break
 		}
 	}
-	return nil, meta, fails.err(ErrUnavailable, "no node sent a backup")
+	return nil, meta, fails.err(ErrUnavailable, "no node sent a backup", ctx.Err())
 }
 
 func (c *Client) backupFrom(ctx context.Context, ep string) ([]byte, BackupMeta, error) {
@@ -130,7 +130,7 @@ func (c *Client) Restore(ctx context.Context, backup []byte, aboveEpoch, margin 
 		}
 		return &out, nil
 	}
-	return nil, fails.err(ErrUnavailable, "no node answered before the restore could be sent")
+	return nil, fails.err(ErrUnavailable, "no node answered before the restore could be sent", ctx.Err())
 }
 
 // probe asks one node for its status within the attempt timeout.

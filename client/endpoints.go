@@ -144,16 +144,34 @@ func isTLSError(err error) bool {
 		strings.Contains(err.Error(), "tls: ")
 }
 
+// tlsReason words a failed handshake: the certificate check's own error when
+// there is one, whole (it may quote other errors, colons and all), else the
+// transport's error without the request it was about.
 func tlsReason(err error) string {
 	var rh tls.RecordHeaderError
 	if errors.As(err, &rh) || strings.Contains(err.Error(), "HTTP response to HTTPS client") {
 		return "the server does not speak TLS (use http://, or start fenced with TLS)"
 	}
-	msg := err.Error()
-	if i := strings.LastIndex(msg, ": "); i >= 0 && strings.Contains(msg[i:], "certificate") {
-		return msg[i+2:]
+	var (
+		ua x509.UnknownAuthorityError
+		he x509.HostnameError
+		ci x509.CertificateInvalidError
+		cv *tls.CertificateVerificationError
+		ue *url.Error
+	)
+	switch {
+	case errors.As(err, &ua):
+		err = ua
+	case errors.As(err, &he):
+		err = he
+	case errors.As(err, &ci):
+		err = ci
+	case errors.As(err, &cv):
+		err = cv.Err
+	case errors.As(err, &ue):
+		err = ue.Err
 	}
-	return msg
+	return strings.TrimPrefix(err.Error(), "x509: ")
 }
 
 // attemptsError is the error of a request no endpoint served: it names
@@ -163,10 +181,14 @@ func tlsReason(err error) string {
 // ErrRedirected, ErrInsecureCredentials).
 type attemptsError struct {
 	sentinel error
-	why      string
-	order    []string
-	reasons  map[string]string
-	causes   []error
+	// ended, when set, is why the attempts stopped: the caller's context
+	// ended (its error), or no endpoint accepted a connection in time
+	// (ErrNoConnection). errors.Is finds it as well as the sentinel.
+	ended   error
+	why     string
+	order   []string
+	reasons map[string]string
+	causes  []error
 }
 
 func (e *attemptsError) Error() string {
@@ -193,7 +215,13 @@ func (e *attemptsError) Error() string {
 	return b.String()
 }
 
-func (e *attemptsError) Unwrap() []error { return append([]error{e.sentinel}, e.causes...) }
+func (e *attemptsError) Unwrap() []error {
+	out := append([]error{e.sentinel}, e.causes...)
+	if e.ended != nil {
+		out = append(out, e.ended)
+	}
+	return out
+}
 
 // failures keeps the latest failure of each endpoint of one request.
 type failures struct {
@@ -228,8 +256,10 @@ func (f *failures) allPermanent(n int) bool {
 	return true
 }
 
-func (f *failures) err(sentinel error, why string) error {
-	e := &attemptsError{sentinel: sentinel, why: why, order: f.order, reasons: map[string]string{}}
+// err is the error of a request no endpoint served; ended, if not nil, is
+// why the attempts stopped (see attemptsError).
+func (f *failures) err(sentinel error, why string, ended error) error {
+	e := &attemptsError{sentinel: sentinel, ended: ended, why: why, order: f.order, reasons: map[string]string{}}
 	for _, ep := range f.order {
 		fl := f.last[ep]
 		e.reasons[ep] = fl.reason

@@ -66,6 +66,11 @@ var (
 	// ErrUnavailable: no node could serve the request (no leader, no node
 	// reachable). Nothing was done.
 	ErrUnavailable = errors.New("cluster unavailable")
+	// ErrNoConnection: no endpoint accepted a connection within the
+	// client's connect timeout (WithConnectTimeout); nothing was sent. It
+	// comes with ErrUnavailable: errors.Is finds both. It is the client's
+	// own; no answer carries it.
+	ErrNoConnection = errors.New("no endpoint accepted a connection")
 	// ErrUnauthenticated: the request carried no valid credentials.
 	ErrUnauthenticated = errors.New("unauthenticated")
 	// ErrForbidden: the identity may not do this.

@@ -56,6 +56,7 @@ type aclCheckCmd struct{ file string }
 
 func (a *aclCheckCmd) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&a.file, "file", "", "judge this ACL file locally instead of asking a node")
+	completeFlag(fs, "file", completeFiles)
 }
 
 func (a *aclCheckCmd) run(ctx context.Context, e *env, args []string) error {

@@ -44,6 +44,7 @@ func (k *keysCmd) flags(fs *pflag.FlagSet) {
 	fs.IntVar(&k.limit, "limit", 0, "list at most this many keys (0: all)")
 	fs.StringVar(&k.after, "after", "", "list the keys whose names come after this one (the cursor of the previous page)")
 	fs.StringVar(&k.state, "state", "", "list only the keys in this state: held, released or expired")
+	completeFlag(fs, "state", "held", "released", "expired")
 }
 
 func (k *keysCmd) run(ctx context.Context, e *env, args []string) error {

@@ -31,7 +31,9 @@ no node is reachable or no leader answers.
 the ready leader (elected and serving), asking every endpoint about every
 100ms: for scripts that start a cluster and go on once it serves. A node
 that is down or frozen is asked again; the wait ends with exit 1, naming what
-each endpoint said, when DURATION passes first.`,
+each endpoint said, when DURATION passes first. While it waits, a line on
+stderr every 5s says so, when stderr is a terminal or with --progress (never
+with -o json).`,
 	examples: `
 fencectl status
 fencectl status --wait 30s
@@ -41,11 +43,13 @@ fencectl status -o json | jq '.members[] | select(.health != "ready")'`,
 }
 
 type statusCmd struct {
-	wait time.Duration
+	wait     time.Duration
+	progress progressMode
 }
 
 func (s *statusCmd) flags(fs *pflag.FlagSet) {
 	fs.DurationVar(&s.wait, "wait", 0, "wait up to this long for a ready leader before showing the status")
+	progressFlag(fs, &s.progress)
 }
 
 // memberHealth is one member as fencectl status reports it.
@@ -80,9 +84,9 @@ const (
 	healthUnreachable = "unreachable"
 )
 
-// fetchHealth asks the cluster for its members, then probes each of them.
-func fetchHealth(ctx context.Context, e *env) (clusterHealth, error) {
-	c := e.client()
+// fetchHealth asks the cluster, through c, for its members, then probes each
+// of them.
+func fetchHealth(ctx context.Context, e *env, c *client.Client) (clusterHealth, error) {
 	first, err := c.Status(ctx)
 	if err != nil {
 		return clusterHealth{}, explain(err, subject{}, e)
@@ -101,9 +105,15 @@ func (s *statusCmd) run(ctx context.Context, e *env, args []string) error {
 	if s.wait < 0 {
 		return usageErr("status", "--wait must not be negative")
 	}
+	c := e.client()
 	if s.wait > 0 {
+		c = e.waitingClient()
 		wctx, wcancel := context.WithTimeout(ctx, s.wait)
-		_, err := e.client().WaitReady(wctx)
+		stop := e.startProgress(e.progressWanted(s.progress), func(waited time.Duration) string {
+			return fmt.Sprintf("waiting for a ready leader: %v of --wait %v", waited, s.wait)
+		})
+		_, err := c.WaitReady(wctx)
+		stop()
 		wcancel()
 		if err != nil {
 			return fmt.Errorf("no ready leader within --wait %v: %w", s.wait, err)
@@ -111,7 +121,7 @@ func (s *statusCmd) run(ctx context.Context, e *env, args []string) error {
 	}
 	ctx, cancel := e.withTimeout(ctx, 0)
 	defer cancel()
-	h, err := fetchHealth(ctx, e)
+	h, err := fetchHealth(ctx, e, c)
 	if err != nil {
 		return err
 	}

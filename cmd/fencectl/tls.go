@@ -63,6 +63,7 @@ type tlsInitCmd struct {
 
 func (t *tlsInitCmd) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&t.dir, "dir", "tls", "directory to create the files in")
+	completeFlag(fs, "dir", completeDirs)
 	fs.StringSliceVar(&t.nodes, "nodes", []string{"n1", "n2", "n3"}, "node ids, comma-separated: one server and one peer certificate each")
 	fs.StringSliceVar(&t.hosts, "hosts", nil, "extra host names or IP addresses for every node certificate, comma-separated")
 	fs.StringVar(&t.adminName, "admin-name", "admin", "identity name (CN) of the admin certificate")

@@ -56,6 +56,9 @@ func (t *tlsGlobals) register(fs *pflag.FlagSet) {
 	fs.StringVar(&t.key, "key", "", "private key (PEM) of --cert (env FENCE_KEY_FILE)")
 	fs.StringVar(&t.token, "token", "", "bearer token to authenticate with (env FENCE_AUTH_TOKEN); sent over plain http only to loopback addresses, unless --insecure-credentials")
 	fs.BoolVar(&t.insecureCredentials, "insecure-credentials", false, "send --token over plain http to remote nodes too, on a network you trust (env FENCE_INSECURE_CREDENTIALS)")
+	for _, name := range []string{"cacert", "cert", "key"} {
+		completeFlag(fs, name, completeFiles)
+	}
 }
 
 // check loads the files the flags name.
