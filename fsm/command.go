@@ -38,6 +38,30 @@ const (
 	// An acquire without a value is still written as version 2, so a node
 	// that knows only version 2 can apply every entry that does not use it.
 	version3 byte = 3
+	// version4 of an acquire (version 2 of a release and of a reclaim):
+	// applied with the current rules (see rules). An acquire always carries
+	// its value, empty or not. Every such entry is written in it: a node
+	// that knows only the older versions stops at the first one, so upgrade
+	// the followers first (docs/OPERATIONS.md).
+	version4 byte = 4
+)
+
+// rules is the set of rules an entry is applied with, named by its encoding
+// version: an entry keeps the rules it was first applied with, so a log
+// replays the same way whichever version of fenced wrote it. The zero
+// value is the current rules, which new entries are written with.
+type rules uint8
+
+const (
+	// rulesCurrent: request ids checked first and remembered (releases'
+	// too), in each owner's share of the history, on a log clock that
+	// advances by the time that passed on one leader (logClock).
+	rulesCurrent rules = iota
+	// rulesV2: request ids checked first and remembered in one share for
+	// every client, on a log clock that follows the append times.
+	rulesV2
+	// rulesV1: the holder first, and only the key's last grant remembered.
+	rulesV1
 )
 
 // MaxValueLen bounds the value an acquire publishes with its grant.
@@ -70,9 +94,9 @@ type Acquire struct {
 	// the grant replaces it. At most MaxValueLen bytes.
 	Value string
 
-	// v1 marks an acquire decoded from a version-1 entry, applied with the
-	// rules of that version. Encode writes version 2 otherwise.
-	v1 bool
+	// rules are the rules of the entry's version (rulesCurrent for a new
+	// acquire).
+	rules rules
 }
 
 // Release ends a holder's grant. Force lets an operator end a grant without
@@ -82,10 +106,18 @@ type Release struct {
 	Holder string
 	Token  fence.Token
 	Force  bool
+	// RequestID names the release: applied once, a repeat of it is answered
+	// with the grant the first one ended (KindRelease in the history),
+	// never with an effect on a later grant.
+	RequestID string
 	// Next, when set, is the acquire of the first holder waiting for the key,
 	// applied in the same entry once the key is free: a contended key passes
 	// from holder to holder in one commit instead of two.
 	Next *Acquire
+
+	// legacy marks a release of a version-1 entry: no request id, and no
+	// clock tick.
+	legacy bool
 }
 
 // Expire ends a grant whose lease ran out on the leader's clock. It is proposed
@@ -128,12 +160,14 @@ type SetClusterID struct {
 func Encode(c Command) []byte { return c.encode(make([]byte, 0, 64)) }
 
 func (c Acquire) encode(b []byte) []byte {
-	version := version2
+	version := version4
 	switch {
-	case c.v1:
+	case c.rules == rulesV1:
 		version = version1
-	case c.Value != "":
+	case c.rules == rulesV2 && c.Value != "":
 		version = version3
+	case c.rules == rulesV2:
+		version = version2
 	}
 	b = append(b, typeAcquire, version)
 	b = appendString(b, c.Key)
@@ -141,18 +175,25 @@ func (c Acquire) encode(b []byte) []byte {
 	b = binary.AppendUvarint(b, uint64(c.TTL))
 	b = appendString(b, c.RequestID)
 	b = binary.AppendUvarint(b, uint64(c.LockDelay))
-	if version == version3 {
+	if version == version3 || version == version4 {
 		b = appendString(b, c.Value)
 	}
 	return b
 }
 
 func (c Release) encode(b []byte) []byte {
-	b = append(b, typeRelease, version1)
+	version := version2
+	if c.legacy {
+		version = version1
+	}
+	b = append(b, typeRelease, version)
 	b = appendString(b, c.Key)
 	b = appendString(b, c.Holder)
 	b = binary.AppendUvarint(b, uint64(c.Token))
 	b = append(b, boolByte(c.Force))
+	if !c.legacy {
+		b = appendString(b, c.RequestID)
+	}
 	return appendNext(b, c.Next)
 }
 
@@ -200,7 +241,7 @@ func Decode(b []byte) (Command, error) {
 	if b[0] == typeReserved {
 		return nil, fmt.Errorf("%w: type %d is reserved (a floor raise no fenced proposes)", ErrCorrupt, b[0])
 	}
-	if b[1] != version1 && (b[0] != typeAcquire || b[1] != version2 && b[1] != version3) {
+	if !knownVersion(b[0], b[1]) {
 		return nil, fmt.Errorf("%w: type %d version %d", ErrCorrupt, b[0], b[1])
 	}
 	d := decoder{buf: b[2:]}
@@ -209,7 +250,7 @@ func Decode(b []byte) (Command, error) {
 	case typeAcquire:
 		c = d.acquire(b[1])
 	case typeRelease:
-		c = Release{Key: d.str(), Holder: d.str(), Token: fence.Token(d.uvarint()), Force: d.bool(), Next: d.next()}
+		c = d.release(b[1])
 	case typeExpire:
 		c = Expire{Key: d.str(), Token: fence.Token(d.uvarint()), Armed: d.uvarint(), Next: d.next()}
 	case typeSetMember:
@@ -221,7 +262,7 @@ func Decode(b []byte) (Command, error) {
 	case typeClusterID:
 		c = SetClusterID{ID: d.str()}
 	case typeReclaim:
-		c = d.reclaim()
+		c = d.reclaim(b[1])
 	case typeDelayEnd:
 		c = d.delayEnd()
 	default:
@@ -233,16 +274,44 @@ func Decode(b []byte) (Command, error) {
 	return c, nil
 }
 
+// knownVersion reports whether this FSM knows the encoding version of a
+// command type.
+func knownVersion(typ, version byte) bool {
+	switch typ {
+	case typeAcquire:
+		return version >= version1 && version <= version4
+	case typeRelease, typeReclaim:
+		return version == version1 || version == version2
+	}
+	return version == version1
+}
+
 func (d *decoder) acquire(version byte) Acquire {
-	a := Acquire{Key: d.str(), Holder: d.str(), TTL: time.Duration(d.int64()), RequestID: d.str(), LockDelay: time.Duration(d.int64()),
-		v1: version == version1}
-	if version == version3 {
+	a := Acquire{Key: d.str(), Holder: d.str(), TTL: time.Duration(d.int64()), RequestID: d.str(), LockDelay: time.Duration(d.int64())}
+	switch version {
+	case version1:
+		a.rules = rulesV1
+	case version2:
+		a.rules = rulesV2
+	case version3:
+		a.rules = rulesV2
 		// One command, one encoding: a version-3 entry has a value.
 		if a.Value = d.str(); d.err == nil && a.Value == "" {
 			d.fail("empty value")
 		}
+	case version4:
+		a.Value = d.str()
 	}
 	return a
+}
+
+func (d *decoder) release(version byte) Release {
+	r := Release{Key: d.str(), Holder: d.str(), Token: fence.Token(d.uvarint()), Force: d.bool(), legacy: version == version1}
+	if !r.legacy {
+		r.RequestID = d.str()
+	}
+	r.Next = d.next()
+	return r
 }
 
 // next decodes an optional handoff; the nested acquire carries its own type
@@ -251,7 +320,7 @@ func (d *decoder) next() *Acquire {
 	if !d.bool() {
 		return nil
 	}
-	if d.err != nil || len(d.buf) < 2 || d.buf[0] != typeAcquire || (d.buf[1] != version1 && d.buf[1] != version2 && d.buf[1] != version3) {
+	if d.err != nil || len(d.buf) < 2 || d.buf[0] != typeAcquire || !knownVersion(typeAcquire, d.buf[1]) {
 		d.fail("handoff")
 		return nil
 	}

@@ -161,18 +161,25 @@ func TestValueIsKeptEncodedAndSnapshotted(t *testing.T) {
 	if r := a.at(1, Acquire{Key: "big", Holder: "h", TTL: time.Second, Value: string(make([]byte, MaxValueLen+1))}); !errors.Is(r.Err, ErrInvalid) {
 		t.Fatalf("a value over the bound: %v", r.Err)
 	}
-	// Without a value an acquire keeps version 2; with one it is version 3.
-	if b := Encode(Acquire{Key: "k", Holder: "h", TTL: time.Second}); b[1] != version2 {
+	// Under version 2's rules, an acquire without a value is version 2 and
+	// one with a value version 3; a current acquire is version 4 either way.
+	if b := Encode(Acquire{Key: "k", Holder: "h", TTL: time.Second, rules: rulesV2}); b[1] != version2 {
 		t.Fatalf("acquire without a value is version %d", b[1])
 	}
-	enc := Encode(Acquire{Key: "k", Holder: "h", TTL: time.Second, Value: "v"})
+	enc := Encode(Acquire{Key: "k", Holder: "h", TTL: time.Second, Value: "v", rules: rulesV2})
 	if enc[1] != version3 {
 		t.Fatalf("acquire with a value is version %d", enc[1])
 	}
-	if c, err := Decode(enc); err != nil || c.(Acquire).Value != "v" {
+	if c, err := Decode(enc); err != nil || c.(Acquire).Value != "v" || c.(Acquire).rules != rulesV2 {
 		t.Fatalf("decode: %+v %v", c, err)
 	}
-	empty := Encode(Acquire{Key: "k", Holder: "h", TTL: time.Second})
+	for _, v := range []string{"", "v"} {
+		enc := Encode(Acquire{Key: "k", Holder: "h", TTL: time.Second, Value: v})
+		if c, err := Decode(enc); enc[1] != version4 || err != nil || c.(Acquire).Value != v || c.(Acquire).rules != rulesCurrent {
+			t.Fatalf("a current acquire with value %q: version %d, decoded %+v %v", v, enc[1], c, err)
+		}
+	}
+	empty := Encode(Acquire{Key: "k", Holder: "h", TTL: time.Second, rules: rulesV2})
 	empty[1] = version3
 	empty = append(empty, 0)
 	if _, err := Decode(empty); !errors.Is(err, ErrCorrupt) {

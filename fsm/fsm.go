@@ -123,6 +123,9 @@ func (f *FSM) holderLen(key string, e entry) int {
 	return int(e.holderLen)
 }
 
+// holderOf returns the holder of the entry of key.
+func (f *FSM) holderOf(key string, e entry) string { return e.names[:f.holderLen(key, e)] }
+
 // requestID returns the request id of the entry of key.
 func (f *FSM) requestID(key string, e entry) string {
 	return e.names[f.holderLen(key, e) : len(e.names)-len(key)]
@@ -205,6 +208,10 @@ type Result struct {
 	Next *Result
 	// Reclaim says what a Reclaim entry did; nil for other commands.
 	Reclaim *ReclaimResult
+	// Recalled is true when a release's request id had been applied
+	// already: Key names the grant that first release ended (its key,
+	// token and state); nothing changed and nothing was handed off.
+	Recalled bool
 }
 
 // Observer hears of grants and of their ends, in log order, after the state
@@ -225,6 +232,9 @@ type Config struct {
 	// MaxRetired caps the request ids remembered beyond their key's last
 	// grant; 0 means DefaultMaxRetired. Tests lower it.
 	MaxRetired int
+	// MaxRetiredPerOwner is each owner's share of them (Retired.Owner); 0
+	// means DefaultMaxRetiredPerOwner. Tests lower it.
+	MaxRetiredPerOwner int
 	// Observer, if set, hears of grant changes.
 	Observer Observer
 	// ReclaimIgnoresEpoch makes Reclaim forget ended keys without the epoch
@@ -236,8 +246,9 @@ type Config struct {
 
 // FSM implements raft.FSM and raft.BatchingFSM.
 type FSM struct {
-	maxSeq     uint64
-	maxRetired int
+	maxSeq             uint64
+	maxRetired         int
+	maxRetiredPerOwner int
 	obs        Observer
 	// reclaimIgnoresEpoch is Config.ReclaimIgnoresEpoch.
 	reclaimIgnoresEpoch bool
@@ -273,9 +284,13 @@ func New(cfg Config) *FSM {
 	if cfg.MaxRetired <= 0 {
 		cfg.MaxRetired = DefaultMaxRetired
 	}
+	if cfg.MaxRetiredPerOwner <= 0 {
+		cfg.MaxRetiredPerOwner = DefaultMaxRetiredPerOwner
+	}
 	return &FSM{
 		maxSeq:              cfg.MaxSeq,
 		maxRetired:          cfg.MaxRetired,
+		maxRetiredPerOwner:  cfg.MaxRetiredPerOwner,
 		obs:                 cfg.Observer,
 		reclaimIgnoresEpoch: cfg.ReclaimIgnoresEpoch,
 		keys:                newKeyTable(0),
@@ -377,6 +392,24 @@ func (f *FSM) deliver(notices []notice) {
 	}
 }
 
+// tick advances the log clock to the entry at pos, by the rule of its
+// version (logClock), and forgets the request ids that left the window.
+// The leader's append time, carried in the entry, is the only clock the FSM
+// reads: every replica sees the same one.
+func (f *FSM) tick(pos logPos, current bool) {
+	f.hist.clock.tick(pos.term, pos.appended, current)
+	f.hist.expire(RequestIDWindow)
+}
+
+// policy is what a retirement by an entry of the current rules (or of the
+// older ones, with one share for every client) obeys.
+func (f *FSM) policy(current bool) retirePolicy {
+	if current {
+		return retirePolicy{max: f.maxRetired, perOwner: f.maxRetiredPerOwner}
+	}
+	return retirePolicy{max: f.maxRetired}
+}
+
 // logPos is what apply reads of the entry being applied: its term and index,
 // and the time the leader appended it.
 type logPos struct {
@@ -393,11 +426,11 @@ func (f *FSM) apply(cmd Command, pos logPos, notices []notice) (*Result, []notic
 		}
 		return r, notices
 	case Release:
-		r := f.release(c)
+		r := f.release(c, pos)
 		if r.Changed {
 			notices = append(notices, notice{key: r.Key})
 		}
-		if r.Err == nil && c.Next != nil {
+		if r.Err == nil && !r.Recalled && c.Next != nil {
 			notices = f.handoff(r, *c.Next, pos, notices)
 		}
 		return r, notices
@@ -463,10 +496,9 @@ func (f *FSM) acquire(c Acquire, pos logPos) *Result {
 	// Durations are kept to the millisecond; the result says what was kept.
 	c.TTL, c.LockDelay = c.TTL.Truncate(time.Millisecond), c.LockDelay.Truncate(time.Millisecond)
 	k, exists := f.get(c.Key)
-	if !c.v1 {
-		// The leader's append time, carried in the entry, is the only
-		// clock the FSM reads: every replica sees the same one.
-		f.hist.tick(pos.appended, RequestIDWindow)
+	v1, current := c.rules == rulesV1, c.rules == rulesCurrent
+	if !v1 {
+		f.tick(pos, current)
 		if r, answered := f.recall(c, k, exists); answered {
 			return r
 		}
@@ -479,23 +511,22 @@ func (f *FSM) acquire(c Acquire, pos logPos) *Result {
 		k = f.put(k)
 		// A new request answered with this grant owns it from now on: its
 		// retry after the grant ended must not mint another.
-		if !c.v1 && c.RequestID != k.RequestID {
-			if _, known := f.hist.lookup(c.Key, c.RequestID); !known {
-				f.hist.retire(c.Key, c.RequestID, k.Token, f.maxRetired)
-			}
+		if !v1 && c.RequestID != k.RequestID {
+			f.hist.retire(Retired{Key: c.Key, RequestID: c.RequestID, Token: k.Token, Owner: OwnerOf(c.Holder)}, f.policy(current))
 		}
 		return &Result{Key: k, Renewed: true, Changed: true}
 	}
-	if c.v1 && exists && c.RequestID != "" && k.RequestID == c.RequestID && k.Holder == c.Holder {
+	if v1 && exists && c.RequestID != "" && k.RequestID == c.RequestID && k.Holder == c.Holder {
 		return &Result{Key: k, Err: ErrGrantEnded}
 	}
 	tok, err := f.nextToken(k, exists, term)
 	if err != nil {
 		return &Result{Key: k, Err: err}
 	}
-	if exists && !c.v1 {
-		// The replaced grant's request id is remembered for the window.
-		f.hist.retire(c.Key, k.RequestID, k.Token, f.maxRetired)
+	if exists && !v1 {
+		// The replaced grant's request id is remembered for the window
+		// (unless it already is: a version-1 entry may have reused it).
+		f.hist.retire(Retired{Key: c.Key, RequestID: k.RequestID, Token: k.Token, Owner: OwnerOf(k.Holder)}, f.policy(current))
 	}
 	k = KeyState{Key: c.Key, Holder: c.Holder, Token: tok, TTL: c.TTL, State: Held, RequestID: c.RequestID, Index: index, Armed: index, LockDelay: c.LockDelay, Value: c.Value}
 	k = f.put(k)
@@ -525,7 +556,27 @@ func (f *FSM) nextToken(last KeyState, exists bool, term uint64) (fence.Token, e
 	return fence.Compose(epoch, seq)
 }
 
-func (f *FSM) release(c Release) *Result {
+// release ends a holder's grant. A release with a request id is applied
+// once: its repeat is answered with the grant the first one ended, and
+// neither ends nor hands off a later grant, whatever token it names (a
+// client that resolved "the current token" again for its retry names the
+// next holder's).
+func (f *FSM) release(c Release, pos logPos) *Result {
+	if !c.legacy {
+		f.tick(pos, true)
+		if tok, known := f.hist.lookup(c.Key, c.RequestID, KindRelease); known && c.RequestID != "" {
+			return &Result{Key: KeyState{Key: c.Key, Token: tok, State: Released}, Recalled: true}
+		}
+	}
+	r := f.end(c)
+	if r.Err == nil && !c.legacy && c.RequestID != "" {
+		f.hist.retire(Retired{Key: c.Key, RequestID: c.RequestID, Token: r.Key.Token, Kind: KindRelease, Owner: OwnerOf(c.Holder)}, f.policy(true))
+	}
+	return r
+}
+
+// end is a release without its request id.
+func (f *FSM) end(c Release) *Result {
 	k, ok := f.get(c.Key)
 	switch {
 	case !ok:

@@ -41,6 +41,10 @@ const MaxReclaimBatch = 1024
 type Reclaim struct {
 	Floor uint64
 	Keys  []ReclaimKey
+
+	// legacy marks a reclaim of a version-1 entry: its clock tick follows
+	// the append time (logClock).
+	legacy bool
 }
 
 // ReclaimKey names a key and the token of the grant the leader saw end.
@@ -59,7 +63,11 @@ type ReclaimResult struct {
 }
 
 func (c Reclaim) encode(b []byte) []byte {
-	b = append(b, typeReclaim, version1)
+	version := version2
+	if c.legacy {
+		version = version1
+	}
+	b = append(b, typeReclaim, version)
 	b = binary.AppendUvarint(b, c.Floor)
 	b = binary.AppendUvarint(b, uint64(len(c.Keys)))
 	for _, k := range c.Keys {
@@ -69,8 +77,8 @@ func (c Reclaim) encode(b []byte) []byte {
 	return b
 }
 
-func (d *decoder) reclaim() Reclaim {
-	c := Reclaim{Floor: d.uvarint()}
+func (d *decoder) reclaim(version byte) Reclaim {
+	c := Reclaim{Floor: d.uvarint(), legacy: version == version1}
 	// A key record is at least two bytes (an empty string and a token).
 	n := d.count(2)
 	if n > 0 {
@@ -84,7 +92,7 @@ func (d *decoder) reclaim() Reclaim {
 
 // reclaim applies a Reclaim entry.
 func (f *FSM) reclaim(c Reclaim, pos logPos) *Result {
-	f.hist.tick(pos.appended, RequestIDWindow)
+	f.tick(pos, !c.legacy)
 	var rr ReclaimResult
 	if c.Floor == f.floor+1 && c.Floor <= fence.MaxEpoch && pos.term <= fence.MaxEpoch-c.Floor {
 		f.floor, rr.Raised = c.Floor, true
@@ -99,10 +107,7 @@ func (f *FSM) reclaim(c Reclaim, pos logPos) *Result {
 			rr.Skipped++
 			continue
 		}
-		rid := f.requestID(rk.Key, e)
-		if _, known := f.hist.lookup(rk.Key, rid); !known {
-			f.hist.retire(rk.Key, rid, e.token, f.maxRetired)
-		}
+		f.hist.retire(Retired{Key: rk.Key, RequestID: f.requestID(rk.Key, e), Token: e.token, Owner: OwnerOf(f.holderOf(rk.Key, e))}, f.policy(!c.legacy))
 		f.forget(rk.Key)
 		rr.Reclaimed++
 	}

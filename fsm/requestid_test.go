@@ -86,7 +86,8 @@ func TestRequestIDRetryAfterOwnNewGrant(t *testing.T) {
 }
 
 // The memory of retired request ids survives a snapshot and restore, and is
-// forgotten only after the recognition window.
+// forgotten only after the recognition window has passed on the leader's
+// clock (one term's entries).
 func TestRequestIDHistorySurvivesSnapshotAndWindow(t *testing.T) {
 	c := newClocked(Config{})
 	first := c.at(1, Acquire{Key: "k", Holder: "h1", TTL: time.Second, RequestID: "R"})
@@ -94,7 +95,7 @@ func TestRequestIDHistorySurvivesSnapshotAndWindow(t *testing.T) {
 	c.at(1, Acquire{Key: "k", Holder: "h2", TTL: time.Second})
 	c.restart(t, Config{})
 	c.now = c.now.Add(RequestIDWindow - time.Second)
-	if r := c.at(2, Acquire{Key: "k", Holder: "h1", TTL: time.Second, RequestID: "R"}); !errors.Is(r.Err, ErrGrantEnded) {
+	if r := c.at(1, Acquire{Key: "k", Holder: "h1", TTL: time.Second, RequestID: "R"}); !errors.Is(r.Err, ErrGrantEnded) {
 		t.Fatalf("retry inside the window after a restart: %+v", r)
 	}
 	if n := c.f.RetiredRequests(); n != 1 {
@@ -104,12 +105,12 @@ func TestRequestIDHistorySurvivesSnapshotAndWindow(t *testing.T) {
 	// shorten or lengthen anything.
 	tick := Acquire{Key: "tick", Holder: "t", TTL: time.Second}
 	c.now = c.now.Add(-time.Hour)
-	c.at(2, tick)
+	c.at(1, tick)
 	if n := c.f.RetiredRequests(); n != 1 {
 		t.Fatalf("after an earlier append time: %d remembered", n)
 	}
 	c.now = c.now.Add(time.Hour + 2*time.Second)
-	c.at(2, tick)
+	c.at(1, tick)
 	if n := c.f.RetiredRequests(); n != 0 {
 		t.Fatalf("retired request ids past the window: %d, want 0", n)
 	}
@@ -201,7 +202,7 @@ func TestRestoreReadsVersion1(t *testing.T) {
 	c := newClocked(Config{})
 	r := c.at(2, Acquire{Key: "k", Holder: "h", TTL: time.Second, RequestID: "R"})
 	img := c.f.Image()
-	img.Clock, img.Retired = 0, nil
+	img.Clock, img.ClockTerm, img.ClockLast, img.ClockElapsed, img.Retired = 0, 0, 0, false, nil
 	var buf bytes.Buffer
 	if err := img.Encode(&buf); err != nil {
 		t.Fatal(err)
@@ -259,14 +260,14 @@ func TestAppendedAtSurvivesEncodings(t *testing.T) {
 
 // An acquire of a version-1 entry (written before request ids were checked
 // first) replays with version 1's rules and leaves the history alone, so a
-// log replays the same whichever version wrote it; Encode writes version 2.
+// log replays the same whichever version wrote it; Encode writes version 4.
 func TestVersion1AcquireKeepsItsRules(t *testing.T) {
-	v1 := func(a Acquire) Acquire { a.v1 = true; return a }
-	if b := Encode(Acquire{Key: "k", Holder: "h", TTL: time.Second}); b[1] != version2 {
+	v1 := func(a Acquire) Acquire { a.rules = rulesV1; return a }
+	if b := Encode(Acquire{Key: "k", Holder: "h", TTL: time.Second}); b[1] != version4 {
 		t.Fatalf("acquire encoded as version %d", b[1])
 	}
 	b := Encode(v1(Acquire{Key: "k", Holder: "h", TTL: time.Second, RequestID: "R"}))
-	if d, err := Decode(b); err != nil || b[1] != version1 || !d.(Acquire).v1 {
+	if d, err := Decode(b); err != nil || b[1] != version1 || d.(Acquire).rules != rulesV1 {
 		t.Fatalf("version-1 acquire: %x -> %+v %v", b, d, err)
 	}
 	c := newClocked(Config{})

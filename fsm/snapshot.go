@@ -29,7 +29,12 @@ const (
 	// snapVersion3 appends the holders' values (key, value, in key order,
 	// keys with a value only). A state without values is still written as
 	// version 2, which a node that knows only version 2 can install.
-	snapVersion3  = 3
+	snapVersion3 = 3
+	// snapVersion4 appends, after the values (written even when there are
+	// none), the log clock's rule state (logClock) and each retired
+	// request id's kind and owner, in the order of the ids. Every state
+	// whose log clock has been advanced is written in it.
+	snapVersion4  = 4
 	minKeyRecord  = 11
 	minRetiredRec = 4
 )
@@ -51,9 +56,12 @@ type Image struct {
 	Members map[string]string
 	// Keys holds every key, in name order once encoded.
 	Keys []KeyState
-	// Clock is the log clock: the highest append time (ms since the Unix
-	// epoch) of any applied entry.
-	Clock uint64
+	// Clock is the log clock (ms; see logClock): the request-id history's
+	// time. ClockTerm and ClockLast are the term and append time (ms) of
+	// the entry that last advanced it, and ClockElapsed says it advances by
+	// elapsed time only (entries of the current version were applied).
+	Clock, ClockTerm, ClockLast uint64
+	ClockElapsed                bool
 	// Retired holds the request ids remembered beyond their key's last
 	// grant, oldest first.
 	Retired []Retired
@@ -89,8 +97,9 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 
 // head copies everything but the keys. The caller holds f.mu.
 func (f *FSM) head() *Image {
+	c := f.hist.clock
 	img := &Image{Applied: f.applied, Floor: f.floor, ClusterID: f.clusterID, Members: make(map[string]string, len(f.members)),
-		Clock: f.hist.clock, Retired: f.hist.list()}
+		Clock: c.ms, ClockTerm: c.term, ClockLast: c.last, ClockElapsed: c.elapsed, Retired: f.hist.list()}
 	for id, a := range f.members {
 		img.Members[id] = a
 	}
@@ -141,14 +150,11 @@ func (s *snapshot) Persist(sink raft.SnapshotSink) error {
 // bytes Image().Encode writes for the same state.
 func (s *snapshot) encode(w io.Writer) error {
 	slices.SortFunc(s.recs, func(a, b record) int { return strings.Compare(a.key, b.key) })
-	version := byte(snapVersion2)
+	values := false
 	for _, x := range s.extras {
-		if x.value != "" {
-			version = snapVersion3
-			break
-		}
+		values = values || x.value != ""
 	}
-	return encodeState(w, s.head, version, len(s.recs), s.keyState)
+	return encodeState(w, s.head, s.head.versionFor(values), len(s.recs), s.keyState)
 }
 
 // Release implements raft.FSMSnapshot.
@@ -238,6 +244,15 @@ func encodeState(w io.Writer, head *Image, version byte, n int, key func(int) Ke
 			}
 		}
 	}
+	if version >= snapVersion4 {
+		b = binary.AppendUvarint(b, head.ClockTerm)
+		b = binary.AppendUvarint(b, head.ClockLast)
+		b = append(b, boolByte(head.ClockElapsed))
+		for _, r := range head.Retired {
+			b = append(b, byte(r.Kind))
+			b = appendString(b, r.Owner)
+		}
+	}
 	if _, err := bw.Write(b); err != nil {
 		return err
 	}
@@ -299,7 +314,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.members = head.Members
 	f.floor = head.Floor
 	f.clusterID = head.ClusterID
-	f.hist = loadHistory(head.Clock, head.Retired)
+	f.hist = loadHistory(logClock{ms: head.Clock, term: head.ClockTerm, last: head.ClockLast, elapsed: head.ClockElapsed}, head.Retired)
 	f.applied = head.Applied
 	f.appliedFast.Store(head.Applied)
 	f.wake()
@@ -349,7 +364,7 @@ func decodeState(data []byte, begin func(n int), key func(*rawKey) bool, value f
 		return nil, fmt.Errorf("%w: checksum mismatch", ErrBadSnapshot)
 	}
 	version := body[4]
-	if string(body[:4]) != snapMagic || version < snapVersion1 || version > snapVersion3 {
+	if string(body[:4]) != snapMagic || version < snapVersion1 || version > snapVersion4 {
 		return nil, fmt.Errorf("%w: unknown format", ErrBadSnapshot)
 	}
 	d := decoder{buf: body[5:]}
@@ -372,10 +387,13 @@ func decodeState(data []byte, begin func(n int), key func(*rawKey) bool, value f
 	}
 	img.Retired = make([]Retired, 0)
 	if version >= snapVersion2 {
-		d.history(img)
+		d.history(img, version)
 	}
 	if version >= snapVersion3 {
-		d.values(value)
+		d.values(value, version)
+	}
+	if version >= snapVersion4 {
+		d.clockAndOwners(img)
 	}
 	if err := d.done(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
@@ -385,8 +403,9 @@ func decodeState(data []byte, begin func(n int), key func(*rawKey) bool, value f
 
 // history decodes the log clock and the retired request ids. They must be
 // in retirement order, none later than the clock, and each named once: what
-// Apply itself could have produced.
-func (d *decoder) history(img *Image) {
+// Apply itself could have produced. (From version 4 an id is named once per
+// kind, which clockAndOwners checks once it has read the kinds.)
+func (d *decoder) history(img *Image, version byte) {
 	img.Clock = d.uvarint()
 	n := d.count(minRetiredRec)
 	img.Retired = make([]Retired, 0, n)
@@ -394,13 +413,38 @@ func (d *decoder) history(img *Image) {
 	var prev uint64
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		r := Retired{Key: d.str(), RequestID: d.str(), Token: fence.Token(d.uvarint()), At: d.uvarint()}
-		id := retiredID{r.Key, r.RequestID}
+		id := retiredID{r.Key, r.RequestID, KindAcquire}
 		if d.err == nil && (r.Key == "" || r.RequestID == "" || r.Token.Seq() == 0 || r.Token > fence.MaxToken ||
-			r.At < prev || r.At > img.Clock || seen[id]) {
+			r.At < prev || r.At > img.Clock || version < snapVersion4 && seen[id]) {
 			d.fail("retired request record")
 		}
 		seen[id], prev = true, r.At
 		img.Retired = append(img.Retired, r)
+	}
+}
+
+// clockAndOwners decodes version 4's section: the log clock's rule state
+// and each retired id's kind and owner. Two ids of one key and request id
+// must then differ in kind.
+func (d *decoder) clockAndOwners(img *Image) {
+	img.ClockTerm, img.ClockLast = d.uvarint(), d.uvarint()
+	img.ClockElapsed = d.bool()
+	seen := make(map[retiredID]bool, len(img.Retired))
+	for i := range img.Retired {
+		if d.err != nil || len(d.buf) == 0 || d.buf[0] > byte(KindRelease) {
+			d.fail("retired request kind")
+			return
+		}
+		r := &img.Retired[i]
+		r.Kind = RequestKind(d.buf[0])
+		d.buf = d.buf[1:]
+		r.Owner = d.str()
+		id := retiredID{r.Key, r.RequestID, r.Kind}
+		if seen[id] || len(r.Owner) > maxOwnerLen {
+			d.fail("retired request owner")
+			return
+		}
+		seen[id] = true
 	}
 }
 
@@ -455,17 +499,34 @@ func (r *rawKey) valid() bool {
 
 // version is the oldest snapshot format that holds the image.
 func (img *Image) version() byte {
+	values := false
 	for _, k := range img.Keys {
-		if k.Value != "" {
-			return snapVersion3
+		values = values || k.Value != ""
+	}
+	return img.versionFor(values)
+}
+
+// versionFor returns the oldest layout that holds the image: version 4 once
+// the log clock was advanced or an id has a kind or an owner, else version
+// 3 with values, else 2.
+func (img *Image) versionFor(values bool) byte {
+	if img.ClockTerm != 0 || img.ClockLast != 0 || img.ClockElapsed {
+		return snapVersion4
+	}
+	for _, r := range img.Retired {
+		if r.Kind != KindAcquire || r.Owner != "" {
+			return snapVersion4
 		}
+	}
+	if values {
+		return snapVersion3
 	}
 	return snapVersion2
 }
 
 // values decodes the values section: each names a key of the image, in
 // name order, once, with a non-empty value of at most MaxValueLen bytes.
-func (d *decoder) values(value func(key, value []byte) bool) {
+func (d *decoder) values(value func(key, value []byte) bool, version byte) {
 	n := d.count(3)
 	var prev []byte
 	for j := uint64(0); j < n && d.err == nil; j++ {
@@ -476,7 +537,7 @@ func (d *decoder) values(value func(key, value []byte) bool) {
 		}
 		prev = key
 	}
-	if d.err == nil && n == 0 {
+	if d.err == nil && n == 0 && version == snapVersion3 {
 		d.fail("empty values section") // version 2 is the encoding of a state without values
 	}
 }
