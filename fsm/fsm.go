@@ -249,7 +249,7 @@ type FSM struct {
 	maxSeq             uint64
 	maxRetired         int
 	maxRetiredPerOwner int
-	obs        Observer
+	obs                Observer
 	// reclaimIgnoresEpoch is Config.ReclaimIgnoresEpoch.
 	reclaimIgnoresEpoch bool
 
