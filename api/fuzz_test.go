@@ -185,9 +185,9 @@ func (n *recordingNode) Keepalive(_ context.Context, holder string, _ func(strin
 	return nil, nil
 }
 
-func (n *recordingNode) Release(_ context.Context, key, holder string, tok fence.Token, force bool) (fsm.KeyState, error) {
+func (n *recordingNode) Release(_ context.Context, a cluster.ReleaseArgs) (fsm.KeyState, error) {
 	n.wrote("release")
-	return fsm.KeyState{Key: key, Holder: holder, Token: tok, State: fsm.Released}, nil
+	return fsm.KeyState{Key: a.Key, Holder: a.Holder, Token: a.Token, State: fsm.Released}, nil
 }
 
 func (n *recordingNode) Verify(context.Context, string, fence.Token, string) (cluster.Verdict, error) {

@@ -520,7 +520,7 @@ func (n *failingNode) VerifyBatch(_ context.Context, checks []cluster.VerifyChec
 	}
 	return out, n.err
 }
-func (n *failingNode) Release(context.Context, string, string, fence.Token, bool) (fsm.KeyState, error) {
+func (n *failingNode) Release(context.Context, cluster.ReleaseArgs) (fsm.KeyState, error) {
 	return fsm.KeyState{}, n.err
 }
 func (n *failingNode) Verify(context.Context, string, fence.Token, string) (cluster.Verdict, error) {

@@ -2,7 +2,9 @@ package api
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"sync"
@@ -105,5 +107,54 @@ func TestForcedReleaseRetryKeepsNextGrant(t *testing.T) {
 		t.Fatalf("the forced release reports token %s, not the grant it ended (%s)", out.Token, first.Token)
 	case err != nil && !errors.Is(err, client.ErrUnknownOutcome):
 		t.Fatalf("the forced release failed without saying its outcome is unknown: %v", err)
+	}
+}
+
+// TestRawForcedReleaseRetryKeepsNextGrant: a client that is not the Go
+// client (curl, any HTTP library) repeats the very body of a token-less
+// forced release whose answer it lost, after the key went to a waiter in
+// the same commit. With a request id the repeat is answered with the grant
+// the first one ended, and the waiter's grant stands (without one, a
+// harness got 3 violations in 90 s: "a release meant for grant T ended
+// grant T+1").
+func TestRawForcedReleaseRetryKeepsNextGrant(t *testing.T) {
+	n := startCluster(t, 1)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	c := client.New([]string{n.url})
+	first, err := c.Acquire(ctx, client.AcquireRequest{Key: "k", Holder: "a", TTL: "1m"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	waiter := make(chan *client.Grant, 1)
+	go func() {
+		g, err := c.Acquire(ctx, client.AcquireRequest{Key: "k", Holder: "b", TTL: "1m", Wait: "20s"})
+		if err != nil {
+			t.Error(err)
+		}
+		waiter <- g
+	}()
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if st := n.node.Status(); st.Waiters != 1 {
+			return fmt.Errorf("%d waiters", st.Waiters)
+		}
+		return nil
+	})
+	body := `{"key":"k","force":true,"request_id":"op-7"}`
+	var answers []client.ReleaseResponse
+	for range 2 {
+		status, data := postRaw(t, n.url, "/v1/release", body, "")
+		var r client.ReleaseResponse
+		if status != http.StatusOK || json.Unmarshal(data, &r) != nil {
+			t.Fatalf("forced release: %d %s", status, data)
+		}
+		answers = append(answers, r)
+	}
+	b := <-waiter
+	if answers[0].Token != first.Token || answers[1].Token != first.Token || answers[1].State != "released" {
+		t.Fatalf("answers %+v; want both to name a's grant %v", answers, first.Token)
+	}
+	if k, err := c.Key(ctx, "k"); err != nil || k.Holder != "b" || k.Token != b.Token || k.State != "held" {
+		t.Fatalf("the waiter's grant after the repeat: %+v %v, want b's %v held", k, err, b.Token)
 	}
 }

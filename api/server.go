@@ -34,7 +34,7 @@ type Node interface {
 	// Keepalive and KeepaliveBatch renew only the leases whose key may
 	// (nil: any) lets the identity renew.
 	Keepalive(ctx context.Context, holder string, may func(key string) bool) ([]cluster.RenewedLease, error)
-	Release(ctx context.Context, key, holder string, tok fence.Token, force bool) (fsm.KeyState, error)
+	Release(ctx context.Context, a cluster.ReleaseArgs) (fsm.KeyState, error)
 	Verify(ctx context.Context, key string, tok fence.Token, holder string) (cluster.Verdict, error)
 	// VerifyBatch and KeepaliveBatch serve the batch routes (batch.go):
 	// one proof of leadership for every item.
@@ -495,7 +495,8 @@ func (s *Server) renew(ctx context.Context, body []byte, _ *http.Request) (any, 
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	if err := firstOf(checkName("key", req.Key, client.MaxKeyLen, true), checkName("holder", req.Holder, client.MaxHolderLen, true), checkToken(req.Token)); err != nil {
+	if err := firstOf(checkName("key", req.Key, client.MaxKeyLen, true), checkName("holder", req.Holder, client.MaxHolderLen, true), checkToken(req.Token),
+		checkName("request_id", req.RequestID, client.MaxRequestIDLen, false)); err != nil {
 		return nil, err
 	}
 	if err := s.may(ctx, acl.Lock, req.Key); err != nil {
@@ -510,12 +511,12 @@ func (s *Server) renew(ctx context.Context, body []byte, _ *http.Request) (any, 
 
 func (s *Server) keepalive(ctx context.Context, body []byte, _ *http.Request) (any, error) {
 	var req client.KeepaliveRequest
-	if !decodeFlatStrings(body, []string{"holder"}, []*string{&req.Holder}) {
+	if !decodeFlatStrings(body, []string{"holder", "request_id"}, []*string{&req.Holder, &req.RequestID}) {
 		if err := decode(body, &req); err != nil {
 			return nil, err
 		}
 	}
-	if err := checkName("holder", req.Holder, client.MaxHolderLen, true); err != nil {
+	if err := firstOf(checkName("holder", req.Holder, client.MaxHolderLen, true), checkName("request_id", req.RequestID, client.MaxRequestIDLen, false)); err != nil {
 		return nil, err
 	}
 	ls, err := s.node.Keepalive(ctx, req.Holder, s.mayFilter(ctx, acl.Lock))
@@ -540,28 +541,21 @@ func (s *Server) release(ctx context.Context, body []byte, _ *http.Request) (any
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	if err := firstOf(checkName("key", req.Key, client.MaxKeyLen, true), checkName("holder", req.Holder, client.MaxHolderLen, !req.Force)); err != nil {
+	if err := firstOf(checkName("key", req.Key, client.MaxKeyLen, true), checkName("holder", req.Holder, client.MaxHolderLen, !req.Force),
+		checkName("request_id", req.RequestID, client.MaxRequestIDLen, false)); err != nil {
 		return nil, err
 	}
 	if err := s.may(ctx, acl.Lock, req.Key); err != nil {
 		return nil, err
 	}
-	if req.Force && req.Token == 0 {
-		// The grant current now: a repeat of this request may find another
-		// one (see ReleaseRequest), which is why the Go client sends a token.
-		k, ok, err := s.node.Key(ctx, req.Key)
-		if err != nil {
+	// A forced release may name no token: the node then ends the grant
+	// current when it first applies the request (see ReleaseRequest).
+	if !req.Force || req.Token != 0 {
+		if err := checkToken(req.Token); err != nil {
 			return nil, err
 		}
-		if !ok {
-			return nil, fsm.ErrUnknownKey
-		}
-		req.Token = k.Token
 	}
-	if err := checkToken(req.Token); err != nil {
-		return nil, err
-	}
-	k, err := s.node.Release(ctx, req.Key, req.Holder, req.Token, req.Force)
+	k, err := s.node.Release(ctx, cluster.ReleaseArgs{Key: req.Key, Holder: req.Holder, Token: req.Token, Force: req.Force, RequestID: req.RequestID})
 	if err != nil {
 		return nil, err
 	}

@@ -200,7 +200,10 @@ func (c *Client) Acquire(ctx context.Context, req AcquireRequest) (*Grant, error
 // Renew extends one grant's lease by its TTL.
 func (c *Client) Renew(ctx context.Context, key, holder string, tok fence.Token) (*RenewResponse, error) {
 	var out RenewResponse
-	if err := c.do(ctx, http.MethodPost, "/v1/renew", RenewRequest{Key: key, Holder: holder, Token: tok}, &out, true); err != nil {
+	// Every write carries a request id, kept across the attempts: a renewal
+	// is safe to repeat by its token alone, and the id says so to any
+	// reader of the request (a proxy's log, the server's).
+	if err := c.do(ctx, http.MethodPost, "/v1/renew", RenewRequest{Key: key, Holder: holder, Token: tok, RequestID: NewRequestID()}, &out, true); err != nil {
 		return nil, err
 	}
 	return &out, nil
@@ -215,7 +218,7 @@ func (c *Client) Keepalive(ctx context.Context, holder string) (*KeepaliveRespon
 	if c.keepalives != nil {
 		out, err = c.keepalives.do(ctx, holder)
 	} else {
-		err = c.do(ctx, http.MethodPost, "/v1/keepalive", KeepaliveRequest{Holder: holder}, &out, true)
+		err = c.do(ctx, http.MethodPost, "/v1/keepalive", KeepaliveRequest{Holder: holder, RequestID: NewRequestID()}, &out, true)
 	}
 	if err != nil {
 		return nil, err
@@ -224,17 +227,15 @@ func (c *Client) Keepalive(ctx context.Context, holder string) (*KeepaliveRespon
 }
 
 // Release ends a grant. Retrying a release whose outcome is unknown is safe:
-// releasing a released grant succeeds, and every attempt names the same
-// grant by its token.
+// every attempt carries the same request id (one is made when req has
+// none), and the cluster applies a request id once: a retry of an attempt
+// that was applied is answered with the grant it ended, never an effect on
+// a later grant, and every attempt names the same grant by its token.
 //
 // A forced release without a token ends the key's current grant: Release
 // reads that grant's token once, before the first attempt, and every attempt
-// carries it. Were the token looked up per attempt, a retry after a first
-// attempt that committed (and handed the key to a waiter in the same commit)
-// but whose answer was lost would end the waiter's grant. When the retry finds
-// the grant already superseded, the error says the outcome is unknown and
-// errors.Is(err, ErrStaleToken) holds: the grant meant is over, by this
-// release or by something else.
+// carries it (a server that knows the request id would answer the same
+// without it).
 func (c *Client) Release(ctx context.Context, req ReleaseRequest) (*ReleaseResponse, error) {
 	if req.Force && req.Token == 0 {
 		k, err := c.Key(ctx, req.Key)
@@ -242,6 +243,11 @@ func (c *Client) Release(ctx context.Context, req ReleaseRequest) (*ReleaseRespo
 			return nil, err
 		}
 		req.Token = k.Token
+	}
+	if req.RequestID == "" {
+		// Applied once: a retry after a lost answer is answered with the
+		// grant the first attempt ended, never ends a later one.
+		req.RequestID = NewRequestID()
 	}
 	var out ReleaseResponse
 	if err := c.do(ctx, http.MethodPost, "/v1/release", req, &out, true); err != nil {

@@ -54,11 +54,14 @@ type Grant struct {
 	Value   string      `json:"value,omitempty"`
 }
 
-// RenewRequest is the body of POST /v1/renew.
+// RenewRequest is the body of POST /v1/renew. A renewal names its grant by
+// token, so a repeat can only renew that grant again or be refused:
+// RequestID is accepted, as on every write, and needs no memory.
 type RenewRequest struct {
-	Key    string      `json:"key"`
-	Holder string      `json:"holder"`
-	Token  fence.Token `json:"token"`
+	Key       string      `json:"key"`
+	Holder    string      `json:"holder"`
+	Token     fence.Token `json:"token"`
+	RequestID string      `json:"request_id,omitempty"`
 }
 
 // RenewResponse says a lease was extended by TTL from when the leader answered.
@@ -69,9 +72,13 @@ type RenewResponse struct {
 	TTL    string      `json:"ttl"`
 }
 
-// KeepaliveRequest is the body of POST /v1/keepalive: renew every key of holder.
+// KeepaliveRequest is the body of POST /v1/keepalive: renew every key of
+// holder. A repeat renews the holder's live leases again, which is what the
+// first meant: RequestID is accepted, as on every write, and needs no
+// memory.
 type KeepaliveRequest struct {
-	Holder string `json:"holder"`
+	Holder    string `json:"holder"`
+	RequestID string `json:"request_id,omitempty"`
 }
 
 // KeepaliveResponse lists the grants whose leases were extended.
@@ -82,15 +89,18 @@ type KeepaliveResponse struct {
 
 // ReleaseRequest is the body of POST /v1/release. Force (admin) ends the
 // grant of the key with Token whoever holds it. Token may be omitted with
-// Force: the server then ends the grant that is current when it reads the
-// key, at each request, so a repeated request without a token can end a grant
-// made after the first one (a waiter's). Send the token (as Client.Release
-// does) for a forced release that is safe to repeat.
+// Force: the server then ends the grant that is current when it first
+// applies the request. RequestID makes any release safe to repeat, from any
+// client: once applied, a repeat with the same id is answered with the grant
+// the first one ended (State released), and never ends or hands off a later
+// grant. Without a request id, a repeated token-less forced release can end
+// a grant made after the first one (a waiter's).
 type ReleaseRequest struct {
-	Key    string      `json:"key"`
-	Holder string      `json:"holder,omitempty"`
-	Token  fence.Token `json:"token,omitempty"`
-	Force  bool        `json:"force,omitempty"`
+	Key       string      `json:"key"`
+	Holder    string      `json:"holder,omitempty"`
+	Token     fence.Token `json:"token,omitempty"`
+	Force     bool        `json:"force,omitempty"`
+	RequestID string      `json:"request_id,omitempty"`
 }
 
 // ReleaseResponse is the key after the release: the token and holder of the

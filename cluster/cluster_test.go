@@ -128,7 +128,7 @@ func TestClusterFailoverRaisesEpoch(t *testing.T) {
 	if g1.Token.Epoch() != lead.r().CurrentTerm() || g1.Token.Seq() != 1 {
 		t.Fatalf("first grant %d (epoch %d seq %d), term %d", g1.Token, g1.Token.Epoch(), g1.Token.Seq(), lead.r().CurrentTerm())
 	}
-	if _, err := lead.Release(ctx, "db", "a", g1.Token, false); err != nil {
+	if _, err := lead.Release(ctx, ReleaseArgs{Key: "db", Holder: "a", Token: g1.Token}); err != nil {
 		t.Fatal(err)
 	}
 
@@ -168,7 +168,7 @@ func TestClusterGrantSurvivesFullRestart(t *testing.T) {
 		}
 		if err == nil {
 			last = g
-			if _, err := lead.Release(ctx, g.Key, g.Holder, g.Token, false); err != nil {
+			if _, err := lead.Release(ctx, ReleaseArgs{Key: g.Key, Holder: g.Holder, Token: g.Token}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -273,7 +273,7 @@ func TestWaitersServedInOrder(t *testing.T) {
 				return
 			}
 			order <- h
-			_, _ = lead.Release(ctx, "q", h, g.Token, false)
+			_, _ = lead.Release(ctx, ReleaseArgs{Key: "q", Holder: h, Token: g.Token})
 		}(h)
 		testutil.Eventually(t, 5*time.Second, func() error {
 			if lead.waiters.count() < int(h[1]-'0') {
@@ -285,7 +285,7 @@ func TestWaitersServedInOrder(t *testing.T) {
 	if _, err := lead.Acquire(ctx, AcquireArgs{Key: "q", Holder: "barger", TTL: time.Minute}); !errors.Is(err, fsm.ErrHeld) {
 		t.Fatalf("a non-waiting newcomer jumped the queue: %v", err)
 	}
-	if _, err := lead.Release(ctx, "q", "first", g.Token, false); err != nil {
+	if _, err := lead.Release(ctx, ReleaseArgs{Key: "q", Holder: "first", Token: g.Token}); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{"w1", "w2", "w3"} {
@@ -307,7 +307,7 @@ func TestSeqExhaustionStartsNewTerm(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if _, err := lead.Release(ctx, "x", "h", g.Token, false); err != nil {
+				if _, err := lead.Release(ctx, ReleaseArgs{Key: "x", Holder: "h", Token: g.Token}); err != nil {
 					t.Fatal(err)
 				}
 				last = g

@@ -94,7 +94,7 @@ func TestWaitDeadlineTakesInFlightHandoff(t *testing.T) {
 	})
 	rres := make(chan error, 1)
 	go func() {
-		_, err := lead.Release(ctx, "k", "a", a.Token, false)
+		_, err := lead.Release(ctx, ReleaseArgs{Key: "k", Holder: "a", Token: a.Token})
 		rres <- err
 	}()
 	recv(t, claimed, "the release claiming b")

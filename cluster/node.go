@@ -27,6 +27,10 @@ type Node struct {
 	store logStore
 	snaps *raft.FileSnapshotStore
 
+	// earlySeen is the state machine's count of request ids forgotten
+	// early when the metric last took it.
+	earlySeen atomic.Uint64
+
 	raftMu   sync.RWMutex // guards raft across a single-node restart
 	raft     *raft.Raft
 	trans    *raft.NetworkTransport

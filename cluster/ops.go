@@ -358,13 +358,43 @@ func (n *Node) restartRaft() error {
 	return n.startRaft()
 }
 
+// ReleaseArgs are a release's arguments.
+type ReleaseArgs struct {
+	Key, Holder string
+	// Token names the grant to end. A forced release may leave it zero to
+	// end the key's current grant.
+	Token fence.Token
+	// Force lets an operator end the grant without being its holder.
+	Force bool
+	// RequestID makes the release safe to repeat from any client: applied
+	// once, its repeat is answered with the grant it ended.
+	RequestID string
+}
+
 // Release ends a holder's grant; force lets an operator end any current grant.
 // When others wait for the key, the first of them gets it in the same commit.
-func (n *Node) Release(ctx context.Context, key, holder string, tok fence.Token, force bool) (fsm.KeyState, error) {
+func (n *Node) Release(ctx context.Context, a ReleaseArgs) (fsm.KeyState, error) {
 	if _, err := n.requireReady(); err != nil {
 		return fsm.KeyState{}, err
 	}
-	cmd := fsm.Release{Key: key, Holder: holder, Token: tok, Force: force}
+	if a.Force && a.Token == 0 {
+		// "The current grant", resolved once per request: a repeat of a
+		// release already applied is answered with the grant it ended,
+		// never resolved to the grant made since.
+		if err := n.linearizable(ctx); err != nil {
+			return fsm.KeyState{}, err
+		}
+		if tok, done := n.fsm.RecallRelease(a.Key, a.RequestID); done {
+			return fsm.KeyState{Key: a.Key, Token: tok, State: fsm.Released}, nil
+		}
+		k, ok := n.fsm.Get(a.Key)
+		if !ok {
+			return fsm.KeyState{}, fsm.ErrUnknownKey
+		}
+		a.Token = k.Token
+	}
+	key := a.Key
+	cmd := fsm.Release{Key: key, Holder: a.Holder, Token: a.Token, Force: a.Force, RequestID: a.RequestID}
 	next := n.claimNext(key)
 	if next != nil {
 		cmd.Next = next.acquire()

@@ -26,7 +26,7 @@ func churn(t *testing.T, n *Node, keys, rounds int) map[string]fence.Token {
 				t.Fatal(err)
 			}
 			high[key] = g.Token
-			if _, err := n.Release(ctx, key, g.Holder, g.Token, false); err != nil {
+			if _, err := n.Release(ctx, ReleaseArgs{Key: key, Holder: g.Holder, Token: g.Token}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -213,7 +213,7 @@ func TestLockDelayAfterExpiryOnly(t *testing.T) {
 		t.Fatalf("granted too soon")
 	}
 	// After a clean release there is no delay.
-	if _, err := lead.Release(ctx, "d", "b", g2.Token, false); err != nil {
+	if _, err := lead.Release(ctx, ReleaseArgs{Key: "d", Holder: "b", Token: g2.Token}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := lead.Acquire(ctx, AcquireArgs{Key: "d", Holder: "c", TTL: time.Second}); err != nil {
@@ -269,7 +269,7 @@ func TestMembershipChangesUnderLoad(t *testing.T) {
 							if !g.Renewed { // a renewal is the same grant again
 								acks <- ack{key, g.Token, from, time.Now()}
 							}
-							_, _ = n.Release(ctx, key, g.Holder, g.Token, false)
+							_, _ = n.Release(ctx, ReleaseArgs{Key: key, Holder: g.Holder, Token: g.Token})
 						}
 						break
 					}

@@ -176,6 +176,14 @@ func (n *Node) startReclaim() {
 // observeEpochs sets the gauges of the key count and the epoch space left.
 func (n *Node) observeEpochs() {
 	metrics.Keys.Set(float64(n.fsm.Len()))
+	metrics.RequestIDs.Set(float64(n.fsm.RetiredRequests()))
+	// The state machine counts since it started or installed a snapshot.
+	early := n.fsm.ForgottenEarly()
+	if seen := n.earlySeen.Swap(early); early >= seen {
+		metrics.RequestIDsForgottenEarly.Add(float64(early - seen))
+	} else {
+		metrics.RequestIDsForgottenEarly.Add(float64(early))
+	}
 	if epoch, ok := n.fsm.Epoch(n.r().CurrentTerm()); ok {
 		metrics.EpochsLeft.Set(float64(fence.MaxEpoch - epoch))
 	} else {

@@ -30,7 +30,7 @@ func TestReclaimEndedKeys(t *testing.T) {
 			t.Fatal(err)
 		}
 		last[key] = g.Token
-		if _, err := lead.Release(ctx, key, "h", g.Token, false); err != nil {
+		if _, err := lead.Release(ctx, ReleaseArgs{Key: key, Holder: "h", Token: g.Token}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -70,7 +70,7 @@ func TestReclaimEndedKeys(t *testing.T) {
 	if g.Token <= last["job-1"] {
 		t.Fatalf("grant after reclamation %v, before %v", g.Token, last["job-1"])
 	}
-	if _, err := lead.Release(ctx, "job-1", "h2", g.Token, false); err != nil {
+	if _, err := lead.Release(ctx, ReleaseArgs{Key: "job-1", Holder: "h2", Token: g.Token}); err != nil {
 		t.Fatal(err)
 	}
 	testutil.Eventually(t, 30*time.Second, onlyLive)
@@ -99,7 +99,7 @@ func TestReclaimableSkipsWaitersAndLockDelay(t *testing.T) {
 			t.Fatal(err)
 		}
 		if delay == 0 {
-			if _, err := n.Release(ctx, key, "h", g.Token, false); err != nil {
+			if _, err := n.Release(ctx, ReleaseArgs{Key: key, Holder: "h", Token: g.Token}); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -159,7 +159,7 @@ func TestReclaimBackupRestore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := n.Release(ctx, key, "h", g.Token, false); err != nil {
+		if _, err := n.Release(ctx, ReleaseArgs{Key: key, Holder: "h", Token: g.Token}); err != nil {
 			t.Fatal(err)
 		}
 		return g.Token

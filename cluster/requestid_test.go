@@ -24,14 +24,14 @@ func TestRequestIDRetryAcrossLeadersAndRestart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lead.Release(ctx, "k", "h1", first.Token, false); err != nil {
+	if _, err := lead.Release(ctx, ReleaseArgs{Key: "k", Holder: "h1", Token: first.Token}); err != nil {
 		t.Fatal(err)
 	}
 	other, err := lead.Acquire(ctx, AcquireArgs{Key: "k", Holder: "h2", TTL: time.Minute, RequestID: "S"})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := lead.Release(ctx, "k", "h2", other.Token, false); err != nil {
+	if _, err := lead.Release(ctx, ReleaseArgs{Key: "k", Holder: "h2", Token: other.Token}); err != nil {
 		t.Fatal(err)
 	}
 	retry := func(n *Node, who string) {

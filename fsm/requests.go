@@ -306,6 +306,17 @@ func (f *FSM) ForgottenEarly() uint64 {
 	return f.hist.early
 }
 
+// RecallRelease returns the grant a release with this request id ended,
+// when it was applied within the window.
+func (f *FSM) RecallRelease(key, requestID string) (fence.Token, bool) {
+	if requestID == "" {
+		return 0, false
+	}
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	return f.hist.lookup(key, requestID, KindRelease)
+}
+
 // recall answers an acquire whose request id was already answered: with the
 // request's own grant when it is still the key's live grant, refused when
 // the key is another holder's, ErrGrantEnded when that grant has ended. It

@@ -18,4 +18,13 @@ var (
 		Help: "Epochs left before the epoch space (2^31-1) is exhausted: the highest epoch minus the current term plus the epoch floor."})
 	Keys = promauto.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "keys",
 		Help: "Keys in the replicated state (held, released and expired, not yet reclaimed)."})
+	// RequestIDs is the number of request ids remembered beyond their
+	// key's last grant (the request-id history).
+	RequestIDs = promauto.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "request_ids_remembered",
+		Help: "Request ids remembered beyond their key's last grant, so a late retry is never granted twice."})
+	// RequestIDsForgottenEarly counts the ids forgotten before their 15
+	// minutes because their client (or all clients together) was over its
+	// share of the history.
+	RequestIDsForgottenEarly = promauto.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "request_ids_forgotten_early_total",
+		Help: "Request ids forgotten before their 15-minute window because their client, or all clients together, was over its share."})
 )
