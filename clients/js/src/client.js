@@ -94,12 +94,17 @@ export class FencedClient {
 
   /** Extends one grant's lease; the answer carries the server's TTL. */
   async renew(key, holder, token, { signal, timeoutMs } = {}) {
-    return grantOf(await this.#do('POST', '/v1/renew', { key, holder, token: String(token) }, { write: true, signal, timeoutMs }));
+    const body = { key, holder, token: String(token), request_id: newRequestId() };
+    return grantOf(await this.#do('POST', '/v1/renew', body, { write: true, signal, timeoutMs }));
   }
 
-  /** Ends a grant. Safe to repeat: releasing a released grant succeeds. */
-  async release(key, holder, token, { signal } = {}) {
-    return this.#do('POST', '/v1/release', { key, holder, token: String(token) }, { write: true, signal });
+  /** Ends a grant. Safe to repeat: the request id (made when not given) is
+   * the same on every attempt, and the cluster applies it once, so a retry
+   * after a lost answer is answered with the grant the first attempt ended,
+   * never an effect on a later grant. */
+  async release(key, holder, token, { signal, requestId } = {}) {
+    const body = { key, holder, token: String(token), request_id: requestId ?? newRequestId() };
+    return this.#do('POST', '/v1/release', body, { write: true, signal });
   }
 
   /** Is token the key's current live grant? Fails closed: never throws;

@@ -104,7 +104,8 @@ export declare class FencedClient {
   readonly endpoints: string[];
   acquire(key: string, holder: string, options?: { ttl?: Duration; wait?: Duration; requestId?: string; lockDelay?: Duration; signal?: AbortSignal; value?: string; timeoutMs?: number }): Promise<Grant>;
   renew(key: string, holder: string, token: FencingToken | string, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<Grant>;
-  release(key: string, holder: string, token: FencingToken | string, options?: { signal?: AbortSignal }): Promise<unknown>;
+  /** requestId (made when absent) is applied once: a repeat is answered with the grant the first release ended. */
+  release(key: string, holder: string, token: FencingToken | string, options?: { signal?: AbortSignal; requestId?: string }): Promise<unknown>;
   verify(key: string, token: FencingToken | string, options?: { holder?: string; signal?: AbortSignal; timeoutMs?: number }): Promise<Verdict>;
   key(key: string): Promise<Record<string, unknown> & { token: FencingToken }>;
   status(): Promise<Record<string, unknown>>;

@@ -50,6 +50,18 @@ test('acquire, renew, verify, release', async () => {
   assert.deepEqual([v.allow, v.reason], [false, 'released']);
 });
 
+test('a release repeated with its request id is answered as the first was', async () => {
+  // After the key went to another holder, the repeat gets the first
+  // release's answer (not stale_token) and leaves the new grant alone.
+  const c = new FencedClient({ endpoints: cluster.endpoints });
+  const g = await c.acquire('js/once', 'alice', { ttl: 10000 });
+  const first = await c.release('js/once', 'alice', g.token, { requestId: 'js-rel-1' });
+  const g2 = await c.acquire('js/once', 'bob', { ttl: 10000 });
+  const again = await c.release('js/once', 'alice', g.token, { requestId: 'js-rel-1' });
+  assert.deepEqual([first.token, again.token, again.state], [g.token.toString(), g.token.toString(), 'released']);
+  assert.equal((await c.verify('js/once', g2.token, { holder: 'bob' })).allow, true);
+});
+
 test('a token source: one grant per call, strictly increasing', async () => {
   const c = new FencedClient({ endpoints: cluster.endpoints });
   const a = c.tokenSource({ holder: 'src-a' });

@@ -189,19 +189,23 @@ class Client:
 
     def renew(self, key, holder, token, timeout=None):
         """Extend one grant's lease by its TTL; returns the Grant with the
-        server's TTL."""
-        out = self._do("POST", "/v1/renew", {"key": key, "holder": holder, "token": str(Token(token))}, write=True, timeout=timeout)
-        return Grant.of(out)
+        server's TTL. Every write carries a request id, the same on every
+        attempt."""
+        body = {"key": key, "holder": holder, "token": str(Token(token)), "request_id": new_request_id()}
+        return Grant.of(self._do("POST", "/v1/renew", body, write=True, timeout=timeout))
 
     def keepalive(self, holder):
         """Extend the leases of every key of holder; returns their grants."""
-        out = self._do("POST", "/v1/keepalive", {"holder": holder}, write=True)
+        out = self._do("POST", "/v1/keepalive", {"holder": holder, "request_id": new_request_id()}, write=True)
         return [Grant.of(r) for r in out.get("renewed", [])]
 
-    def release(self, key, holder, token, timeout=None):
-        """End a grant. Safe to retry: releasing a released grant succeeds."""
-        return self._do("POST", "/v1/release", {"key": key, "holder": holder, "token": str(Token(token))}, write=True,
-                        timeout=timeout)
+    def release(self, key, holder, token, timeout=None, request_id=None):
+        """End a grant. Safe to retry: the request id (made when not given)
+        is the same on every attempt, and the cluster applies it once, so a
+        retry after a lost answer is answered with the grant the first
+        attempt ended, never an effect on a later grant."""
+        body = {"key": key, "holder": holder, "token": str(Token(token)), "request_id": request_id or new_request_id()}
+        return self._do("POST", "/v1/release", body, write=True, timeout=timeout)
 
     def verify(self, key, token, holder="", timeout=None):
         """Is token the key's current live grant? Fails closed: a malformed

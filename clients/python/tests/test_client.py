@@ -138,6 +138,19 @@ class OneNodeTest(unittest.TestCase):
         self.assertGreater(g2.token, g.token)
         c.release("py/basic", "bob", g2.token)
 
+    def test_a_release_repeated_with_its_request_id_is_answered_as_first(self):
+        # A repeat after the key went to another holder gets the first
+        # release's answer, not stale_token, and leaves the new grant alone.
+        c = self.client()
+        g = c.acquire("py/once", "alice", ttl=10)
+        first = c.release("py/once", "alice", g.token, request_id="py-rel-1")
+        g2 = c.acquire("py/once", "bob", ttl=10)
+        again = c.release("py/once", "alice", g.token, request_id="py-rel-1")
+        self.assertEqual((again["token"], again["state"]), (str(g.token), "released"))
+        self.assertEqual(first["token"], str(g.token))
+        self.assertTrue(c.verify("py/once", g2.token, "bob").allow)
+        c.release("py/once", "bob", g2.token)
+
     def test_unknown_outcome_is_retried_with_the_same_request(self):
         # The first node commits the acquire but its answer is lost (504,
         # then a dropped connection); the client retries the same request id
