@@ -166,21 +166,25 @@ func (e *Election) Resign(ctx context.Context) error {
 }
 
 // Proclaim publishes a new value for the leadership, keeping its token. It
-// fails with ErrNotLeading, and changes nothing, when the leadership ended.
+// updates only the leadership's own live grant: it sends again the request
+// id of the acquire that made it, which the cluster answers with that grant
+// while it lives and never with another. It fails with ErrNotLeading, and
+// changes nothing, when the leadership ended (even if this Election has not
+// noticed yet: an operator forced it out, its lease ran out).
 func (e *Election) Proclaim(ctx context.Context, value string) error {
 	l := e.current()
 	if l == nil || !e.leading() {
 		return ErrNotLeading
 	}
-	g, err := e.c.Acquire(ctx, AcquireRequest{Key: e.name, Holder: e.holder, TTL: l.Grant().TTL, Value: value})
-	if err != nil {
-		return err
-	}
-	if g.Token != l.Token() {
-		// The leadership had ended and the key was free: that acquire made
-		// a new grant, which this Election does not keep. Give it back.
-		_, _ = e.c.Release(context.WithoutCancel(ctx), ReleaseRequest{Key: e.name, Holder: e.holder, Token: g.Token})
+	g, err := e.c.Acquire(ctx, AcquireRequest{Key: e.name, Holder: e.holder, TTL: l.Grant().TTL, Value: value, RequestID: l.requestID})
+	switch {
+	case errors.Is(err, ErrGrantEnded), errors.Is(err, ErrHeld):
 		return fmt.Errorf("%w: the leadership of token %s ended", ErrNotLeading, l.Token())
+	case err != nil:
+		return err
+	case g.Token != l.Token():
+		// Cannot happen: the request id names the leadership's grant.
+		return fmt.Errorf("%w: the cluster answered with grant %s, not the leadership's %s", ErrNotLeading, g.Token, l.Token())
 	}
 	e.mu.Lock()
 	e.o.Value = value

@@ -22,8 +22,11 @@ import (
 // ends the grant by its own TTL. Measuring from the send, not the answer,
 // keeps the deadline at or before the server's.
 type Lease struct {
-	c      *Client
-	grant  Grant
+	c     *Client
+	grant Grant
+	// requestID is the id of the acquire that made the grant: sent again,
+	// it renews that grant while it lives and never makes another.
+	requestID string
 	margin time.Duration // fixed; zero: a tenth of the server's TTL
 	cancel context.CancelFunc
 	done   chan struct{}
@@ -88,7 +91,7 @@ func (c *Client) Lease(ctx context.Context, key, holder string, o LeaseOptions) 
 		return nil, errors.Join(ErrLeaseLost, err)
 	}
 	kctx, cancel := context.WithCancel(context.Background())
-	l := &Lease{c: c, grant: *g, margin: o.Margin, cancel: cancel, done: make(chan struct{})}
+	l := &Lease{c: c, grant: *g, requestID: req.RequestID, margin: o.Margin, cancel: cancel, done: make(chan struct{})}
 	l.renewed(sent, ttl)
 	go l.keepalive(kctx)
 	return l, nil
