@@ -39,7 +39,11 @@ type Lease struct {
 
 // LeaseOptions tune a Lease.
 type LeaseOptions struct {
-	// TTL of the grant; DefaultTTL when zero.
+	// TTL of the grant; DefaultTTL when zero. A lease survives a leader
+	// failover only when TTL - margin > 1.5 × the cluster's failover bound
+	// (Status.FailoverMS: 3.3s with the default timeouts, so a TTL of at
+	// least 5.5s with the default margin); a shorter one may be lost
+	// although its holder is alive.
 	TTL time.Duration
 	// Wait blocks up to this long for a key that someone else holds.
 	Wait time.Duration

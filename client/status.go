@@ -31,6 +31,13 @@ type Status struct {
 	// heartbeat a quorum accepted; renewals rest on it while it is under
 	// 250 ms (renewal.go). Absent elsewhere.
 	QuorumContactMS *float64 `json:"quorum_contact_ms,omitempty"`
+	// FailoverMS is how long, at most, the cluster may serve no renewal
+	// after its leader dies, by its timeouts: followers notice within two
+	// heartbeat timeouts, elect within an election timeout, and the new
+	// leader waits out its takeover. A lease renewed every third of its TTL
+	// less its margin (as Lease and fencectl renew) survives a failover only
+	// if two thirds of that exceed it: TTL - margin > 1.5 × failover.
+	FailoverMS int64 `json:"failover_ms,omitempty"`
 	// Auth says whether this node authenticates requests ("on") or not
 	// ("off"). Nodes that differ judge the same request differently, and a
 	// forward from a node with it off is refused by one with it on.

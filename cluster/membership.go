@@ -29,6 +29,7 @@ func (n *Node) Status() Status {
 		EpochFloor:   n.fsm.Floor(),
 		Keys:         n.fsm.Len(),
 		Waiters:      n.waiters.count(),
+		FailoverMS:   n.failoverBound().Milliseconds(),
 	}
 	if f := r.GetConfiguration(); n.wait(f) == nil {
 		https := n.fsm.Members()

@@ -84,6 +84,14 @@ func (n *Node) confirmRenewal(ctx context.Context) error {
 	return n.confirmReady(ctx)
 }
 
+// failoverBound is how long, at most, the cluster may serve no renewal
+// after its leader dies: followers start an election within two heartbeat
+// timeouts (raft randomizes them between one and two), a candidate wins
+// within an election timeout, and the new leader waits out its takeover.
+func (n *Node) failoverBound() time.Duration {
+	return 2*n.cfg.HeartbeatTimeout + n.cfg.ElectionTimeout + takeoverWait
+}
+
 // waitTakeover holds a new leader until takeoverWait after it learned it
 // leads (gained); false if it stopped leading or the node closed meanwhile.
 func (n *Node) waitTakeover(gen uint64, gained time.Time) bool {

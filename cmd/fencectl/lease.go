@@ -24,11 +24,14 @@ const minSlack = 250 * time.Millisecond
 // sent+ttl = sent+window+margin, and margin > grace: the child is dead before
 // the key can be granted to anyone else.
 type lockTiming struct {
-	ttl      time.Duration
-	grace    time.Duration
-	margin   time.Duration
-	window   time.Duration // ttl - margin
-	interval time.Duration // time between renewals: window/3, three tries per window
+	ttl    time.Duration
+	grace  time.Duration
+	margin time.Duration
+	// fixedMargin is --margin as given (0: the default, which follows the
+	// TTL).
+	fixedMargin time.Duration
+	window      time.Duration // ttl - margin
+	interval    time.Duration // time between renewals: window/3, three tries per window
 }
 
 // newLockTiming checks the durations of a lock. margin 0 picks the default,
@@ -36,6 +39,7 @@ type lockTiming struct {
 // refused: the lease would leave the command less than a third of the TTL
 // between renewals and the kill.
 func newLockTiming(ttl, grace, margin time.Duration) (lockTiming, error) {
+	fixed := margin
 	if err := checkTTLWait(ttl, 0); err != nil {
 		return lockTiming{}, err
 	}
@@ -53,7 +57,7 @@ func newLockTiming(ttl, grace, margin time.Duration) (lockTiming, error) {
 			ttl, margin, (3*margin+1)/2)
 	}
 	window := ttl - margin
-	return lockTiming{ttl: ttl, grace: grace, margin: margin, window: window, interval: window / 3}, nil
+	return lockTiming{ttl: ttl, grace: grace, margin: margin, fixedMargin: fixed, window: window, interval: window / 3}, nil
 }
 
 // keeper renews one grant and knows, on the client's clocks, until when the

@@ -136,6 +136,8 @@ type lockSession struct {
 	// election: the grant is the leadership of an election (elect), and
 	// is spoken of as such.
 	election bool
+	// warned: warnShortTTL has run.
+	warned bool
 }
 
 // waitingFor names what the session waits for, in messages.
@@ -159,6 +161,41 @@ type lockReport struct {
 	Error    string      `json:"error,omitempty"`
 }
 
+// warnShortTTL says, once per session, when the TTL cannot survive one
+// leader failover with the cluster's timeouts: the leader may die just
+// before a renewal, and the renewals left in the window must outlast the
+// failover, or the command is killed although its holder is alive. A status
+// that does not come is no reason to hold the command back.
+func (s *lockSession) warnShortTTL(ctx context.Context) {
+	if s.warned {
+		return
+	}
+	s.warned = true
+	sctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	st, err := s.c.Status(sctx)
+	if err != nil || st.FailoverMS <= 0 {
+		return
+	}
+	failover := time.Duration(st.FailoverMS) * time.Millisecond
+	if !survives(s.t, failover) {
+		min := s.t.ttl
+		for t := s.t; !survives(t, failover) && min < client.MaxTTL; {
+			min += 100 * time.Millisecond
+			if t2, err := newLockTiming(min, s.t.grace, s.t.fixedMargin); err == nil {
+				t = t2
+			}
+		}
+		fmt.Fprintf(s.e.stderr, "fencectl: warning: --ttl %v may not survive a leader failover: this cluster may renew nothing for up to %v after its leader dies, and renewing every %v with a kill margin of %v, the lock has only %v left when a leader dies just before a renewal; the command would be killed although it is alive. Use --ttl %v or more.\n",
+			s.t.ttl, failover, s.t.interval.Round(time.Millisecond), s.t.margin.Round(time.Millisecond), (s.t.window-s.t.interval).Round(time.Millisecond), min)
+	}
+}
+
+// survives reports whether a lock of timing t outlasts a failover: after a
+// renewal that was due just as the leader died, the renewals left before
+// the kill margin must come after the new leader serves.
+func survives(t lockTiming, failover time.Duration) bool { return t.window-t.interval > failover }
+
 func (s *lockSession) run(ctx context.Context, argv []string) error {
 	g, sent, err := s.acquire(ctx)
 	if err != nil {
@@ -167,6 +204,7 @@ func (s *lockSession) run(ctx context.Context, argv []string) error {
 	if g.Renewed {
 		fmt.Fprintf(s.e.stderr, "fencectl: warning: holder %s already held key %s; sharing its grant (token %s)\n", s.holder, s.key, g.Token)
 	}
+	s.warnShortTTL(ctx)
 	k := newKeeper(s.c, *g, s.t, sent)
 	if err := s.refresh(ctx, k); err != nil {
 		_ = s.release(ctx, g.Token, true)
