@@ -3,6 +3,7 @@ package fsm
 import (
 	"context"
 	"errors"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -141,6 +142,11 @@ const (
 	// DefaultPending is how many undelivered events a watcher may have
 	// beyond its initial backlog before it is told it lagged.
 	DefaultPending = 4096
+	// catchupChunk is how many events of the history a subscription that
+	// resumes from the past reads per poll, under the feed's lock: the
+	// apply path, which publishes under that lock, waits for at most this
+	// many, however long the backlog.
+	catchupChunk = 1024
 )
 
 // Feed is the FSM's event feed: a bounded ring of recent events and the
@@ -154,6 +160,11 @@ type Feed struct {
 	n     int // events held
 	since uint64
 	last  atomic.Uint64
+	// gen counts resets: a subscription still taking its backlog from the
+	// history notices a reset by it.
+	gen uint64
+	// chunk bounds the events a catching-up subscription reads per poll.
+	chunk int
 	// noted is the index of the last command entry applied to the state,
 	// written under the FSM's lock (see KeysAt).
 	noted   atomic.Uint64
@@ -166,7 +177,7 @@ type Feed struct {
 }
 
 func newFeed() *Feed {
-	return &Feed{ring: make([]Event, DefaultHistory), pending: DefaultPending,
+	return &Feed{ring: make([]Event, DefaultHistory), pending: DefaultPending, chunk: catchupChunk,
 		byKey: make(map[string]map[*Sub]struct{}), prefixed: make(map[*Sub]struct{})}
 }
 
@@ -260,6 +271,15 @@ func (fd *Feed) offer(s *Sub, ev Event) {
 	}
 }
 
+// at returns the i-th oldest event of the history. The caller holds fd.mu.
+func (fd *Feed) at(i int) Event { return fd.ring[(fd.start+i)%len(fd.ring)] }
+
+// after returns the position in the history of the first event after index
+// (fd.n when none). The history is in log order. The caller holds fd.mu.
+func (fd *Feed) after(index uint64) int {
+	return sort.Search(fd.n, func(i int) bool { return fd.ring[(fd.start+i)%len(fd.ring)].Index > index })
+}
+
 func (fd *Feed) push(ev Event) {
 	if len(fd.ring) == 0 {
 		fd.since = ev.Index
@@ -282,6 +302,7 @@ func (fd *Feed) reset(applied uint64) {
 	fd.mu.Lock()
 	defer fd.mu.Unlock()
 	fd.start, fd.n, fd.since = 0, 0, applied
+	fd.gen++
 	fd.last.Store(applied)
 	fd.noted.Store(applied)
 	for _, set := range fd.byKey {
@@ -300,21 +321,81 @@ func (fd *Feed) reset(applied uint64) {
 // the key itself when exact) made by entries after index from. The events
 // after from that the history holds are its first events. It fails with
 // ErrCompacted when the history no longer reaches back to from.
+//
+// It copies nothing under the feed's lock: a subscription with a backlog
+// holds a cursor into the history and takes the backlog a chunk per poll,
+// then joins the live feed once it reached the newest event.
 func (fd *Feed) Subscribe(prefix string, exact bool, from uint64) (*Sub, error) {
 	fd.mu.Lock()
 	defer fd.mu.Unlock()
 	if from < fd.since {
 		return nil, ErrCompacted
 	}
-	s := &Sub{feed: fd, prefix: prefix, exact: exact, from: from, pending: fd.pending, wake: make(chan struct{}, 1)}
-	for i := 0; i < fd.n; i++ {
-		if ev := fd.ring[(fd.start+i)%len(fd.ring)]; ev.Index > from && s.matches(ev) {
-			s.buf = append(s.buf, ev)
+	s := &Sub{feed: fd, prefix: prefix, exact: exact, from: from, pending: fd.pending, wake: make(chan struct{}, 1),
+		cursor: from, gen: fd.gen}
+	if fd.n == 0 || fd.at(fd.n-1).Index <= from {
+		s.goLive()
+	} else {
+		s.signal() // a backlog to take: the first poll starts on it
+	}
+	return s, nil
+}
+
+// goLive makes s hear of new events from publish. The caller holds fd.mu.
+func (s *Sub) goLive() {
+	s.live.Store(true)
+	s.mu.Lock()
+	s.max = s.pending
+	s.mu.Unlock()
+	s.feed.add(s)
+}
+
+// catchUp takes the next chunk of s's backlog from the history into buf,
+// and joins the live feed when it reached the newest event. The chunk never
+// ends inside the events of one entry, so every batch ends at an entry's
+// end.
+func (s *Sub) catchUp(buf []Event) (Batch, error) {
+	fd := s.feed
+	fd.mu.Lock()
+	defer fd.mu.Unlock()
+	s.mu.Lock()
+	err := s.err
+	s.mu.Unlock()
+	switch {
+	case err != nil:
+		return Batch{}, err
+	case s.gen != fd.gen:
+		s.fail(ErrReset)
+		return Batch{}, ErrReset
+	case s.cursor < fd.since:
+		// The history moved past what it had yet to take.
+		s.fail(ErrLagged)
+		return Batch{}, ErrLagged
+	}
+	i := fd.after(s.cursor)
+	end := min(fd.n, i+max(fd.chunk, 1))
+	for end < fd.n && fd.at(end).Index == fd.at(end-1).Index {
+		end++
+	}
+	out := buf[:0]
+	for j := i; j < end; j++ {
+		if ev := fd.at(j); s.matches(ev) {
+			out = append(out, ev)
 		}
 	}
-	s.max = len(s.buf) + fd.pending
-	fd.add(s)
-	return s, nil
+	if end > i {
+		s.cursor = fd.at(end - 1).Index
+	}
+	through := s.cursor
+	if end == fd.n {
+		// Publish takes the same lock: no event falls between the
+		// history read and the live feed.
+		s.goLive()
+		through = max(through, fd.last.Load())
+	} else {
+		s.signal()
+	}
+	return Batch{Events: out, Through: through}, nil
 }
 
 // Changed reports whether the history holds a change of key after index
@@ -348,6 +429,13 @@ type Sub struct {
 	wake   chan struct{}
 	// pending bounds the buffer once the initial backlog was taken.
 	pending int
+	// live is set once the subscription took its backlog from the history
+	// and hears of new events from publish. Before, cursor is the index
+	// through which it took the history, and gen the feed's generation it
+	// started in. Only the poller moves them, under the feed's lock.
+	live   atomic.Bool
+	cursor uint64
+	gen    uint64
 
 	mu  sync.Mutex
 	max int
@@ -433,6 +521,9 @@ func (s *Sub) Poll() (Batch, error) { return s.PollInto(nil) }
 // events of its previous batch, once done with them, so that buffering an
 // event for each of a thousand watchers allocates nothing.
 func (s *Sub) PollInto(buf []Event) (Batch, error) {
+	if !s.live.Load() {
+		return s.catchUp(buf)
+	}
 	// Last is read before the buffer: every event up to it is buffered by
 	// now.
 	through := max(s.feed.Last(), s.from)
