@@ -68,6 +68,10 @@ type ServerOptions struct {
 	// Credentials, when set, reports the state of the credentials in use
 	// (tokens digest, last reload and its error) in GET /v1/cluster.
 	Credentials func() *cluster.CredentialStatus
+	// WatchWriteTimeout ends a watch stream whose watcher did not read
+	// for that long (one write waited it); DefaultWatchWriteTimeout when
+	// zero.
+	WatchWriteTimeout time.Duration
 }
 
 // AuthEnabled reports whether requests must be authenticated.
@@ -99,6 +103,9 @@ func NewSecureServer(node Node, log hclog.Logger, o ServerOptions) *Server {
 		sec.log = o.Log
 	}
 	s.sec = sec
+	if o.WatchWriteTimeout > 0 {
+		s.watchWriteTimeout = o.WatchWriteTimeout
+	}
 	return s
 }
 

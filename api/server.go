@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -65,6 +66,11 @@ type Server struct {
 	sec     *security // authentication and limits; nil: none (NewSecureServer sets it)
 	backups backupAuth
 	frames  frameCache // encoded watch events (watch.go)
+	// watchWriteTimeout bounds the wait for one write of a watch stream
+	// (ServerOptions.WatchWriteTimeout).
+	watchWriteTimeout time.Duration
+	// streams counts the watch streams being served.
+	streams atomic.Int64
 }
 
 // NewServer returns the API server of node.
@@ -80,7 +86,8 @@ func NewServer(node Node, log hclog.Logger) *Server {
 				IdleConnTimeout:     60 * time.Second,
 			},
 		},
-		mux: http.NewServeMux(),
+		mux:               http.NewServeMux(),
+		watchWriteTimeout: DefaultWatchWriteTimeout,
 	}
 	if n, ok := node.(interface{ ID() string }); ok {
 		if id := n.ID(); id != "" {

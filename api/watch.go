@@ -6,21 +6,28 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
-	"github.com/fenced/fenced/client"
+	"github.com/hashicorp/go-hclog"
 
+	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/cluster"
 	"github.com/fenced/fenced/fsm"
+	"github.com/fenced/fenced/metrics"
 )
 
 // ErrCompacted: a watch asked for history the node no longer holds (HTTP
 // 410, code "compacted"). Read the current state and watch from its index.
 var ErrCompacted = fsm.ErrCompacted
+
+// DefaultWatchWriteTimeout is how long a watch stream waits for one write
+// to a watcher that does not read before it ends the stream.
+const DefaultWatchWriteTimeout = 10 * time.Second
 
 // watchNode is what watches need of a node beyond Node.
 type watchNode interface {
@@ -267,11 +274,18 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer sub.Close()
+	s.streams.Add(1)
+	metrics.WatchStreams.Inc()
+	defer func() {
+		s.streams.Add(-1)
+		metrics.WatchStreams.Dec()
+	}()
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.Header().Set("X-Accel-Buffering", "no")
 	w.WriteHeader(http.StatusOK)
-	sw := &sseWriter{cache: &s.frames, w: w, rc: http.NewResponseController(w)}
+	sw := &sseWriter{cache: &s.frames, w: w, rc: http.NewResponseController(w), timeout: s.watchWriteTimeout}
+	defer sw.end(s.log)
 	for _, k := range state {
 		sw.event("", client.WatchState, watchStateOf(k, wr.from))
 	}
@@ -316,6 +330,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 			cancel()
 			if err != nil {
 				s.log.Debug("watch ends: cannot confirm it is current", "error", err)
+				metrics.WatchEnded.WithLabelValues("unconfirmed").Inc()
 				return
 			}
 			if !s.sendPoll(sw, sub) {
@@ -345,6 +360,47 @@ type sseWriter struct {
 	w     http.ResponseWriter
 	rc    *http.ResponseController
 	err   error
+	// timeout bounds each write: a watcher that does not read for that
+	// long ends its stream (its connection closes) instead of holding a
+	// goroutine, a connection and a subscription for ever. armed is when
+	// the deadline was last moved.
+	timeout time.Duration
+	armed   time.Time
+}
+
+// arm moves the write deadline to a timeout from now before a write. It
+// moves it only when a tenth of the timeout passed since the last move (a
+// clock read per event, not a deadline change), so a write may be cut
+// after 90% of the timeout.
+func (sw *sseWriter) arm() {
+	if sw.timeout <= 0 || sw.err != nil {
+		return
+	}
+	now := time.Now()
+	if now.Sub(sw.armed) < sw.timeout/10 {
+		return
+	}
+	sw.armed = now
+	if err := sw.rc.SetWriteDeadline(now.Add(sw.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		sw.err = err
+	}
+}
+
+// end clears the write deadline (the connection may serve other requests
+// after a stream that ended cleanly) and says why a stream that failed to
+// write ended.
+func (sw *sseWriter) end(log hclog.Logger) {
+	if !sw.armed.IsZero() && sw.err == nil {
+		_ = sw.rc.SetWriteDeadline(time.Time{})
+	}
+	switch {
+	case sw.err == nil:
+	case errors.Is(sw.err, os.ErrDeadlineExceeded):
+		metrics.WatchEnded.WithLabelValues("slow").Inc()
+		log.Debug("watch ends: the watcher did not read", "reason", "slow", "write_timeout", sw.timeout)
+	default:
+		metrics.WatchEnded.WithLabelValues("gone").Inc()
+	}
 }
 
 func (sw *sseWriter) event(id, name string, v client.WatchEvent) {
@@ -363,12 +419,15 @@ func (sw *sseWriter) event(id, name string, v client.WatchEvent) {
 	b = append(b, "event: "+name+"\ndata: "...)
 	b = append(b, data...)
 	b = append(b, "\n\n"...)
-	_, sw.err = sw.w.Write(b)
+	sw.arm()
+	if sw.err == nil {
+		_, sw.err = sw.w.Write(b)
+	}
 }
 
 func (sw *sseWriter) events(b fsm.Batch) bool {
 	for _, ev := range b.Events {
-		if sw.err != nil {
+		if sw.arm(); sw.err != nil {
 			break
 		}
 		_, sw.err = sw.w.Write(sw.cache.frame(ev))
@@ -429,7 +488,7 @@ func (c *frameCache) frame(ev fsm.Event) []byte {
 }
 
 func (sw *sseWriter) flush() bool {
-	if sw.err == nil {
+	if sw.arm(); sw.err == nil {
 		sw.err = sw.rc.Flush()
 	}
 	return sw.err == nil
@@ -444,6 +503,7 @@ func (sw *sseWriter) reset(err error) {
 	case errors.Is(err, fsm.ErrReset):
 		reason = "restored"
 	}
+	metrics.WatchEnded.WithLabelValues(reason).Inc()
 	sw.event("", client.WatchReset, client.WatchEvent{Type: client.WatchReset, Reason: reason})
 	sw.flush()
 }

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/fenced/fenced/api"
 )
 
 // TestVersionFlag: --version needs no other flag and skips their checks.
@@ -27,6 +30,23 @@ func TestHelpListsEnvironment(t *testing.T) {
 	for _, want := range []string{"FENCED_HTTP_ADDR", "FENCED_PEER_TLS_CA"} {
 		if !strings.Contains(b.String(), want) {
 			t.Fatalf("environment usage %q lacks %s", b.String(), want)
+		}
+	}
+}
+
+// TestWatchWriteTimeoutFlag: the watch write timeout defaults to the API's,
+// and a value that would never end a stuck stream is refused.
+func TestWatchWriteTimeoutFlag(t *testing.T) {
+	o, err := parseFlags(nil)
+	if err != nil || o.watchWriteTimeout != api.DefaultWatchWriteTimeout {
+		t.Fatalf("default: %v, %v", o, err)
+	}
+	if o, err := parseFlags([]string{"--watch-write-timeout", "3s"}); err != nil || o.watchWriteTimeout != 3*time.Second {
+		t.Fatalf("3s: %v, %v", o, err)
+	}
+	for _, bad := range []string{"0", "-1s"} {
+		if _, err := parseFlags([]string{"--watch-write-timeout", bad}); err == nil || !strings.Contains(err.Error(), "watch-write-timeout") {
+			t.Fatalf("--watch-write-timeout %s: %v", bad, err)
 		}
 	}
 }

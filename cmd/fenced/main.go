@@ -63,6 +63,7 @@ type options struct {
 	pprof                        bool
 	shutdownTimeout              time.Duration
 	readHeaderTimeout, idleTimeo time.Duration
+	watchWriteTimeout            time.Duration
 	sec                          securityOptions
 	backup                       backupOptions
 	loaded                       *security // the material sec names, once run loads it
@@ -110,6 +111,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful shutdown may take")
 	fs.DurationVar(&o.readHeaderTimeout, "http-read-header-timeout", 5*time.Second, "time allowed to read request headers")
 	fs.DurationVar(&o.idleTimeo, "http-idle-timeout", 120*time.Second, "keep-alive idle timeout of HTTP connections")
+	fs.DurationVar(&o.watchWriteTimeout, "watch-write-timeout", api.DefaultWatchWriteTimeout, "how long a watch stream waits for a watcher that does not read before it ends the stream")
 	o.sec.register(fs)
 	o.backup.register(fs)
 	_ = fs.MarkHidden("max-seq")
@@ -127,6 +129,9 @@ func parseFlags(args []string) (*options, error) {
 	}
 	if err := o.dns.check(o, os.Hostname); err != nil {
 		return nil, err
+	}
+	if o.watchWriteTimeout <= 0 {
+		return nil, fmt.Errorf("--watch-write-timeout must be positive, not %v", o.watchWriteTimeout)
 	}
 	if o.keyRetention < 0 {
 		return nil, fmt.Errorf("--key-retention must not be negative, not %v", o.keyRetention)
@@ -271,7 +276,9 @@ func run(o *options) error {
 		ln.Close()
 		return err
 	}
-	handler := api.NewSecureServer(node, log, sec.apiOptions())
+	apiOpts := sec.apiOptions()
+	apiOpts.WatchWriteTimeout = o.watchWriteTimeout
+	handler := api.NewSecureServer(node, log, apiOpts)
 	handler.SetBackupAuth(backupAuth)
 	if o.pprof {
 		handler.Handle("/debug/pprof/", http.HandlerFunc(pprof.Index))
