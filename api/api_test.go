@@ -36,7 +36,7 @@ type testNode struct {
 	url  string
 }
 
-func startCluster(t *testing.T, size int) []*testNode {
+func startCluster(t testing.TB, size int) []*testNode {
 	t.Helper()
 	raftAddrs := testutil.FreeAddrs(t, size)
 	var peers []cluster.Peer
@@ -79,7 +79,7 @@ func startCluster(t *testing.T, size int) []*testNode {
 	return out
 }
 
-func leaderOf(t *testing.T, nodes []*testNode) (lead *testNode, follower *testNode) {
+func leaderOf(t testing.TB, nodes []*testNode) (lead *testNode, follower *testNode) {
 	t.Helper()
 	testutil.Eventually(t, 10*time.Second, func() error {
 		lead, follower = nil, nil

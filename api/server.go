@@ -71,6 +71,8 @@ type Server struct {
 	watchWriteTimeout time.Duration
 	// streams counts the watch streams being served.
 	streams atomic.Int64
+	// checks shares the streams' checks with the leader (watch_check.go).
+	checks indexChecks
 }
 
 // NewServer returns the API server of node.

@@ -187,6 +187,11 @@ func (s *Server) leaderReadIndex(ctx context.Context, r *http.Request) (uint64, 
 	if err != nil {
 		return 0, err
 	}
+	// A leader that is gone does not answer: give up as soon as another
+	// one is known, as a forwarded request does.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go s.cancelOnLeaderChange(ctx, cancel, lid)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/watch/index", nil)
 	if err != nil {
 		return 0, err
@@ -246,8 +251,10 @@ func parseWatch(r *http.Request) (watchRequest, error) {
 
 // watch serves GET /v1/watch as server-sent events. Any node serves it, from
 // its own applied state, once it applied the index a linearizable read
-// would be served at; every progress interval it confirms again with the
-// leader and sends a sync event, and it ends the stream when it cannot.
+// would be served at (a check that began after the request came); every
+// progress interval that passes without an event it confirms again (with a
+// check that began since it last sent anything) and sends a sync event,
+// and it ends the stream when it cannot.
 func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	wr, err := parseWatch(r)
 	if err != nil {
@@ -259,8 +266,9 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
-	ctx := r.Context()
-	if _, err := s.readIndex(ctx, r, wn); err != nil {
+	ctx, arrived := r.Context(), time.Now()
+	check := func(ctx context.Context) (uint64, error) { return s.readIndex(ctx, r, wn) }
+	if _, err := s.checks.get(ctx, arrived, check); err != nil {
 		writeErr(w, err)
 		return
 	}
@@ -324,9 +332,11 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 				quiet.Reset(wr.progress - since)
 				continue
 			}
-			// Quiet: confirm this node is current, then say so.
+			// Quiet: confirm this node is current, then say so. Any
+			// check of this node's that began since this stream last
+			// sent anything will do: the streams of a node share them.
 			pctx, cancel := context.WithTimeout(ctx, wr.progress)
-			_, err := s.readIndex(pctx, r, wn)
+			_, err := s.checks.get(pctx, sent, check)
 			cancel()
 			if err != nil {
 				s.log.Debug("watch ends: cannot confirm it is current", "error", err)
