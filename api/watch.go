@@ -268,8 +268,18 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, arrived := r.Context(), time.Now()
 	check := func(ctx context.Context) (uint64, error) { return s.readIndex(ctx, r, wn) }
-	if _, err := s.checks.get(ctx, arrived, check); err != nil {
+	idx, err := s.checks.get(ctx, arrived, check)
+	if err != nil {
 		writeErr(w, err)
+		return
+	}
+	if !wr.fresh && wr.from > idx {
+		// No node served an id after the commit index the check found,
+		// which it took after this request came: this one is from
+		// another cluster, or from before a restore. What lies between
+		// cannot be told, so nothing is claimed current.
+		writeErr(w, fmt.Errorf("%w: index %d is after the cluster's commit index %d (an id from another cluster, or from before a restore); watch again without it",
+			fsm.ErrFuture, wr.from, idx))
 		return
 	}
 	var state []fsm.KeyState

@@ -124,6 +124,11 @@ var (
 	// ErrCompacted: the history a subscription needs (from its index on) is
 	// no longer held; read the current state and watch from its index.
 	ErrCompacted = errors.New("fsm: the watch history from that index is no longer held")
+	// ErrFuture: a subscription asked for the changes after an index this
+	// node has not applied (an id kept from another cluster, or from
+	// before a restore): what it would skip cannot be told. It is a kind
+	// of ErrCompacted (errors.Is): resync from a fresh read.
+	ErrFuture error = futureError{}
 	// ErrLagged: the watcher fell too far behind and its buffer was dropped;
 	// it skipped nothing, but must resync from a fresh read.
 	ErrLagged = errors.New("fsm: the watcher fell too far behind")
@@ -133,6 +138,13 @@ var (
 	// ErrClosed: the subscription was closed.
 	ErrClosed = errors.New("fsm: subscription closed")
 )
+
+type futureError struct{}
+
+func (futureError) Error() string { return "fsm: the watch index is after the last entry this node applied" }
+
+// Is makes a future index a kind of compacted history.
+func (futureError) Is(target error) bool { return target == ErrCompacted }
 
 // Defaults of a Feed.
 const (
@@ -163,6 +175,9 @@ type Feed struct {
 	// gen counts resets: a subscription still taking its backlog from the
 	// history notices a reset by it.
 	gen uint64
+	// unanchored is set from a reset until the first entry after it is
+	// applied (anchor); read without the lock on the apply path.
+	unanchored atomic.Bool
 	// chunk bounds the events a catching-up subscription reads per poll.
 	chunk int
 	// noted is the index of the last command entry applied to the state,
@@ -236,6 +251,36 @@ func (fd *Feed) Since() uint64 {
 	return fd.since
 }
 
+// anchor is told of each entry applied (its index, whatever its type)
+// while the FSM's lock is held. The first one after a reset moves the start
+// of the history up to the index before it: the state was replaced by a
+// snapshot whose own label may be lower than indexes some node served
+// before it (a backup restored into a running cluster labels its state
+// with an index of this log, while raft puts the snapshot after every entry
+// it had), and every entry between the snapshot and this one changed no
+// key. A watcher that resumes from any index served before the snapshot is
+// then refused, and one from the restored state's own indexes is not.
+func (fd *Feed) anchor(index uint64) {
+	if !fd.unanchored.Load() {
+		return
+	}
+	fd.mu.Lock()
+	defer fd.mu.Unlock()
+	if !fd.unanchored.Swap(false) {
+		return
+	}
+	if index == 0 || index-1 <= fd.since {
+		return
+	}
+	fd.since = index - 1
+	if fd.last.Load() < fd.since {
+		fd.last.Store(fd.since)
+	}
+	if fd.noted.Load() < fd.since {
+		fd.noted.Store(fd.since)
+	}
+}
+
 // note appends the change a command made, if any, to changes.
 func (fd *Feed) note(changes []Event, cmd Command, res *Result, index uint64) []Event {
 	fd.noted.Store(index)
@@ -297,11 +342,13 @@ func (fd *Feed) push(ev Event) {
 
 // reset empties the history after the state was replaced (a snapshot was
 // restored, or the FSM was emptied) at index applied; every subscription
-// ends with ErrReset.
+// ends with ErrReset. The history then starts at applied until the first
+// entry after the replaced state is applied (see anchor).
 func (fd *Feed) reset(applied uint64) {
 	fd.mu.Lock()
 	defer fd.mu.Unlock()
 	fd.start, fd.n, fd.since = 0, 0, applied
+	fd.unanchored.Store(true)
 	fd.gen++
 	fd.last.Store(applied)
 	fd.noted.Store(applied)
@@ -320,7 +367,9 @@ func (fd *Feed) reset(applied uint64) {
 // Subscribe starts a subscription to the changes of keys with prefix (or of
 // the key itself when exact) made by entries after index from. The events
 // after from that the history holds are its first events. It fails with
-// ErrCompacted when the history no longer reaches back to from.
+// ErrCompacted when the history no longer reaches back to from, and with
+// ErrFuture when from is after the last entry applied (wait until the
+// node applied an index before subscribing from it).
 //
 // It copies nothing under the feed's lock: a subscription with a backlog
 // holds a cursor into the history and takes the backlog a chunk per poll,
@@ -330,6 +379,11 @@ func (fd *Feed) Subscribe(prefix string, exact bool, from uint64) (*Sub, error) 
 	defer fd.mu.Unlock()
 	if from < fd.since {
 		return nil, ErrCompacted
+	}
+	if from > fd.last.Load() {
+		// Also while a replaced state awaits its first entry (anchor):
+		// no index after its own was served from it yet.
+		return nil, ErrFuture
 	}
 	s := &Sub{feed: fd, prefix: prefix, exact: exact, from: from, pending: fd.pending, wake: make(chan struct{}, 1),
 		cursor: from, gen: fd.gen}
