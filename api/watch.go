@@ -46,6 +46,10 @@ func (s *Server) watchNode() (watchNode, error) {
 }
 
 func watchEventOf(ev fsm.Event) client.WatchEvent {
+	if ev.Type == fsm.EventDeleted {
+		// The key is gone: its last grant, and no state of its own.
+		return client.WatchEvent{Type: client.WatchDeleted, Index: ev.Index, Key: ev.Key, Holder: ev.Holder, Token: ev.Token, State: client.StateAbsent}
+	}
 	we := client.WatchEvent{Type: string(ev.Type), Index: ev.Index, Key: ev.Key, Holder: ev.Holder, Token: ev.Token, State: ev.State.String(),
 		TTL: ev.TTL.String(), PrevHolder: ev.PrevHolder, PrevToken: ev.PrevToken, Ended: string(ev.Ended), Value: ev.Value}
 	if ev.LockDelay > 0 {
@@ -307,6 +311,11 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	for _, k := range state {
 		sw.event("", client.WatchState, watchStateOf(k, wr.from))
 	}
+	if wr.fresh && wr.exact && len(state) == 0 {
+		// Said, not left to be inferred from silence: a watcher that
+		// resyncs learns that the key it knew is gone.
+		sw.event("", client.WatchState, client.WatchEvent{Type: client.WatchState, Index: wr.from, Key: wr.match, State: client.StateAbsent})
+	}
 	if !s.sendPoll(sw, sub) {
 		return
 	}
@@ -446,16 +455,40 @@ func (sw *sseWriter) event(id, name string, v client.WatchEvent) {
 }
 
 func (sw *sseWriter) events(b fsm.Batch) bool {
-	for _, ev := range b.Events {
+	for i, ev := range b.Events {
 		if sw.arm(); sw.err != nil {
 			break
 		}
-		_, sw.err = sw.w.Write(sw.cache.frame(ev))
+		if ev.Type != fsm.EventDeleted {
+			_, sw.err = sw.w.Write(sw.cache.frame(ev))
+			continue
+		}
+		// The events of a reclamation share its index, and each stream
+		// has those of its own keys: none is cached, and only the last
+		// of the entry's carries the id, so a watcher cut off among them
+		// resumes before the entry and gets them all again. (A batch
+		// never ends inside an entry.)
+		last := i+1 == len(b.Events) || b.Events[i+1].Index != ev.Index
+		_, sw.err = sw.w.Write(encodeFrame(ev, last))
 	}
 	return sw.err == nil
 }
 
-// frameCache keeps the encoded frames of recent events: a thousand watchers
+// encodeFrame encodes an event as a server-sent event, with its index as
+// the id when withID.
+func encodeFrame(ev fsm.Event, withID bool) []byte {
+	data, _ := json.Marshal(watchEventOf(ev)) // a WatchEvent always encodes
+	b := make([]byte, 0, len(data)+64)
+	if withID {
+		b = append(b, "id: "+strconv.FormatUint(ev.Index, 10)+"\n"...)
+	}
+	b = append(b, "event: "+string(ev.Type)+"\ndata: "...)
+	b = append(b, data...)
+	return append(b, "\n\n"...)
+}
+
+// frameCache keeps the encoded frames of recent events, by index (so not
+// those of a reclamation, whose many events share one): a thousand watchers
 // of one key get the same bytes, encoded once. The newest frame is read
 // without the lock, as every watcher of a busy key asks for it at once.
 type frameCache struct {
@@ -482,11 +515,7 @@ func (c *frameCache) frame(ev fsm.Event) []byte {
 	if ok {
 		return b
 	}
-	data, _ := json.Marshal(watchEventOf(ev)) // a WatchEvent always encodes
-	b = make([]byte, 0, len(data)+64)
-	b = append(b, "id: "+strconv.FormatUint(ev.Index, 10)+"\nevent: "+string(ev.Type)+"\ndata: "...)
-	b = append(b, data...)
-	b = append(b, "\n\n"...)
+	b = encodeFrame(ev, true)
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.frames == nil {

@@ -266,6 +266,11 @@ const (
 	WatchDeleted = "deleted"
 )
 
+// StateAbsent is the State of a key that does not exist: in a deleted
+// event, and in the state event that a fresh watch of one key sends when
+// the key does not exist.
+const StateAbsent = "absent"
+
 // Watch event types beyond the changes of a key.
 const (
 	WatchState = "state"

@@ -158,6 +158,10 @@ func (c *Client) watchOnce(ctx context.Context, endpoint string, o WatchOptions,
 		last uint64
 		dec  eventDecoder
 		ev   WatchEvent // one for the stream: decoding into it allocates nothing
+		// held keeps the events of an entry until the one with its id:
+		// a stream cut among them is resumed from before the entry,
+		// which sends them all again.
+		held []WatchEvent
 	)
 	sr := newSSEReader(resp.Body)
 	for {
@@ -173,6 +177,18 @@ func (c *Client) watchOnce(ctx context.Context, endpoint string, o WatchOptions,
 		if ev.Type == WatchReset {
 			return last, c.emitReset(ctx, out, ev.Reason)
 		}
+		if len(id) == 0 && isChange(ev.Type) {
+			held = append(held, ev)
+			continue
+		}
+		for _, h := range held {
+			select {
+			case out <- h:
+			case <-ctx.Done():
+				return last, ctx.Err()
+			}
+		}
+		held = held[:0]
 		select {
 		case out <- ev:
 		case <-ctx.Done():
@@ -186,6 +202,17 @@ func (c *Client) watchOnce(ctx context.Context, endpoint string, o WatchOptions,
 			last = n
 		}
 	}
+}
+
+// isChange reports whether an event of type t is a change of a key (each
+// carries its entry's index as its id, or, among the many events of one
+// entry, the last does).
+func isChange(t string) bool {
+	switch t {
+	case WatchState, WatchSync, WatchReset, WatchError:
+		return false
+	}
+	return true
 }
 
 // idleTimer calls a function when it was not touched for a while. A touch

@@ -41,8 +41,10 @@ const (
 	// EventHandedOff: the grant ended (Ended says how) and the first waiter
 	// got the key in the same entry; Prev* name the ended grant.
 	EventHandedOff EventType = "handed_off"
-	// EventDeleted: the key was forgotten (reclaimed). Reserved for the
-	// command that reclaims keys; no command emits it yet.
+	// EventDeleted: a reclamation forgot the key, whose last grant had
+	// ended: Holder and Token name that grant, State is 0 (no state). One
+	// entry forgets many keys: its events share its index, in the
+	// entry's order.
 	EventDeleted EventType = "deleted"
 )
 
@@ -99,9 +101,6 @@ func change(cmd Command, res *Result, index uint64) (Event, bool) {
 		}
 		return eventOf(EventLockDelayEnded, res.Key, index), true
 	default:
-		// A reclamation forgets keys whose last grant already ended (their
-		// end was an event); it is not reported yet: one entry forgets many
-		// keys, and a stream's ids are one per log index (see WATCH.md).
 		return Event{}, false
 	}
 	if !res.Changed {
@@ -141,7 +140,9 @@ var (
 
 type futureError struct{}
 
-func (futureError) Error() string { return "fsm: the watch index is after the last entry this node applied" }
+func (futureError) Error() string {
+	return "fsm: the watch index is after the last entry this node applied"
+}
 
 // Is makes a future index a kind of compacted history.
 func (futureError) Is(target error) bool { return target == ErrCompacted }
@@ -281,9 +282,16 @@ func (fd *Feed) anchor(index uint64) {
 	}
 }
 
-// note appends the change a command made, if any, to changes.
+// note appends the changes a command made, if any, to changes: one for
+// most, one per forgotten key for a reclamation.
 func (fd *Feed) note(changes []Event, cmd Command, res *Result, index uint64) []Event {
 	fd.noted.Store(index)
+	if _, ok := cmd.(Reclaim); ok && res != nil && res.Reclaim != nil {
+		for _, k := range res.Reclaim.Forgotten {
+			changes = append(changes, Event{Index: index, Type: EventDeleted, Key: k.Key, Holder: k.Holder, Token: k.Token})
+		}
+		return changes
+	}
 	if ev, ok := change(cmd, res, index); ok {
 		changes = append(changes, ev)
 	}
@@ -295,13 +303,28 @@ func (fd *Feed) note(changes []Event, cmd Command, res *Result, index uint64) []
 func (fd *Feed) publish(changes []Event, last uint64) {
 	fd.mu.Lock()
 	defer fd.mu.Unlock()
-	for _, ev := range changes {
-		fd.push(ev)
-		for s := range fd.byKey[ev.Key] {
-			fd.offer(s, ev)
+	for len(changes) > 0 {
+		// The changes of one entry (a reclamation's are many) reach a
+		// watcher together: a poll never takes part of an entry.
+		n := 1
+		for n < len(changes) && changes[n].Index == changes[0].Index {
+			n++
+		}
+		entry := changes[:n]
+		changes = changes[n:]
+		for _, ev := range entry {
+			fd.push(ev)
+			// A key is changed once per entry: its watchers get one event.
+			for s := range fd.byKey[ev.Key] {
+				fd.offer(s, ev)
+			}
 		}
 		for s := range fd.prefixed {
-			fd.offer(s, ev)
+			if len(entry) == 1 {
+				fd.offer(s, entry[0])
+			} else if !s.offerAll(entry) {
+				fd.remove(s)
+			}
 		}
 	}
 	if last > fd.last.Load() {
@@ -520,6 +543,37 @@ func (s *Sub) offer(ev Event) bool {
 		return false
 	}
 	s.buf = append(s.buf, ev)
+	s.signal()
+	return true
+}
+
+// offerAll buffers the events of one entry that s follows, all or none;
+// false when the watcher lagged and the subscription ended.
+func (s *Sub) offerAll(entry []Event) bool {
+	n := 0
+	for _, ev := range entry {
+		if s.matches(ev) {
+			n++
+		}
+	}
+	if n == 0 {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return false
+	}
+	if len(s.buf)+n > s.max {
+		s.buf, s.err = nil, ErrLagged
+		s.signal()
+		return false
+	}
+	for _, ev := range entry {
+		if s.matches(ev) {
+			s.buf = append(s.buf, ev)
+		}
+	}
 	s.signal()
 	return true
 }

@@ -21,6 +21,8 @@ type watcher struct {
 	// it back with PollInto; lastIdx is what it held then.
 	last    []Event
 	lastIdx []uint64
+	// published is every event published so far.
+	published *[]Event
 }
 
 func (w *watcher) follows(ev Event) bool {
@@ -59,6 +61,24 @@ func (w *watcher) poll() bool {
 		w.got = append(w.got, ev.Index)
 		w.lastIdx = append(w.lastIdx, ev.Index)
 	}
+	if n := len(b.Events); n > 0 {
+		// A batch ends at an entry's end: every event of its last entry
+		// that the watcher follows is in it.
+		end, have, want := b.Events[n-1].Index, 0, 0
+		for _, ev := range b.Events {
+			if ev.Index == end {
+				have++
+			}
+		}
+		for _, ev := range *w.published {
+			if ev.Index == end && w.follows(ev) {
+				want++
+			}
+		}
+		if have != want {
+			panic(fmt.Sprintf("a batch took %d of the %d events of entry %d", have, want, end))
+		}
+	}
 	return len(b.Events) > 0
 }
 
@@ -88,7 +108,7 @@ func TestFeedDeliversExactlyTheMatchingEventsInOrder(t *testing.T) {
 			for step := 0; step < 300; step++ {
 				switch op := rng.Intn(10); {
 				case op < 2:
-					w := &watcher{}
+					w := &watcher{published: &all}
 					if rng.Intn(2) == 0 {
 						w.prefix, w.exact = keys[rng.Intn(len(keys))], true
 					} else {
@@ -120,8 +140,14 @@ func TestFeedDeliversExactlyTheMatchingEventsInOrder(t *testing.T) {
 					var changes []Event
 					for n := rng.Intn(3); n >= 0; n-- {
 						index += uint64(1 + rng.Intn(2)) // some entries change nothing
-						ev := Event{Index: index, Type: EventGranted, Key: keys[rng.Intn(len(keys))]}
-						changes = append(changes, ev)
+						if rng.Intn(4) > 0 {
+							changes = append(changes, Event{Index: index, Type: EventGranted, Key: keys[rng.Intn(len(keys))]})
+							continue
+						}
+						// A reclamation: an event per key, one index.
+						for _, i := range rng.Perm(len(keys))[:2+rng.Intn(len(keys)-1)] {
+							changes = append(changes, Event{Index: index, Type: EventDeleted, Key: keys[i]})
+						}
 					}
 					fd.publish(changes, index)
 					all = append(all, changes...)

@@ -259,3 +259,55 @@ func TestSubscribeFromAFutureIndexIsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// TestReclaimTellsEachForgottenKey: a reclamation entry that forgets keys is
+// a deleted event per key it forgot, in the entry's order, all with the
+// entry's index and the last grant of the key; a key it kept is no event. A
+// prefix watcher takes the events of one entry in one poll, never split.
+func TestReclaimTellsEachForgottenKey(t *testing.T) {
+	a := &applier{f: New(Config{})}
+	grants := map[string]*Result{}
+	for _, k := range []string{"r/a", "r/b", "r/c", "r/held"} {
+		grants[k] = a.at(1, Acquire{Key: k, Holder: "h-" + k, TTL: time.Second})
+		if k != "r/held" {
+			a.at(1, Release{Key: k, Holder: "h-" + k, Token: grants[k].Key.Token})
+		}
+	}
+	s, err := a.f.Feed().Subscribe("r/", false, a.index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact, _ := a.f.Feed().Subscribe("r/b", true, a.index)
+	res := a.at(2, Reclaim{Keys: []ReclaimKey{
+		{Key: "r/b", Token: grants["r/b"].Key.Token},
+		{Key: "r/held", Token: grants["r/held"].Key.Token}, // held: kept
+		{Key: "r/a", Token: grants["r/a"].Key.Token},
+		{Key: "r/c", Token: grants["r/c"].Key.Token + 1}, // not its token: kept
+	}})
+	if res.Reclaim == nil || res.Reclaim.Reclaimed != 2 {
+		t.Fatalf("reclaim: %+v", res.Reclaim)
+	}
+	b := drain(t, s)
+	if len(b.Events) != 2 {
+		t.Fatalf("events of the reclamation: %+v", b.Events)
+	}
+	for i, k := range []string{"r/b", "r/a"} {
+		ev := b.Events[i]
+		if ev.Type != EventDeleted || ev.Key != k || ev.Index != a.index || ev.Holder != "h-"+k || ev.Token != grants[k].Key.Token {
+			t.Fatalf("event %d: %+v, want %s deleted at %d with its last grant", i, ev, k, a.index)
+		}
+	}
+	if b := drain(t, exact); len(b.Events) != 1 || b.Events[0].Key != "r/b" || b.Events[0].Type != EventDeleted {
+		t.Fatalf("the watcher of r/b: %+v", b.Events)
+	}
+	// A watcher that resumes from before the entry takes it whole, even
+	// with a chunk of one event.
+	a.f.Feed().chunk = 1
+	r, err := a.f.Feed().Subscribe("r/", false, a.index-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := drain(t, r); len(b.Events) != 2 {
+		t.Fatalf("a resume from before the reclamation took %+v in its first poll", b.Events)
+	}
+}

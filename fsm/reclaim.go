@@ -56,6 +56,9 @@ type ReclaimResult struct {
 	Reclaimed, Skipped int
 	// Raised is true when the entry raised the epoch floor.
 	Raised bool
+	// Forgotten holds the last grant of each key forgotten, in the
+	// entry's order: the watchers' deleted events.
+	Forgotten []KeyState
 }
 
 func (c Reclaim) encode(b []byte) []byte {
@@ -103,6 +106,7 @@ func (f *FSM) reclaim(c Reclaim, pos logPos) *Result {
 		if _, known := f.hist.lookup(rk.Key, rid); !known {
 			f.hist.retire(rk.Key, rid, e.token, f.maxRetired)
 		}
+		rr.Forgotten = append(rr.Forgotten, f.keyState(rk.Key, e))
 		f.forget(rk.Key)
 		rr.Reclaimed++
 	}
