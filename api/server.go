@@ -73,6 +73,8 @@ type Server struct {
 	streams atomic.Int64
 	// checks shares the streams' checks with the leader (watch_check.go).
 	checks indexChecks
+	// corsPolicy lets pages of other origins read (cors.go); nil: none.
+	corsPolicy *corsPolicy
 }
 
 // NewServer returns the API server of node.
@@ -109,6 +111,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	setLeader(w.Header(), s.node.Leader)
 	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK, leader: s.node.Leader}
+	if s.cors(sw, r) {
+		metrics.Requests.WithLabelValues("OPTIONS (preflight)", strconv.Itoa(sw.status)).Inc()
+		return
+	}
 	r, ok := s.admit(sw, r)
 	if ok {
 		s.mux.ServeHTTP(sw, r)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math/rand/v2"
 	"net/http"
 	"os"
 	"strconv"
@@ -267,14 +268,14 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	}
 	wn, err := s.watchNode()
 	if err != nil {
-		writeErr(w, err)
+		refuseWatch(w, err)
 		return
 	}
 	ctx, arrived := r.Context(), time.Now()
 	check := func(ctx context.Context) (uint64, error) { return s.readIndex(ctx, r, wn) }
 	idx, err := s.checks.get(ctx, arrived, check)
 	if err != nil {
-		writeErr(w, err)
+		refuseWatch(w, err)
 		return
 	}
 	if !wr.fresh && wr.from > idx {
@@ -302,12 +303,11 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 		s.streams.Add(-1)
 		metrics.WatchStreams.Dec()
 	}()
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
+	sseHeader(w)
 	w.WriteHeader(http.StatusOK)
 	sw := &sseWriter{cache: &s.frames, w: w, rc: http.NewResponseController(w), timeout: s.watchWriteTimeout}
 	defer sw.end(s.log)
+	sw.retry(0)
 	for _, k := range state {
 		sw.event("", client.WatchState, watchStateOf(k, wr.from))
 	}
@@ -360,6 +360,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 			if err != nil {
 				s.log.Debug("watch ends: cannot confirm it is current", "error", err)
 				metrics.WatchEnded.WithLabelValues("unconfirmed").Inc()
+				sw.unavailable(err)
 				return
 			}
 			if !s.sendPoll(sw, sub) {
@@ -369,6 +370,41 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 			quiet.Reset(wr.progress)
 		}
 	}
+}
+
+// refuseWatch answers a watch the node cannot serve. A refusal that may
+// pass (no leader, not ready, a limit: 503 or 429) is a stream that says so
+// and ends: a browser's EventSource stops for good on any other answer than
+// 200 text/event-stream, and reconnects after this one. Others (bad
+// parameters, credentials, a resume that cannot be served) are the JSON
+// error, which ends an EventSource as they should.
+func refuseWatch(w http.ResponseWriter, err error) {
+	code, status := codeOf(err)
+	if status != http.StatusServiceUnavailable && status != http.StatusTooManyRequests {
+		writeErr(w, err)
+		return
+	}
+	metrics.Refusals.WithLabelValues(code).Inc()
+	sseHeader(w)
+	w.WriteHeader(http.StatusOK)
+	sw := &sseWriter{w: w, rc: http.NewResponseController(w)}
+	sw.retry(retryHint(err))
+	sw.unavailable(err)
+}
+
+// retryHint returns the wait a limit asks for, or 0.
+func retryHint(err error) time.Duration {
+	var h interface{ RetryAfterHint() time.Duration }
+	if errors.As(err, &h) {
+		return h.RetryAfterHint()
+	}
+	return 0
+}
+
+func sseHeader(w http.ResponseWriter) {
+	w.Header().Set("Content-Type", "text/event-stream")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.Header().Set("X-Accel-Buffering", "no")
 }
 
 // sendPoll sends what the subscription buffered and a sync event.
@@ -541,6 +577,26 @@ func (sw *sseWriter) flush() bool {
 		sw.err = sw.rc.Flush()
 	}
 	return sw.err == nil
+}
+
+// retry tells an EventSource how long to wait before it reconnects: a
+// random 1 to 2 s, so that the watchers of a node that restarts do not all
+// come back at once, or longer when a limit asks for more.
+func (sw *sseWriter) retry(least time.Duration) {
+	ms := max(least.Milliseconds(), 1000+rand.Int64N(1000))
+	sw.arm()
+	if sw.err == nil {
+		_, sw.err = fmt.Fprintf(sw.w, "retry: %d\n\n", ms)
+	}
+}
+
+// unavailable tells the watcher the node cannot serve its stream now (the
+// reason is the error's code) and that the stream ends: reconnect, here
+// after the retry delay or elsewhere.
+func (sw *sseWriter) unavailable(err error) {
+	code, _ := codeOf(err)
+	sw.event("", client.WatchUnavailable, client.WatchEvent{Type: client.WatchUnavailable, Reason: code})
+	sw.flush()
 }
 
 // reset tells the watcher the stream ends and it must resync.

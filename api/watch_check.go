@@ -2,6 +2,7 @@ package api
 
 import (
 	"context"
+	"fmt"
 	"sync"
 	"time"
 )
@@ -77,6 +78,9 @@ func (c *indexChecks) start(ck *indexCheck) {
 	go func() {
 		ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
 		ck.index, ck.err = ck.run(ctx)
+		if ck.err != nil && ctx.Err() != nil {
+			ck.err = fmt.Errorf("%w: no answer from the leader within %v", ErrUnavailable, checkTimeout)
+		}
 		cancel()
 		c.mu.Lock()
 		defer c.mu.Unlock()

@@ -276,6 +276,12 @@ const (
 	WatchState = "state"
 	WatchSync  = "sync"
 	WatchReset = "reset"
+	// WatchUnavailable: the node cannot serve a stream yet (no leader, not
+	// ready, a limit; Reason is the error code) and ends the stream; try
+	// again later, or another node. A node answers so instead of a 503 or
+	// a 429, which would stop a browser's EventSource for good. The Go
+	// client does not deliver it: it moves on to another endpoint.
+	WatchUnavailable = "unavailable"
 	// WatchError is the Go client's last event of a watch the cluster
 	// refused for good; Reason says why. Servers never send it.
 	WatchError = "error"

@@ -153,7 +153,6 @@ func (c *Client) watchOnce(ctx context.Context, endpoint string, o WatchOptions,
 		}
 		return 0, e
 	}
-	c.learnLeader("", "", "", endpoint)
 	var (
 		last uint64
 		dec  eventDecoder
@@ -162,6 +161,8 @@ func (c *Client) watchOnce(ctx context.Context, endpoint string, o WatchOptions,
 		// a stream cut among them is resumed from before the entry,
 		// which sends them all again.
 		held []WatchEvent
+		// served is set by the first event of a stream the node serves.
+		served bool
 	)
 	sr := newSSEReader(resp.Body)
 	for {
@@ -174,8 +175,17 @@ func (c *Client) watchOnce(ctx context.Context, endpoint string, o WatchOptions,
 			return last, fmt.Errorf("watch: bad event %q: %w", name, err)
 		}
 		ev.Type = eventName(name)
-		if ev.Type == WatchReset {
+		switch ev.Type {
+		case WatchReset:
 			return last, c.emitReset(ctx, out, ev.Reason)
+		case WatchUnavailable:
+			// The node cannot serve a stream now; another may.
+			return last, &Error{Status: http.StatusServiceUnavailable,
+				ErrorResponse: ErrorResponse{Code: ev.Reason, Message: "the node cannot serve a watch now"}}
+		}
+		if !served {
+			served = true
+			c.learnLeader("", "", "", endpoint)
 		}
 		if len(id) == 0 && isChange(ev.Type) {
 			held = append(held, ev)
@@ -209,7 +219,7 @@ func (c *Client) watchOnce(ctx context.Context, endpoint string, o WatchOptions,
 // entry, the last does).
 func isChange(t string) bool {
 	switch t {
-	case WatchState, WatchSync, WatchReset, WatchError:
+	case WatchState, WatchSync, WatchReset, WatchError, WatchUnavailable:
 		return false
 	}
 	return true

@@ -93,3 +93,22 @@ func TestWatchDeliversAnEntrysEventsOnce(t *testing.T) {
 		t.Fatalf("the second stream resumed with %q, want from=5", s.queries[1])
 	}
 }
+
+// TestWatchMovesOnFromANodeThatCannotServeYet: a node that cannot serve a
+// stream yet answers 200 with an unavailable event (so that a browser's
+// EventSource retries); the Go client takes it as a refusal that may pass:
+// it does not deliver it, and asks again (another endpoint, when it has
+// more), resuming where it was.
+func TestWatchMovesOnFromANodeThatCannotServeYet(t *testing.T) {
+	s := &streamServer{streams: []func(http.ResponseWriter, *http.Request){
+		sse("retry: 1500\n\nevent: unavailable\ndata: {\"type\":\"unavailable\",\"reason\":\"not_ready\"}\n\n"),
+		sse("retry: 1500\n\nid: 7\nevent: sync\ndata: {\"type\":\"sync\",\"index\":7}\n\n"),
+	}}
+	got := watchEvents(t, s, WatchOptions{From: 7}, 1)
+	if got[0].Type != WatchSync || got[0].Index != 7 {
+		t.Fatalf("delivered %+v, want the sync of the stream that was served", got)
+	}
+	if len(s.queries) != 2 || !strings.Contains(s.queries[1], "from=7") {
+		t.Fatalf("asked %q", s.queries)
+	}
+}

@@ -50,3 +50,19 @@ func TestWatchWriteTimeoutFlag(t *testing.T) {
 		}
 	}
 }
+
+// TestCORSOriginsFlag: --cors-origins is a list of origins, none by
+// default; an entry that is not an origin is refused at startup.
+func TestCORSOriginsFlag(t *testing.T) {
+	o, err := parseFlags(nil)
+	if err != nil || len(o.cors) != 0 {
+		t.Fatalf("default: %v, %v", o.cors, err)
+	}
+	o, err = parseFlags([]string{"--cors-origins", "https://console.example.com, http://127.0.0.1:8080"})
+	if err != nil || strings.Join(o.cors, " ") != "https://console.example.com http://127.0.0.1:8080" {
+		t.Fatalf("two origins: %v, %v", o.cors, err)
+	}
+	if _, err := parseFlags([]string{"--cors-origins", "https://console.example.com/app"}); err == nil || !strings.Contains(err.Error(), "cors-origins") {
+		t.Fatalf("an origin with a path: %v", err)
+	}
+}
