@@ -215,13 +215,16 @@ type KeepaliveResult struct {
 
 // WatchEvent is one event of a watch stream (the data of a server-sent
 // event, whose name is Type). Changes of keys (Watch* below: granted,
-// renewed, released, force_released, expired, lock_delay_ended, handed_off)
-// carry the key's grant after the change; lock_delay_ended names the
-// expired grant whose lock-delay ran out, with no new grant; "state" gives
-// a key's current state when a stream starts without a resume index;
-// "sync" says every change up to Index was sent; "reset" says the stream
-// ends and the watcher must resync from a fresh read (Reason: lagged,
-// restored).
+// renewed, released, force_released, expired, lock_delay_ended, handed_off,
+// deleted) carry the key's grant after the change; lock_delay_ended names
+// the expired grant whose lock-delay ran out, with no new grant; deleted
+// names the last grant of a key a reclamation forgot (State StateAbsent);
+// "state" gives a key's current state when a stream starts without a
+// resume index (StateAbsent for a watched key that does not exist); "sync"
+// says every change up to Index was sent; "reset" says the stream ends and
+// the watcher must resync from a fresh read (Reason: lagged, restored, or
+// the client's own compacted); "unavailable" says the node cannot serve
+// the stream now (Reason: the error code).
 type WatchEvent struct {
 	Type      string      `json:"type"`
 	Index     uint64      `json:"index"`

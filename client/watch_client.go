@@ -47,11 +47,16 @@ type WatchOptions struct {
 // watch the cluster refuses for good (bad parameters, credentials) ends with
 // one "error" event whose Reason says why.
 // It reconnects by itself, to any endpoint, resuming after the last index it
-// delivered. When the server cannot resume (the history was compacted, the
-// watcher lagged, the state was restored) it delivers a "reset" event, then
-// the current state again as "state" events and a "sync": whoever builds a
-// view from the events starts over at a reset. Events of a key arrive in log
-// order; the tokens of its grants strictly increase.
+// delivered; a node that cannot serve a stream yet (an "unavailable" event,
+// or a 503) is not reported, only asked again later or passed over. When the
+// server cannot resume (the history was compacted or replaced by a restore,
+// the index is after the cluster's, the watcher lagged, the state was
+// restored) it delivers a "reset" event, then the current state again as
+// "state" events and a "sync": whoever builds a view from the events starts
+// over at a reset. Events of a key arrive in log order; the tokens of its
+// grants strictly increase. The deleted events of one reclamation share an
+// index; they are delivered once the last of them (the one with the entry's
+// id) came, so a stream cut among them delivers each once all the same.
 func (c *Client) Watch(ctx context.Context, o WatchOptions) <-chan WatchEvent {
 	out := make(chan WatchEvent, 64)
 	go func() {
