@@ -15,10 +15,12 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	promtest "github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/cluster"
 	"github.com/fenced/fenced/internal/testutil"
+	"github.com/fenced/fenced/metrics"
 )
 
 // smallSendBuffers is a listener whose connections have a small kernel send
@@ -103,6 +105,7 @@ func TestWatcherThatStopsReadingIsCutOff(t *testing.T) {
 		}
 		return nil
 	})
+	slowBefore := promtest.ToFloat64(metrics.WatchEnded.WithLabelValues("slow"))
 	c := client.New([]string{url})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -118,6 +121,9 @@ func TestWatcherThatStopsReadingIsCutOff(t *testing.T) {
 		}
 		return nil
 	})
+	if n := promtest.ToFloat64(metrics.WatchEnded.WithLabelValues("slow")); n < slowBefore+1 {
+		t.Fatalf("fenced_watch_streams_ended_total{reason=\"slow\"} is %v, was %v", n, slowBefore)
+	}
 	// What was sent before the cut still arrives, then the end.
 	_ = conn.SetReadDeadline(time.Now().Add(30 * time.Second))
 	rest, err := io.ReadAll(br)
