@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/fenced/fenced/acl"
 	"github.com/fenced/fenced/client"
 
 	"github.com/fenced/fenced/cluster"
@@ -86,11 +87,18 @@ func (s *Server) verifyBatch(w http.ResponseWriter, r *http.Request) {
 	results := make([]client.VerifyResult, len(req.Checks))
 	checks := make([]cluster.VerifyCheck, 0, len(req.Checks))
 	at := make([]int, 0, len(req.Checks)) // checks[j] answers results[at[j]]
+	verifiable := s.mayFilter(r.Context(), acl.Verify)
 	for i, c := range req.Checks {
 		tok, code, err := checkVerify(c)
 		if err != nil {
 			metrics.Refusals.WithLabelValues(code).Inc()
 			results[i] = client.VerifyResult{Status: http.StatusBadRequest, Reason: string(cluster.ReasonMalformed), Code: code, Message: err.Error()}
+			continue
+		}
+		if verifiable != nil && !verifiable(c.Key) {
+			metrics.Refusals.WithLabelValues("forbidden").Inc()
+			id, _ := IdentityFrom(r.Context())
+			results[i] = client.VerifyResult{Status: http.StatusForbidden, Reason: reasonForbidden, Code: "forbidden", Message: forbiddenKey(id.Name, acl.Verify, c.Key).Error()}
 			continue
 		}
 		checks = append(checks, cluster.VerifyCheck{Key: c.Key, Token: tok, Holder: c.Holder})
@@ -179,7 +187,7 @@ func (s *Server) keepaliveBatch(w http.ResponseWriter, r *http.Request) {
 			s.proxy(w, r, body, true)
 			return
 		}
-		ls, err := s.node.KeepaliveBatch(r.Context(), holders)
+		ls, err := s.node.KeepaliveBatch(r.Context(), holders, s.mayFilter(r.Context(), acl.Lock))
 		if forwardable(r, err) {
 			s.proxy(w, r, body, true)
 			return

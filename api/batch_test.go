@@ -209,7 +209,7 @@ func (n *batchStub) VerifyBatch(_ context.Context, checks []cluster.VerifyCheck)
 	}
 	return out, n.err
 }
-func (n *batchStub) KeepaliveBatch(_ context.Context, holders []string) ([][]cluster.RenewedLease, error) {
+func (n *batchStub) KeepaliveBatch(_ context.Context, holders []string, _ func(string) bool) ([][]cluster.RenewedLease, error) {
 	n.calls.Add(1)
 	if n.err != nil {
 		return nil, n.err

@@ -62,6 +62,7 @@ var wireErrors = []struct {
 	{"request_timeout", ErrBodyTimeout},
 	{"too_many_keys", cluster.ErrTooManyKeys},
 	{"too_many_waiters", cluster.ErrTooManyWaiters},
+	{"too_many_watches", client.ErrTooManyWatches},
 }
 
 // codeOf returns the wire code and HTTP status of an error.

@@ -180,7 +180,7 @@ func (n *recordingNode) Renew(_ context.Context, key, holder string, tok fence.T
 	return fsm.KeyState{Key: key, Holder: holder, Token: tok, TTL: time.Second, State: fsm.Held}, time.Now(), nil
 }
 
-func (n *recordingNode) Keepalive(_ context.Context, holder string) ([]cluster.RenewedLease, error) {
+func (n *recordingNode) Keepalive(_ context.Context, holder string, _ func(string) bool) ([]cluster.RenewedLease, error) {
 	n.wrote("keepalive")
 	return nil, nil
 }
@@ -194,7 +194,7 @@ func (n *recordingNode) Verify(context.Context, string, fence.Token, string) (cl
 	return cluster.Verdict{Reason: cluster.ReasonUnknownKey}, nil
 }
 
-func (n *recordingNode) KeepaliveBatch(_ context.Context, holders []string) ([][]cluster.RenewedLease, error) {
+func (n *recordingNode) KeepaliveBatch(_ context.Context, holders []string, _ func(string) bool) ([][]cluster.RenewedLease, error) {
 	n.wrote("keepalive")
 	return make([][]cluster.RenewedLease, len(holders)), nil
 }
@@ -211,8 +211,8 @@ func (n *recordingNode) Key(_ context.Context, key string) (cluster.KeyInfo, boo
 	return cluster.KeyInfo{KeyState: fsm.KeyState{Key: key, Holder: "h", Token: 1<<32 | 1, State: fsm.Held}}, true, nil
 }
 
-func (n *recordingNode) Keys(context.Context, string, int) ([]cluster.KeyInfo, error) {
-	return nil, nil
+func (n *recordingNode) Keys(context.Context, fsm.PageQuery) ([]cluster.KeyInfo, bool, error) {
+	return nil, false, nil
 }
 
 func (n *recordingNode) Join(context.Context, string, string, string) error {

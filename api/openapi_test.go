@@ -261,11 +261,8 @@ func (k *contract) documented() []string {
 var notDriven = map[string]string{
 	"GET /v1/cluster 403":          needsCert,
 	"GET /v1/keys 403":             needsCert,
-	"GET /v1/keys/{key} 403":       needsCert,
-	"POST /v1/verify 403":          needsCert,
 	"POST /v1/verify/batch 403":    needsCert,
 	"POST /v1/keepalive/batch 403": needsCert,
-	"GET /v1/watch 403":            needsCert,
 	"GET /v1/watch/index 403":      needsCert,
 	"GET /v1/watch/index 503":      "the failing node stub serves no read index; a follower asks the leader for it (TestWatchStreamThroughFollowerResumes)",
 }
@@ -372,6 +369,11 @@ func driveCluster(k *contract) {
 	post("/v1/release", jsonOf(client.ReleaseRequest{Key: "orders/db", Holder: "alice", Token: g.Token}), 200, "")
 	bad("/v1/release", `{"key":"orders/db","holder":"alice"}`, "malformed_token")
 
+	post("/v1/acl/check", `{"identity":"bob","right":"lock","key":"orders/db"}`, 200, "")
+	bad("/v1/acl/check", `{"identity":"bob","right":"write","key":"orders/db"}`, "bad_request")
+	k.do(base, contractCall{method: "POST", path: "/v1/acl/check", body: `{}`, header: []string{"Content-Type", "text/plain"},
+		status: 415, code: "unsupported_media_type", badRequest: true})
+
 	bad("/v1/cluster/join", `{"raft_addr":"127.0.0.1:1"}`, "bad_request")
 	bad("/v1/cluster/remove", `{}`, "bad_request")
 	bad("/v1/cluster/transfer", `{"id":1}`, "bad_request")
@@ -404,6 +406,7 @@ func driveSecure(k *contract) {
 		{method: "POST", path: "/v1/cluster/join", body: `{"id":"n9","raft_addr":"127.0.0.1:1"}`},
 		{method: "POST", path: "/v1/cluster/remove", body: `{"id":"n9"}`},
 		{method: "POST", path: "/v1/cluster/transfer", body: `{}`},
+		{method: "POST", path: "/v1/acl/check", body: `{"identity":"bob","right":"lock","key":"k"}`},
 		{method: "POST", path: "/v1/snapshot/restore", body: `x`},
 		{method: "GET", path: "/v1/snapshot"},
 		{method: "GET", path: "/v1/debug/state"},
@@ -424,10 +427,33 @@ func driveSecure(k *contract) {
 	k.do(base, contractCall{method: "GET", path: "/v1/debug/state", header: admin, status: 200})
 	k.do(base, contractCall{method: "GET", path: "/v1/openapi.yaml", status: 200}) // open to anyone, like /healthz
 
+	// A key ACL: each right refused on a key no rule gives it, a verify
+	// with its refusing verdict; an admin asks which rule decides.
+	an := aclNode(k.t.(*testing.T), testACL)
+	bob := []string{"Authorization", "Bearer " + bobToken}
+	for _, c := range []contractCall{
+		{method: "POST", path: "/v1/acquire", body: `{"key":"alice/k","holder":"bob"}`},
+		{method: "POST", path: "/v1/renew", body: `{"key":"alice/k","holder":"bob","token":"4294967297"}`},
+		{method: "POST", path: "/v1/release", body: `{"key":"alice/k","holder":"bob","token":"4294967297"}`},
+		{method: "GET", path: "/v1/keys/alice%2Fk"},
+		{method: "GET", path: "/v1/watch?key=alice/k"},
+	} {
+		c.header, c.status, c.code = bob, 403, "forbidden"
+		k.do(an.url, c)
+	}
+	k.do(an.url, contractCall{method: "POST", path: "/v1/verify", body: `{"key":"alice/k","token":"1"}`, header: []string{"Authorization", "Bearer " + aliceToken}, status: 200})
+	k.do(an.url, contractCall{method: "GET", path: "/v1/keys?prefix=alice/", header: bob, status: 200})
+	k.do(an.url, contractCall{method: "POST", path: "/v1/acl/check", body: `{"identity":"bob","right":"lock","key":"alice/k"}`,
+		header: []string{"Authorization", "Bearer " + opsToken}, status: 200})
+	noVerify := aclNode(k.t.(*testing.T), "bob lock bob/\n")
+	k.do(noVerify.url, contractCall{method: "POST", path: "/v1/verify", body: `{"key":"bob/k","token":"1"}`, header: bob, status: 403, code: "forbidden"})
+	k.do(noVerify.url, contractCall{method: "POST", path: "/v1/verify/batch", body: `{"checks":[{"key":"bob/k","token":"1"}]}`, header: bob, status: 200})
+
 	// A body that does not arrive in time: the node reads it with a
 	// deadline.
 	timed := startSecureNode(k.t.(*testing.T), cluster.Limits{}, ServerOptions{BodyTimeout: 200 * time.Millisecond})
-	for _, c := range append(append([]contractCall{}, writeCalls...), contractCall{method: "POST", path: "/v1/snapshot/restore", body: "x"}) {
+	for _, c := range append(append([]contractCall{}, writeCalls...), contractCall{method: "POST", path: "/v1/snapshot/restore", body: "x"},
+		contractCall{method: "POST", path: "/v1/acl/check", body: `{"identity":"bob","right":"lock","key":"k"}`}) {
 		c.header, c.status, c.code = admin, 408, "request_timeout"
 		k.slow(timed.url, c)
 	}
@@ -451,6 +477,7 @@ func driveSecure(k *contract) {
 		{method: "POST", path: "/v1/cluster/join", body: `{"id":"n9","raft_addr":"127.0.0.1:1"}`},
 		{method: "POST", path: "/v1/cluster/remove", body: `{"id":"n9"}`},
 		{method: "POST", path: "/v1/cluster/transfer", body: `{}`},
+		{method: "POST", path: "/v1/acl/check", body: `{"identity":"bob","right":"lock","key":"k"}`},
 		{method: "GET", path: "/v1/snapshot"},
 		{method: "POST", path: "/v1/snapshot/restore", body: `x`},
 		{method: "GET", path: "/v1/debug/state"},
@@ -480,10 +507,10 @@ func (n *failingNode) Acquire(context.Context, cluster.AcquireArgs) (cluster.Gra
 func (n *failingNode) Renew(context.Context, string, string, fence.Token) (fsm.KeyState, time.Time, error) {
 	return fsm.KeyState{}, time.Time{}, n.err
 }
-func (n *failingNode) Keepalive(context.Context, string) ([]cluster.RenewedLease, error) {
+func (n *failingNode) Keepalive(context.Context, string, func(string) bool) ([]cluster.RenewedLease, error) {
 	return nil, n.err
 }
-func (n *failingNode) KeepaliveBatch(context.Context, []string) ([][]cluster.RenewedLease, error) {
+func (n *failingNode) KeepaliveBatch(context.Context, []string, func(string) bool) ([][]cluster.RenewedLease, error) {
 	return nil, n.err
 }
 func (n *failingNode) VerifyBatch(_ context.Context, checks []cluster.VerifyCheck) ([]cluster.Verdict, error) {
@@ -502,8 +529,8 @@ func (n *failingNode) Verify(context.Context, string, fence.Token, string) (clus
 func (n *failingNode) Key(context.Context, string) (cluster.KeyInfo, bool, error) {
 	return cluster.KeyInfo{}, false, n.err
 }
-func (n *failingNode) Keys(context.Context, string, int) ([]cluster.KeyInfo, error) {
-	return nil, n.err
+func (n *failingNode) Keys(context.Context, fsm.PageQuery) ([]cluster.KeyInfo, bool, error) {
+	return nil, false, n.err
 }
 func (n *failingNode) Join(context.Context, string, string, string) error { return n.err }
 func (n *failingNode) Remove(context.Context, string) error               { return n.err }

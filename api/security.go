@@ -11,7 +11,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -37,6 +36,11 @@ type ServerOptions struct {
 	ClientCA *tlsutil.Store
 	// Tokens are the bearer tokens; nil: no token is accepted.
 	Tokens *Tokens
+	// ACL is the key ACL file: with one, a client identity may lock, read
+	// or verify only the keys its rules name (admins every key); nil: every
+	// identity may act on every key its role allows. It needs
+	// authentication (ClientCA or Tokens) to name identities.
+	ACL *ACL
 	// Peer verifies the certificates of other nodes (the Raft peer CA), and
 	// PeerOU is the OU they must carry. A request forwarded over a
 	// connection that presents such a certificate keeps the identity the
@@ -65,6 +69,10 @@ type ServerOptions struct {
 	// Log receives the audit trail of admin operations; the server's
 	// logger when nil.
 	Log hclog.Logger
+	// MaxStreamsPerIdentity bounds the watch streams and blocking reads one
+	// client identity (or IP address, when anonymous) may have open on this
+	// node at once; 0 is no limit.
+	MaxStreamsPerIdentity int
 	// Credentials, when set, reports the state of the credentials in use
 	// (tokens digest, last reload and its error) in GET /v1/cluster.
 	Credentials func() *cluster.CredentialStatus
@@ -83,10 +91,11 @@ func (o ServerOptions) AuthEnabled() bool { return o.ClientCA != nil || o.Tokens
 
 // security is a Server's authentication, authorization and limits.
 type security struct {
-	o     ServerOptions
-	log   hclog.Logger
-	rate  *rateLimiter
-	certs certCache
+	o       ServerOptions
+	log     hclog.Logger
+	rate    *rateLimiter
+	certs   certCache
+	streams streamLimits
 
 	// fwd holds a forwarding client per leader id, each proving it.
 	fwdMu sync.Mutex
@@ -183,12 +192,13 @@ func (s *Server) admit(w *statusWriter, r *http.Request) (*http.Request, bool) {
 	now := time.Now()
 	rateKey := "ip:" + remoteHost(r)
 	if id.Name != "" {
-		rateKey = "id:" + string(id.Role) + ":" + id.Name
+		rateKey = "id:" + string(id.Role) + ":" + id.Name // as clientKey names it
 	}
-	// Requests a node forwarded were counted where they came in. Without
-	// authentication nobody can be told apart anyway, and the header only
-	// spares the leader's bucket of the forwarding node.
-	exempt := need == accessOpen || trusted || (!sec.o.AuthEnabled() && r.Header.Get(forwardedHeader) != "")
+	// Requests a node forwarded over mutual TLS were counted where they came
+	// in. No request header is believed on its own: without a peer
+	// certificate a forward is counted again, in the bucket of the address
+	// it comes from, like any client's request.
+	exempt := need == accessOpen || trusted
 	if !exempt {
 		if ok, wait := sec.rate.allow(rateKey, now); !ok {
 			return refuse(&retryError{err: refusal(ErrRateLimited, "more than %g requests per second; slow down", sec.o.RateLimit), after: wait})
@@ -230,9 +240,16 @@ func (sec *security) authenticate(r *http.Request) (id Identity, trusted bool, e
 		chain = r.TLS.PeerCertificates
 	}
 	// A node forwarding a request presents its peer certificate and names
-	// the identity it authenticated.
-	if h := r.Header.Get(identityHeader); h != "" && r.Header.Get(forwardedHeader) != "" && len(chain) > 0 && sec.o.Peer != nil {
+	// the identity it authenticated. A forward that names none comes from a
+	// node that authenticated nobody (its authentication is off, as during a
+	// rollout): it carries no more authority than its anonymous client, and
+	// never the node's own.
+	if r.Header.Get(forwardedHeader) != "" && len(chain) > 0 && sec.o.Peer != nil {
 		if peer, perr := sec.peerIdentity(chain); perr == nil {
+			h := r.Header.Get(identityHeader)
+			if h == "" {
+				return Identity{}, false, refusal(ErrUnauthenticated, "node %s forwarded a request with no authenticated identity: its authentication is off while this node's is on (fencectl status shows each node's)", peer.Name)
+			}
 			fid, derr := decodeIdentity(h)
 			if derr != nil {
 				return Identity{}, false, refusal(ErrUnauthenticated, "node %s forwarded a bad identity: %v", peer.Name, derr)
@@ -651,22 +668,12 @@ func provesID(conn net.Conn, id string) error {
 	if len(cs.VerifiedChains) == 0 || len(cs.PeerCertificates) == 0 {
 		return &unprovenLeaderError{leader: id, reason: "presented no verified certificate"}
 	}
-	if !certNames(cs.PeerCertificates[0], id) {
+	if !tlsutil.CertNames(cs.PeerCertificates[0], id) {
 		leaf := cs.PeerCertificates[0]
 		return &unprovenLeaderError{leader: id, reason: fmt.Sprintf("presented a certificate for %q (names %q) that does not name %s",
 			leaf.Subject.CommonName, append(leaf.DNSNames, ipStrings(leaf.IPAddresses)...), id)}
 	}
 	return nil
-}
-
-// certNames reports whether a certificate names id: as its common name, a
-// DNS name or, for an id that is an IP address, an IP address.
-func certNames(c *x509.Certificate, id string) bool {
-	if c.Subject.CommonName == id || slices.Contains(c.DNSNames, id) {
-		return true
-	}
-	ip := net.ParseIP(id)
-	return ip != nil && slices.ContainsFunc(c.IPAddresses, ip.Equal)
 }
 
 func ipStrings(ips []net.IP) []string {

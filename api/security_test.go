@@ -43,6 +43,26 @@ func startSecureNode(t *testing.T, limits cluster.Limits, o ServerOptions) *test
 		t.Fatal(err)
 	}
 	o.Tokens = tokens
+	return serveNode(t, limits, o)
+}
+
+// serveNode starts a single-node cluster whose API has the security
+// options o, and waits until it serves.
+func serveNode(t *testing.T, limits cluster.Limits, o ServerOptions) *testNode {
+	t.Helper()
+	srv := httptest.NewUnstartedServer(nil)
+	tn := startNode(t, limits, func(n *cluster.Node, log hclog.Logger) *httptest.Server {
+		srv.Config.Handler = NewSecureServer(n, log, o)
+		srv.Start()
+		return srv
+	})
+	return tn
+}
+
+// startNode starts a single-node cluster, serves its API with the server
+// serve returns, and waits until the node serves.
+func startNode(t *testing.T, limits cluster.Limits, serve func(*cluster.Node, hclog.Logger) *httptest.Server) *testNode {
+	t.Helper()
 	addr := testutil.FreeAddrs(t, 1)[0]
 	log := hclog.New(&hclog.LoggerOptions{Name: "n1", Level: hclog.Error})
 	n, err := cluster.New(cluster.Config{
@@ -53,7 +73,7 @@ func startSecureNode(t *testing.T, limits cluster.Limits, o ServerOptions) *test
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(NewSecureServer(n, log, o))
+	srv := serve(n, log)
 	t.Cleanup(func() { srv.Close(); n.Close() })
 	testutil.Eventually(t, 15*time.Second, func() error {
 		if !n.Ready() {
@@ -127,6 +147,7 @@ func TestRoleTable(t *testing.T) {
 		{"POST", "/v1/cluster/join", `{}`, accessMember},
 		{"POST", "/v1/cluster/remove", `{}`, accessMember},
 		{"POST", "/v1/cluster/transfer", `{"id":"no-such-member"}`, accessAdmin},
+		{"POST", "/v1/acl/check", `{"identity":"bob","right":"lock","key":"k"}`, accessAdmin},
 		{"GET", "/v1/snapshot", "", accessAdmin},
 		{"POST", "/v1/snapshot/restore", "not a backup", accessAdmin},
 		{"POST", "/v1/release", `{"key":"nope","force":true}`, accessAdmin}, // force-release

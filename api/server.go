@@ -17,6 +17,7 @@ import (
 	"unicode"
 	"unicode/utf8"
 
+	"github.com/fenced/fenced/acl"
 	"github.com/fenced/fenced/client"
 
 	"github.com/hashicorp/go-hclog"
@@ -31,15 +32,17 @@ import (
 type Node interface {
 	Acquire(ctx context.Context, a cluster.AcquireArgs) (cluster.Grant, error)
 	Renew(ctx context.Context, key, holder string, tok fence.Token) (fsm.KeyState, time.Time, error)
-	Keepalive(ctx context.Context, holder string) ([]cluster.RenewedLease, error)
+	// Keepalive and KeepaliveBatch renew only the leases whose key may
+	// (nil: any) lets the identity renew.
+	Keepalive(ctx context.Context, holder string, may func(key string) bool) ([]cluster.RenewedLease, error)
 	Release(ctx context.Context, key, holder string, tok fence.Token, force bool) (fsm.KeyState, error)
 	Verify(ctx context.Context, key string, tok fence.Token, holder string) (cluster.Verdict, error)
 	// VerifyBatch and KeepaliveBatch serve the batch routes (batch.go):
 	// one proof of leadership for every item.
 	VerifyBatch(ctx context.Context, checks []cluster.VerifyCheck) ([]cluster.Verdict, error)
-	KeepaliveBatch(ctx context.Context, holders []string) ([][]cluster.RenewedLease, error)
+	KeepaliveBatch(ctx context.Context, holders []string, may func(key string) bool) ([][]cluster.RenewedLease, error)
 	Key(ctx context.Context, key string) (cluster.KeyInfo, bool, error)
-	Keys(ctx context.Context, prefix string, limit int) ([]cluster.KeyInfo, error)
+	Keys(ctx context.Context, q fsm.PageQuery) ([]cluster.KeyInfo, bool, error)
 	Join(ctx context.Context, id, raftAddr, httpAddr string) error
 	Remove(ctx context.Context, id string) error
 	TransferLeadership(id string) error
@@ -69,8 +72,8 @@ type Server struct {
 	// watchWriteTimeout bounds the wait for one write of a watch stream
 	// (ServerOptions.WatchWriteTimeout).
 	watchWriteTimeout time.Duration
-	// streams counts the watch streams being served.
-	streams atomic.Int64
+	// watching counts the watch streams being served.
+	watching atomic.Int64
 	// checks shares the streams' checks with the leader (watch_check.go).
 	checks indexChecks
 	// corsPolicy lets pages of other origins read (cors.go); nil: none.
@@ -166,8 +169,8 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/verify/batch", s.verifyBatch)
 	s.mux.HandleFunc("POST /v1/keepalive/batch", s.keepaliveBatch)
 	s.mux.HandleFunc("GET /v1/keys", s.read(s.keys))
-	s.mux.HandleFunc("GET /v1/keys/{key...}", s.keyRead)
-	s.mux.HandleFunc("GET /v1/watch", s.watch)
+	s.mux.HandleFunc("GET /v1/keys/{key...}", s.streams(s.keyRead))
+	s.mux.HandleFunc("GET /v1/watch", s.streams(s.watch))
 	s.mux.HandleFunc("GET /v1/watch/index", s.read(s.readIndexHandler))
 	s.mux.HandleFunc("GET /v1/cluster", s.cluster)
 	s.mux.HandleFunc("POST /v1/cluster/join", s.write(s.join))
@@ -182,6 +185,7 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /v1/debug/state", s.debugState)
 	s.mux.Handle("GET /metrics", metrics.Handler())
 	s.routeOpenAPI()
+	s.routeACL()
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if m := s.methodOf(r.URL.Path); m != "" {
 			w.Header().Set("Allow", m)
@@ -474,6 +478,9 @@ func (s *Server) acquire(ctx context.Context, body []byte, _ *http.Request) (any
 		checkName("request_id", req.RequestID, client.MaxRequestIDLen, false), checkName("value", req.Value, client.MaxValueLen, false)); err != nil {
 		return nil, err
 	}
+	if err := s.may(ctx, acl.Lock, req.Key); err != nil {
+		return nil, err
+	}
 	ttl, err := parseDuration("ttl", req.TTL, client.DefaultTTL, client.MinTTL, client.MaxTTL)
 	if err != nil {
 		return nil, err
@@ -506,6 +513,9 @@ func (s *Server) renew(ctx context.Context, body []byte, _ *http.Request) (any, 
 	if err := firstOf(checkName("key", req.Key, client.MaxKeyLen, true), checkName("holder", req.Holder, client.MaxHolderLen, true), checkToken(req.Token)); err != nil {
 		return nil, err
 	}
+	if err := s.may(ctx, acl.Lock, req.Key); err != nil {
+		return nil, err
+	}
 	k, _, err := s.node.Renew(ctx, req.Key, req.Holder, req.Token)
 	if err != nil {
 		return nil, err
@@ -523,7 +533,7 @@ func (s *Server) keepalive(ctx context.Context, body []byte, _ *http.Request) (a
 	if err := checkName("holder", req.Holder, client.MaxHolderLen, true); err != nil {
 		return nil, err
 	}
-	ls, err := s.node.Keepalive(ctx, req.Holder)
+	ls, err := s.node.Keepalive(ctx, req.Holder, s.mayFilter(ctx, acl.Lock))
 	if err != nil {
 		return nil, err
 	}
@@ -546,6 +556,9 @@ func (s *Server) release(ctx context.Context, body []byte, _ *http.Request) (any
 		return nil, err
 	}
 	if err := firstOf(checkName("key", req.Key, client.MaxKeyLen, true), checkName("holder", req.Holder, client.MaxHolderLen, !req.Force)); err != nil {
+		return nil, err
+	}
+	if err := s.may(ctx, acl.Lock, req.Key); err != nil {
 		return nil, err
 	}
 	if req.Force && req.Token == 0 {
@@ -594,6 +607,10 @@ func (s *Server) verify(w http.ResponseWriter, r *http.Request) {
 		refuse(http.StatusBadRequest, code, err)
 		return
 	}
+	if err := s.may(r.Context(), acl.Verify, req.Key); err != nil {
+		verifyRefusalFor(w, reasonForbidden)(http.StatusForbidden, "forbidden", err)
+		return
+	}
 	if !s.node.Ready() && r.Header.Get(forwardedHeader) == "" {
 		s.proxyVerify(w, r, body)
 		return
@@ -610,9 +627,18 @@ func (s *Server) verify(w http.ResponseWriter, r *http.Request) {
 // judge: the error, with the verdict of a refused verify (allow false,
 // reason malformed), so that a client reading only the verdict refuses too.
 func verifyRefusal(w http.ResponseWriter) func(status int, code string, err error) {
+	return verifyRefusalFor(w, string(cluster.ReasonMalformed))
+}
+
+// reasonForbidden is the verdict of a verify the key ACL refuses: the
+// identity may not verify tokens of that key.
+const reasonForbidden = "forbidden"
+
+// verifyRefusalFor is verifyRefusal with another reason.
+func verifyRefusalFor(w http.ResponseWriter, reason string) func(status int, code string, err error) {
 	return func(status int, code string, err error) {
 		f := false
-		writeJSON(w, status, client.ErrorResponse{Code: code, Message: err.Error(), Allow: &f, Reason: string(cluster.ReasonMalformed)})
+		writeJSON(w, status, client.ErrorResponse{Code: code, Message: err.Error(), Allow: &f, Reason: reason})
 	}
 }
 
@@ -695,8 +721,11 @@ func keyInfoOf(k cluster.KeyInfo) client.KeyInfo {
 
 // keys lists keys in name order: with prefix=, those starting with it; with
 // after=, those after that name (the cursor of the previous page); with
-// limit=, at most that many, and a listing cut there says so (truncated) and
-// names the last key listed as the cursor to continue from (next).
+// state=, those in that state; at most limit= of them (client.DefaultKeysLimit
+// when absent or 0, client.MaxKeysLimit at most). A listing cut there says
+// so (truncated) and names the last key listed as the cursor to continue
+// from (next). With a key ACL, only the keys the identity may read are
+// listed: the others are not there, as if unknown.
 func (s *Server) keys(ctx context.Context, _ []byte, r *http.Request) (any, error) {
 	q := r.URL.Query()
 	prefix, after := q.Get("prefix"), q.Get("after")
@@ -706,41 +735,42 @@ func (s *Server) keys(ctx context.Context, _ []byte, r *http.Request) (any, erro
 	if err := checkName("after", after, client.MaxKeyLen, false); err != nil {
 		return nil, err
 	}
-	state := q.Get("state")
-	switch state {
-	case "", fsm.Held.String(), fsm.Released.String(), fsm.Expired.String():
+	var state fsm.State
+	switch q.Get("state") {
+	case "":
+	case fsm.Held.String():
+		state = fsm.Held
+	case fsm.Released.String():
+		state = fsm.Released
+	case fsm.Expired.String():
+		state = fsm.Expired
 	default:
 		return nil, fmt.Errorf("%w: state must be held, released or expired", cluster.ErrBadRequest)
 	}
-	limit := 0
+	limit := client.DefaultKeysLimit
 	if l := q.Get("limit"); l != "" {
 		n, err := strconv.Atoi(l)
-		if err != nil || n < 0 {
-			return nil, fmt.Errorf("%w: limit must be a non-negative integer", cluster.ErrBadRequest)
+		if err != nil || n < 0 || n > client.MaxKeysLimit {
+			return nil, fmt.Errorf("%w: limit must be an integer from 0 to %d (0: the default, %d)", cluster.ErrBadRequest, client.MaxKeysLimit, client.DefaultKeysLimit)
 		}
-		limit = n
+		if n > 0 {
+			limit = n
+		}
 	}
-	// One more than the page, to know whether the listing goes on; every
-	// key of the prefix when the page starts after a cursor or keeps one
-	// state only.
-	want := 0
-	if limit > 0 && after == "" && state == "" {
-		want = limit + 1
+	readable := s.mayFilter(ctx, acl.Read)
+	keep := func(key string, st fsm.State) bool {
+		return (q.Get("state") == "" || st == state) && (readable == nil || readable(key))
 	}
-	ks, err := s.node.Keys(ctx, prefix, want)
+	ks, more, err := s.node.Keys(ctx, fsm.PageQuery{Prefix: prefix, After: after, Limit: limit, Keep: keep})
 	if err != nil {
 		return nil, err
 	}
-	out := client.KeysResponse{Keys: make([]client.KeyInfo, 0, min(len(ks), max(limit, 16)))}
+	out := client.KeysResponse{Keys: make([]client.KeyInfo, 0, len(ks))}
 	for _, k := range ks {
-		if after != "" && k.Key <= after || state != "" && k.State.String() != state {
-			continue
-		}
-		if limit > 0 && len(out.Keys) == limit {
-			out.Truncated, out.Next = true, out.Keys[len(out.Keys)-1].Key
-			break
-		}
 		out.Keys = append(out.Keys, keyInfoOf(k))
+	}
+	if more && len(out.Keys) > 0 {
+		out.Truncated, out.Next = true, out.Keys[len(out.Keys)-1].Key
 	}
 	return out, nil
 }
@@ -762,6 +792,10 @@ func (s *Server) key(ctx context.Context, _ []byte, r *http.Request) (any, error
 
 func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 	st := s.node.Status()
+	st.Auth = "off"
+	if s.sec != nil && s.sec.o.AuthEnabled() {
+		st.Auth = "on"
+	}
 	if s.sec != nil && s.sec.o.Credentials != nil {
 		st.Credentials = s.sec.o.Credentials()
 	}

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fenced/fenced/acl"
 	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/cluster"
 	"github.com/fenced/fenced/fsm"
@@ -72,6 +73,10 @@ func parseIndex(what, v string) (uint64, error) {
 // keyRead serves GET /v1/keys/{key}: a plain read, or with ?index= or
 // ?wait= a blocking one.
 func (s *Server) keyRead(w http.ResponseWriter, r *http.Request) {
+	if err := s.may(r.Context(), acl.Read, r.PathValue("key")); err != nil {
+		writeErr(w, err)
+		return
+	}
 	q := r.URL.Query()
 	if !q.Has("index") && !q.Has("wait") {
 		s.read(s.key)(w, r)
@@ -260,6 +265,18 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 		writeErr(w, err)
 		return
 	}
+	// An exact key the identity may not read is refused; a prefix stream
+	// carries only the keys it may read.
+	var readable func(key string) bool
+	if wr.exact {
+		err = s.may(r.Context(), acl.Read, wr.match)
+	} else {
+		readable = s.mayFilter(r.Context(), acl.Read)
+	}
+	if err != nil {
+		writeErr(w, err)
+		return
+	}
 	wn, err := s.watchNode()
 	if err != nil {
 		refuseWatch(w, err)
@@ -291,19 +308,21 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer sub.Close()
-	s.streams.Add(1)
+	s.watching.Add(1)
 	metrics.WatchStreams.Inc()
 	defer func() {
-		s.streams.Add(-1)
+		s.watching.Add(-1)
 		metrics.WatchStreams.Dec()
 	}()
 	sseHeader(w)
 	w.WriteHeader(http.StatusOK)
-	sw := &sseWriter{cache: &s.frames, w: w, rc: http.NewResponseController(w), timeout: s.watchWriteTimeout}
+	sw := &sseWriter{cache: &s.frames, w: w, rc: http.NewResponseController(w), timeout: s.watchWriteTimeout, readable: readable}
 	defer sw.end(s.log)
 	sw.retry(0)
 	for _, k := range state {
-		sw.event("", client.WatchState, watchStateOf(k, wr.from))
+		if readable == nil || readable(k.Key) {
+			sw.event("", client.WatchState, watchStateOf(k, wr.from))
+		}
 	}
 	if wr.fresh && wr.exact && len(state) == 0 {
 		// Said, not left to be inferred from silence: a watcher that

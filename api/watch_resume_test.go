@@ -194,4 +194,11 @@ func TestResumeFromAFutureIndexIsRefused(t *testing.T) {
 			t.Fatalf("the follower resumed from %s with %q", id, got)
 		}
 	}
+	// A blocking read from such an index answers at once (within the
+	// test's deadline, not its 5 minutes) with the current index.
+	kctx, kcancel := context.WithTimeout(ctx, 30*time.Second)
+	defer kcancel()
+	if k, err := client.New([]string{fol.url}).KeyWait(kctx, "f", 999999, client.MaxWait); err != nil || k.WatchIndex >= 999999 {
+		t.Fatalf("a blocking read from 999999: %+v %v", k, err)
+	}
 }

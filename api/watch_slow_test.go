@@ -100,7 +100,7 @@ func TestWatcherThatStopsReadingIsCutOff(t *testing.T) {
 		}
 	}
 	testutil.Eventually(t, 10*time.Second, func() error {
-		if n := s.streams.Load(); n != 1 {
+		if n := s.watching.Load(); n != 1 {
 			return fmt.Errorf("%d streams", n)
 		}
 		return nil
@@ -116,7 +116,7 @@ func TestWatcherThatStopsReadingIsCutOff(t *testing.T) {
 		}
 	}
 	testutil.Eventually(t, 30*time.Second, func() error {
-		if n := s.streams.Load(); n != 0 {
+		if n := s.watching.Load(); n != 0 {
 			return fmt.Errorf("%d streams still served to a watcher that does not read", n)
 		}
 		return nil

@@ -38,6 +38,9 @@ type sseWriter struct {
 	// the deadline was last moved.
 	timeout time.Duration
 	armed   time.Time
+	// readable, when set, is the key ACL's test of the keys the stream's
+	// identity may read: the events of other keys are not sent.
+	readable func(key string) bool
 }
 
 // arm moves the write deadline to a timeout from now before a write. It
@@ -102,20 +105,35 @@ func (sw *sseWriter) events(b fsm.Batch) bool {
 		if sw.arm(); sw.err != nil {
 			break
 		}
+		if !sw.sends(ev) {
+			continue
+		}
 		if ev.Type != fsm.EventDeleted {
 			_, sw.err = sw.w.Write(sw.cache.frame(ev))
 			continue
 		}
 		// The events of a reclamation share its index, and each stream
 		// has those of its own keys: none is cached, and only the last
-		// of the entry's carries the id, so a watcher cut off among them
-		// resumes before the entry and gets them all again. (A batch
-		// never ends inside an entry.)
-		last := i+1 == len(b.Events) || b.Events[i+1].Index != ev.Index
+		// of the entry's that the stream sends carries the id, so a
+		// watcher cut off among them resumes before the entry and gets
+		// them all again. (A batch never ends inside an entry.)
+		last := true
+		for _, next := range b.Events[i+1:] {
+			if next.Index != ev.Index {
+				break
+			}
+			if sw.sends(next) {
+				last = false
+				break
+			}
+		}
 		_, sw.err = sw.w.Write(encodeFrame(ev, last))
 	}
 	return sw.err == nil
 }
+
+// sends reports whether the stream's identity may read ev's key.
+func (sw *sseWriter) sends(ev fsm.Event) bool { return sw.readable == nil || sw.readable(ev.Key) }
 
 // encodeFrame encodes an event as a server-sent event, with its index as
 // the id when withID.

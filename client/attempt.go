@@ -94,6 +94,7 @@ func (c *Client) call(ctx context.Context, cl call) error {
 	}
 	ctx, cancelAll := context.WithCancel(ctx)
 	defer cancelAll()
+	ctx, connectBy, connected := c.watchConnect(ctx)
 
 	order := c.order()
 	n := len(order)
@@ -187,14 +188,10 @@ func (c *Client) call(ctx context.Context, cl call) error {
 		case r := <-results:
 			inflight--
 			if r.err == nil {
-				c.markAnswered(r.endpoint)
-				if cl.out == nil || len(r.data) == 0 {
-					return nil
-				}
-				if err := json.Unmarshal(r.data, cl.out); err != nil {
-					return fmt.Errorf("decode answer of %s: %w", r.endpoint, err)
-				}
-				return nil
+				return c.decode(r, cl.out)
+			}
+			if r.sent {
+				connected.Store(true)
 			}
 			fl := classify(r.err, r.timeout, ctx.Err() != nil)
 			fails.record(r.endpoint, fl)
@@ -224,7 +221,7 @@ func (c *Client) call(ctx context.Context, cl call) error {
 				takeover = takeover || inTakeover(apiErr.Code)
 			}
 			if inflight == 0 && fails.allPermanent(n) {
-				return fails.err(ErrUnavailable, "no endpoint can be used")
+				return fails.err(ErrUnavailable, "no endpoint can be used", nil)
 			}
 			if pause == nil && (inflight == 0 || (!cl.write && launched%n != 0)) {
 				next()
@@ -238,6 +235,29 @@ func (c *Client) call(ctx context.Context, cl call) error {
 		case <-pause:
 			pause = nil
 			launch()
+		case <-connectBy:
+			connectBy = nil
+			if connected.Load() {
+				continue
+			}
+			// No endpoint accepted a connection: nothing was sent. The
+			// attempts still dialling are cut; one that connected at the
+			// last moment is accounted for as at the caller's deadline.
+			cancelAll()
+			for ; inflight > 0; inflight-- {
+				r := <-results
+				if r.err == nil {
+					return c.decode(r, cl.out)
+				}
+				if _, ok := fails.last[r.endpoint]; !ok {
+					fails.record(r.endpoint, failure{reason: "no connection within " + c.connectTimeout.String()})
+				}
+				unknown = unknown || (cl.write && r.sent)
+			}
+			if unknown {
+				return fails.err(ErrUnknownOutcome, "the request may have been applied; no node confirmed it", nil)
+			}
+			return fails.err(ErrUnavailable, "no endpoint accepted a connection within "+c.connectTimeout.String(), ErrNoConnection)
 		case <-ctx.Done():
 			// The attempts still in flight end at once with the context;
 			// a write one of them sent may have been applied.
@@ -249,11 +269,40 @@ func (c *Client) call(ctx context.Context, cl call) error {
 				}
 			}
 			if unknown {
-				return fails.err(ErrUnknownOutcome, "the request may have been applied; no node confirmed it before the deadline")
+				return fails.err(ErrUnknownOutcome, "the request may have been applied; no node confirmed it before the deadline", ctx.Err())
 			}
-			return fails.err(ErrUnavailable, "no node served the request before the deadline")
+			return fails.err(ErrUnavailable, "no node served the request before the deadline", ctx.Err())
 		}
 	}
+}
+
+// decode takes the answer of the attempt that served a request.
+func (c *Client) decode(r attemptResult, out any) error {
+	c.markAnswered(r.endpoint)
+	if out == nil || len(r.data) == 0 {
+		return nil
+	}
+	if err := json.Unmarshal(r.data, out); err != nil {
+		return fmt.Errorf("decode answer of %s: %w", r.endpoint, err)
+	}
+	return nil
+}
+
+// watchConnect arms the connect timeout of one request (WithConnectTimeout):
+// connectBy fires when it passes, and connected says by then whether any
+// attempt got a connection (TCP, and TLS with its handshake) or wrote its
+// request (a transport of WithHTTPClient may report only that). Without a
+// connect timeout connectBy is nil and never fires.
+func (c *Client) watchConnect(ctx context.Context) (context.Context, <-chan time.Time, *atomic.Bool) {
+	connected := new(atomic.Bool)
+	if c.connectTimeout <= 0 {
+		return ctx, nil, connected
+	}
+	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
+		GotConn:      func(httptrace.GotConnInfo) { connected.Store(true) },
+		WroteHeaders: func() { connected.Store(true) },
+	})
+	return ctx, time.After(c.connectTimeout), connected
 }
 
 // Pauses between rounds of attempts.
@@ -464,10 +513,7 @@ func (c *Client) send(ctx context.Context, endpoint, method, path string, body [
 	if body != nil {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-	resp, err := c.hc.Do(req)
+	resp, err := c.roundTrip(req)
 	if err != nil {
 		var op *net.OpError
 		notSent := (errors.As(err, &op) && op.Op == "dial") || handshakeFailed(err) || !wrote.Load()

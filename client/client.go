@@ -35,9 +35,15 @@ type Client struct {
 	invalid   map[string]error
 	hc        *http.Client
 	token     string
+	// insecureCredentials lets token go over plain http to any host
+	// (transport.go).
+	insecureCredentials bool
 
 	attemptTimeout time.Duration
 	hedgeDelay     time.Duration
+	// connectTimeout, when set, ends a request for which no endpoint
+	// accepted a connection within it (WithConnectTimeout).
+	connectTimeout time.Duration
 
 	// batching coalesces concurrent verifies and keepalives (coalesce.go);
 	// verifies and keepalives are nil when it is off.
@@ -88,6 +94,26 @@ func WithAttemptTimeout(d time.Duration) Option {
 	}
 }
 
+// WithConnectTimeout makes a request fail once d has passed since it began
+// without any endpoint accepting a connection (the TCP connection, and with
+// WithTLS its handshake): endpoints with nothing behind them, refusing or
+// unanswered, then cost d rather than the caller's whole deadline. Nothing
+// was sent, so the error is ErrUnavailable, with ErrNoConnection, and names
+// each endpoint and why. Once an endpoint accepted a connection, the request
+// is retried as usual until the caller's deadline. It bounds the requests
+// retried across the endpoints; WaitReady, Watch and KeyWait wait as long as
+// their context. Zero, the default, retries refused connections until the
+// caller's deadline, as suits a cluster that is starting. The client learns
+// of connections through net/http/httptrace (GotConn or WroteHeaders): a
+// transport given with WithHTTPClient must report one of them.
+func WithConnectTimeout(d time.Duration) Option {
+	return func(c *Client) {
+		if d > 0 {
+			c.connectTimeout = d
+		}
+	}
+}
+
 // WithHedgeDelay sets how long a read waits for one node before asking a
 // second one too (DefaultHedgeDelay when zero; negative turns hedging off).
 func WithHedgeDelay(d time.Duration) Option {
@@ -129,6 +155,7 @@ func New(endpoints []string, opts ...Option) *Client {
 	for _, o := range opts {
 		o(c)
 	}
+	c.hc = noRedirects(c.hc)
 	if c.batching {
 		c.newBatchers()
 	}
@@ -225,8 +252,8 @@ func (c *Client) Release(ctx context.Context, req ReleaseRequest) (*ReleaseRespo
 
 // Verify asks whether tok is the current live grant of key. It fails closed:
 // whatever goes wrong, the verdict refuses, with the reason "unavailable" when
-// no node could answer and "malformed" for a bad token or key; the error
-// says what went wrong. Verifies made while another is in flight go out
+// no node could answer, "malformed" for a bad token or key and "forbidden"
+// when the identity may not verify the key; the error says what went wrong. Verifies made while another is in flight go out
 // together in one batch request (see WithBatching); each gets its own
 // verdict, as linearizable as a verify of its own.
 func (c *Client) Verify(ctx context.Context, key, tok, holder string) (VerifyResponse, error) {
@@ -247,12 +274,14 @@ func (c *Client) Verify(ctx context.Context, key, tok, holder string) (VerifyRes
 			// election, a restart): ask again until the context ends.
 		case errors.As(err, &apiErr) && apiErr.Status == http.StatusBadRequest:
 			return VerifyResponse{Allow: false, Reason: "malformed"}, err
+		case errors.As(err, &apiErr) && apiErr.Status == http.StatusForbidden:
+			return VerifyResponse{Allow: false, Reason: "forbidden"}, err
 		default:
 			return VerifyResponse{Allow: false, Reason: "unavailable"}, err
 		}
 		select {
 		case <-ctx.Done():
-			return VerifyResponse{Allow: false, Reason: "unavailable"}, fmt.Errorf("%w: %v", ErrUnavailable, ctx.Err())
+			return VerifyResponse{Allow: false, Reason: "unavailable"}, fmt.Errorf("%w: %w", ErrUnavailable, ctx.Err())
 		case <-time.After(backoff):
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)
@@ -269,9 +298,13 @@ func (c *Client) Key(ctx context.Context, key string) (*KeyInfo, error) {
 	return &out, nil
 }
 
-// Keys lists keys with a prefix, read linearizably, at most limit of them
-// (every one when limit is 0). KeysPage says whether the list was cut.
+// Keys lists keys with a prefix, in name order, at most limit of them
+// (every one when limit is 0, page by page: see ListAllKeys). KeysPage says
+// whether the list was cut.
 func (c *Client) Keys(ctx context.Context, prefix string, limit int) ([]KeyInfo, error) {
+	if limit == 0 {
+		return c.ListAllKeys(ctx, KeysQuery{Prefix: prefix})
+	}
 	kr, err := c.KeysPage(ctx, prefix, "", limit)
 	if err != nil {
 		return nil, err
@@ -280,23 +313,23 @@ func (c *Client) Keys(ctx context.Context, prefix string, limit int) ([]KeyInfo,
 }
 
 // KeysPage lists, read linearizably and in name order, at most limit keys
-// (every one when limit is 0) with a prefix whose names come after after.
-// When the list was cut at limit, Truncated is set and Next is the after of
-// the next page.
+// (the server's page, DefaultKeysLimit, when limit is 0) with a prefix whose
+// names come after after. When the list was cut, Truncated is set and Next
+// is the after of the next page.
 func (c *Client) KeysPage(ctx context.Context, prefix, after string, limit int) (*KeysResponse, error) {
 	return c.ListKeys(ctx, KeysQuery{Prefix: prefix, After: after, Limit: limit})
 }
 
 // KeysQuery selects the keys ListKeys lists: those with Prefix, in State
 // when it is set (held, released or expired), whose names come after After,
-// at most Limit of them (every one when 0).
+// at most Limit of them (DefaultKeysLimit when 0, MaxKeysLimit at most).
 type KeysQuery struct {
 	Prefix, State, After string
 	Limit                int
 }
 
-// ListKeys lists keys, read linearizably and in name order, as q selects.
-// When the list was cut at q.Limit, Truncated is set and Next is the After
+// ListKeys lists one page of keys, read linearizably and in name order, as
+// q selects. When the list was cut, Truncated is set and Next is the After
 // of the next page.
 func (c *Client) ListKeys(ctx context.Context, q KeysQuery) (*KeysResponse, error) {
 	v := url.Values{}
@@ -317,6 +350,24 @@ func (c *Client) ListKeys(ctx context.Context, q KeysQuery) (*KeysResponse, erro
 		return nil, err
 	}
 	return &out, nil
+}
+
+// ListAllKeys lists every key q selects (q.Limit is the page size), page by
+// page in name order. Each page is read linearizably; the listing as a whole
+// is not one snapshot: a key granted meanwhile may or may not be in it.
+func (c *Client) ListAllKeys(ctx context.Context, q KeysQuery) ([]KeyInfo, error) {
+	var all []KeyInfo
+	for {
+		kr, err := c.ListKeys(ctx, q)
+		if err != nil {
+			return nil, err
+		}
+		all = append(all, kr.Keys...)
+		if !kr.Truncated || kr.Next == "" {
+			return all, nil
+		}
+		q.After = kr.Next
+	}
 }
 
 // Join adds a node to the cluster.

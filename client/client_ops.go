@@ -43,7 +43,7 @@ func (c *Client) Backup(ctx context.Context) ([]byte, BackupMeta, error) {
 			break
 		}
 	}
-	return nil, meta, fails.err(ErrUnavailable, "no node sent a backup")
+	return nil, meta, fails.err(ErrUnavailable, "no node sent a backup", ctx.Err())
 }
 
 func (c *Client) backupFrom(ctx context.Context, ep string) ([]byte, BackupMeta, error) {
@@ -54,9 +54,8 @@ func (c *Client) backupFrom(ctx context.Context, ep string) ([]byte, BackupMeta,
 	if err != nil {
 		return nil, meta, err
 	}
-	c.authorize(req)
 	late := time.AfterFunc(4*c.attemptTimeout, cancel)
-	resp, err := c.hc.Do(req)
+	resp, err := c.roundTrip(req)
 	if !late.Stop() && err == nil {
 		resp.Body.Close()
 		err = context.DeadlineExceeded
@@ -110,8 +109,7 @@ func (c *Client) Restore(ctx context.Context, backup []byte, aboveEpoch, margin 
 			return nil, err
 		}
 		req.Header.Set("Content-Type", "application/octet-stream")
-		c.authorize(req)
-		resp, err := c.hc.Do(req)
+		resp, err := c.roundTrip(req)
 		if err != nil {
 			// Only a request that never left may go to another node: one
 			// that was sent may have been applied.
@@ -132,7 +130,7 @@ func (c *Client) Restore(ctx context.Context, backup []byte, aboveEpoch, margin 
 		}
 		return &out, nil
 	}
-	return nil, fails.err(ErrUnavailable, "no node answered before the restore could be sent")
+	return nil, fails.err(ErrUnavailable, "no node answered before the restore could be sent", ctx.Err())
 }
 
 // probe asks one node for its status within the attempt timeout.
@@ -148,16 +146,22 @@ func (c *Client) probe(ctx context.Context, ep string) error {
 	return err
 }
 
-func (c *Client) authorize(req *http.Request) {
-	if c.token != "" {
-		req.Header.Set("Authorization", "Bearer "+c.token)
-	}
-}
-
 func errorOf(status int, data []byte) *Error {
 	e := &Error{Status: status}
 	if json.Unmarshal(data, &e.ErrorResponse) != nil || e.Code == "" {
 		e.Code, e.Message = "http_"+strconv.Itoa(status), string(bytes.TrimSpace(data))
 	}
 	return e
+}
+
+// ACLCheck asks a node whether its key ACL lets an identity exercise a
+// right (lock, read, verify) on a key, and which rule decides (admin).
+// Nodes answer for their own file; fencectl status flags nodes whose files
+// differ.
+func (c *Client) ACLCheck(ctx context.Context, req ACLCheckRequest) (*ACLCheckResponse, error) {
+	var out ACLCheckResponse
+	if err := c.do(ctx, http.MethodPost, "/v1/acl/check", req, &out, false); err != nil {
+		return nil, err
+	}
+	return &out, nil
 }

@@ -91,6 +91,9 @@ type failure struct {
 	late bool
 	// timedOut: the attempt's own deadline passed with no answer.
 	timedOut bool
+	// cause is the error of a permanent failure that callers may want to
+	// tell apart (errors.Is(err, ErrRedirected)); nil otherwise.
+	cause error
 }
 
 // classify names an attempt's failure. timeout is the attempt's own deadline;
@@ -104,8 +107,8 @@ func classify(err error, timeout time.Duration, callerDone bool) failure {
 			return failure{reason: "not a member (" + apiErr.Message + ")"}
 		}
 		return failure{reason: apiErr.Error()}
-	case errors.Is(err, ErrBadEndpoint):
-		return failure{reason: err.Error(), permanent: true}
+	case errors.Is(err, ErrBadEndpoint), errors.Is(err, ErrRedirected), errors.Is(err, ErrInsecureCredentials):
+		return failure{reason: err.Error(), permanent: true, cause: err}
 	case isTLSError(err):
 		return failure{reason: "TLS: " + tlsReason(err), permanent: true}
 	case errors.Is(err, syscall.ECONNREFUSED):
@@ -141,26 +144,51 @@ func isTLSError(err error) bool {
 		strings.Contains(err.Error(), "tls: ")
 }
 
+// tlsReason words a failed handshake: the certificate check's own error when
+// there is one, whole (it may quote other errors, colons and all), else the
+// transport's error without the request it was about.
 func tlsReason(err error) string {
 	var rh tls.RecordHeaderError
 	if errors.As(err, &rh) || strings.Contains(err.Error(), "HTTP response to HTTPS client") {
 		return "the server does not speak TLS (use http://, or start fenced with TLS)"
 	}
-	msg := err.Error()
-	if i := strings.LastIndex(msg, ": "); i >= 0 && strings.Contains(msg[i:], "certificate") {
-		return msg[i+2:]
+	var (
+		ua x509.UnknownAuthorityError
+		he x509.HostnameError
+		ci x509.CertificateInvalidError
+		cv *tls.CertificateVerificationError
+		ue *url.Error
+	)
+	switch {
+	case errors.As(err, &ua):
+		err = ua
+	case errors.As(err, &he):
+		err = he
+	case errors.As(err, &ci):
+		err = ci
+	case errors.As(err, &cv):
+		err = cv.Err
+	case errors.As(err, &ue):
+		err = ue.Err
 	}
-	return msg
+	return strings.TrimPrefix(err.Error(), "x509: ")
 }
 
 // attemptsError is the error of a request no endpoint served: it names
 // every endpoint tried and why it failed. errors.Is finds ErrUnavailable (nothing
-// was done) or ErrUnknownOutcome (a write may have been applied).
+// was done) or ErrUnknownOutcome (a write may have been applied), and the
+// sentinels of the endpoints' permanent failures (ErrBadEndpoint,
+// ErrRedirected, ErrInsecureCredentials).
 type attemptsError struct {
 	sentinel error
-	why      string
-	order    []string
-	reasons  map[string]string
+	// ended, when set, is why the attempts stopped: the caller's context
+	// ended (its error), or no endpoint accepted a connection in time
+	// (ErrNoConnection). errors.Is finds it as well as the sentinel.
+	ended   error
+	why     string
+	order   []string
+	reasons map[string]string
+	causes  []error
 }
 
 func (e *attemptsError) Error() string {
@@ -187,7 +215,13 @@ func (e *attemptsError) Error() string {
 	return b.String()
 }
 
-func (e *attemptsError) Unwrap() error { return e.sentinel }
+func (e *attemptsError) Unwrap() []error {
+	out := append([]error{e.sentinel}, e.causes...)
+	if e.ended != nil {
+		out = append(out, e.ended)
+	}
+	return out
+}
 
 // failures keeps the latest failure of each endpoint of one request.
 type failures struct {
@@ -222,10 +256,16 @@ func (f *failures) allPermanent(n int) bool {
 	return true
 }
 
-func (f *failures) err(sentinel error, why string) error {
-	e := &attemptsError{sentinel: sentinel, why: why, order: f.order, reasons: map[string]string{}}
-	for ep, fl := range f.last {
+// err is the error of a request no endpoint served; ended, if not nil, is
+// why the attempts stopped (see attemptsError).
+func (f *failures) err(sentinel error, why string, ended error) error {
+	e := &attemptsError{sentinel: sentinel, ended: ended, why: why, order: f.order, reasons: map[string]string{}}
+	for _, ep := range f.order {
+		fl := f.last[ep]
 		e.reasons[ep] = fl.reason
+		if fl.cause != nil {
+			e.causes = append(e.causes, fl.cause)
+		}
 	}
 	return e
 }

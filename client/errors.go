@@ -56,6 +56,9 @@ var (
 	// the acquire (HTTP 429); nothing was done.
 	ErrTooManyKeys    = errors.New("too many keys held by this holder")
 	ErrTooManyWaiters = errors.New("too many acquires waiting for this key")
+	// ErrTooManyWatches: the identity has as many watches and blocking
+	// reads open on the node as it may (HTTP 429); close one first.
+	ErrTooManyWatches = errors.New("too many watches and blocking reads open")
 	// ErrUnknownOutcome: a write may or may not have been committed. The
 	// client retries such writes itself (they are idempotent); it returns this
 	// only when its context ends first. Never read it as "failed".
@@ -63,6 +66,11 @@ var (
 	// ErrUnavailable: no node could serve the request (no leader, no node
 	// reachable). Nothing was done.
 	ErrUnavailable = errors.New("cluster unavailable")
+	// ErrNoConnection: no endpoint accepted a connection within the
+	// client's connect timeout (WithConnectTimeout); nothing was sent. It
+	// comes with ErrUnavailable: errors.Is finds both. It is the client's
+	// own; no answer carries it.
+	ErrNoConnection = errors.New("no endpoint accepted a connection")
 	// ErrUnauthenticated: the request carried no valid credentials.
 	ErrUnauthenticated = errors.New("unauthenticated")
 	// ErrForbidden: the identity may not do this.
@@ -112,6 +120,7 @@ var codes = []struct {
 	{"request_timeout", http.StatusRequestTimeout, ErrBodyTimeout},
 	{"too_many_keys", http.StatusTooManyRequests, ErrTooManyKeys},
 	{"too_many_waiters", http.StatusTooManyRequests, ErrTooManyWaiters},
+	{"too_many_watches", http.StatusTooManyRequests, ErrTooManyWatches},
 }
 
 // ErrorOfCode returns the sentinel of a wire code; nil for a code this

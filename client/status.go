@@ -31,6 +31,10 @@ type Status struct {
 	// heartbeat a quorum accepted; renewals rest on it while it is under
 	// 250 ms (renewal.go). Absent elsewhere.
 	QuorumContactMS *float64 `json:"quorum_contact_ms,omitempty"`
+	// Auth says whether this node authenticates requests ("on") or not
+	// ("off"). Nodes that differ judge the same request differently, and a
+	// forward from a node with it off is refused by one with it on.
+	Auth string `json:"auth,omitempty"`
 	// Credentials describes the credentials (certificates, tokens) this
 	// node uses; absent when it has none.
 	Credentials *CredentialStatus `json:"credentials,omitempty"`
@@ -46,6 +50,9 @@ type CredentialStatus struct {
 	// digits of the SHA-256 of the tokens file they were read from. Nodes
 	// given the same file report the same digest. Empty without tokens.
 	TokensDigest string `json:"tokens_digest,omitempty"`
+	// ACLDigest names the key ACL file in use the same way; empty without
+	// one. Nodes whose digests differ judge the same request differently.
+	ACLDigest string `json:"acl_digest,omitempty"`
 	// LoadedAt is when the material in use was last loaded successfully,
 	// all of it (at start, or by a reload that succeeded).
 	LoadedAt time.Time `json:"loaded_at"`

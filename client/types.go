@@ -6,6 +6,13 @@ import (
 	"github.com/fenced/fenced/fence"
 )
 
+// The page sizes of GET /v1/keys: DefaultKeysLimit keys when the request
+// names no limit (or 0), at most MaxKeysLimit.
+const (
+	DefaultKeysLimit = 1000
+	MaxKeysLimit     = 10000
+)
+
 // Limits on request fields. Requests outside them are refused with 400 and
 // change nothing.
 const (
@@ -354,3 +361,26 @@ const (
 	MinProgress = 100 * time.Millisecond
 	MaxProgress = time.Minute
 )
+
+// ACLCheckRequest is the body of POST /v1/acl/check (admin): which rule of
+// the answering node's ACL file, if any, lets Identity exercise Right
+// (lock, read or verify) on Key.
+type ACLCheckRequest struct {
+	Identity string `json:"identity"`
+	Right    string `json:"right"`
+	Key      string `json:"key"`
+}
+
+// ACLCheckResponse is the node's verdict: Allow, and the rule that decides
+// (Line and Rule, as the file gives it) or why nothing allows it. Digest
+// names the node's ACL file (empty without one).
+type ACLCheckResponse struct {
+	Identity string `json:"identity"`
+	Right    string `json:"right"`
+	Key      string `json:"key"`
+	Allow    bool   `json:"allow"`
+	Line     int    `json:"line,omitempty"`
+	Rule     string `json:"rule,omitempty"`
+	Reason   string `json:"reason"`
+	Digest   string `json:"digest,omitempty"`
+}

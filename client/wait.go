@@ -25,11 +25,11 @@ func (c *Client) WaitReady(ctx context.Context) (*Status, error) {
 			return st, nil
 		}
 		if fails.allPermanent(len(c.endpoints)) {
-			return nil, fails.err(ErrUnavailable, "no endpoint can be used")
+			return nil, fails.err(ErrUnavailable, "no endpoint can be used", nil)
 		}
 		select {
 		case <-ctx.Done():
-			return nil, fails.err(ErrUnavailable, "no ready leader before the deadline")
+			return nil, fails.err(ErrUnavailable, "no ready leader before the deadline", ctx.Err())
 		case <-time.After(readyPoll):
 		}
 	}

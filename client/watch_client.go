@@ -144,8 +144,7 @@ func (c *Client) watchOnce(ctx context.Context, endpoint string, o WatchOptions,
 		return 0, err
 	}
 	req.Header.Set("Accept", "text/event-stream")
-	c.authorize(req)
-	resp, err := c.hc.Do(req)
+	resp, err := c.roundTrip(req)
 	if err != nil {
 		return 0, err
 	}
@@ -185,7 +184,7 @@ func (c *Client) watchOnce(ctx context.Context, endpoint string, o WatchOptions,
 			return last, c.emitReset(ctx, out, ev.Reason)
 		case WatchUnavailable:
 			// The node cannot serve a stream now; another may.
-			return last, &Error{Status: http.StatusServiceUnavailable,
+			return last, &Error{Status: StatusOfCode(ev.Reason),
 				ErrorResponse: ErrorResponse{Code: ev.Reason, Message: "the node cannot serve a watch now"}}
 		}
 		if !served {

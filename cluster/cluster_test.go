@@ -239,7 +239,7 @@ func TestRenewAndKeepalive(t *testing.T) {
 		if _, _, err := lead.Renew(ctx, "r", "a", g.Token); err != nil {
 			t.Fatalf("renew %d: %v", i, err)
 		}
-		ls, err := lead.Keepalive(ctx, "a")
+		ls, err := lead.Keepalive(ctx, "a", nil)
 		if err != nil || len(ls) != 2 {
 			t.Fatalf("keepalive: %v %v", ls, err)
 		}

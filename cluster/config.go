@@ -93,6 +93,14 @@ type Config struct {
 	ReclaimIgnoresEpoch bool
 
 	Logger hclog.Logger
+
+	// raftResolve, in tests, stands in for DNS: it maps a Raft address to
+	// the address dialed.
+	raftResolve func(addr string) string
+	// raftSkipIDCheck turns off the checks of server ids against peer
+	// certificates (peerid.go): the positive control of tests, never for
+	// production.
+	raftSkipIDCheck bool
 }
 
 func (c *Config) setDefaults() {

@@ -68,7 +68,7 @@ func TestLockDelayEndIsCommittedAndSurvivesFailover(t *testing.T) {
 
 	tc.stop(li)
 	_, lead2 := tc.leader()
-	if left, ok := lead2.leases.delayed("d"); ok {
+	if left, ok := lead2.leases.lockDelayLeft("d"); ok {
 		t.Fatalf("the new leader keeps d for %v more after its lock-delay ended", left)
 	}
 	g2, err := lead2.Acquire(ctx, AcquireArgs{Key: "d", Holder: "b", TTL: time.Minute})

@@ -8,43 +8,53 @@ import (
 	"github.com/fenced/fenced/fsm"
 )
 
-// lockDelay is a key's lock-delay after the expiry of grant token: it ends
-// at until, on the lease table's clock.
-type lockDelay struct {
+// Two things are called a lock-delay here, and the names keep them apart:
+//
+//   - a grant's lock-delay is the duration it was granted with
+//     (fsm.Acquire.LockDelay): lockDelayOf(i) for lease i, kept in
+//     leases.grantDelays;
+//   - a key's delay is that duration in force, from the grant's expiry:
+//     the key is kept from other holders until it ends. It is a keyDelay in
+//     leases.keyDelays, started by startDelayLocked, dropped by dropDelay,
+//     asked about with lockDelayLeft, and its end proposed by fireDelays.
+
+// keyDelay is the lock-delay in force on a key after the expiry of grant
+// token: it ends at until, on the lease table's clock.
+type keyDelay struct {
 	until int64
 	token fence.Token
 }
 
-// delayEnd is a lock-delay's place in the table's queue of ends.
-type delayEnd struct {
+// queuedDelay is a key's delay in the table's queue of ends.
+type queuedDelay struct {
 	key string
-	lockDelay
+	keyDelay
 }
 
-// delayQueue orders the ends of lock-delays, earliest first. An entry whose
+// delayQueue orders the ends of keys' delays, earliest first. An entry whose
 // key has another delay in the table by the time it is due (a later one, or
-// none: undelay dropped it) is stale and skipped, so nothing is ever
+// none: dropDelay dropped it) is stale and skipped, so nothing is ever
 // searched for in it.
-type delayQueue []delayEnd
+type delayQueue []queuedDelay
 
 func (q delayQueue) Len() int           { return len(q) }
 func (q delayQueue) Less(i, j int) bool { return q[i].until < q[j].until }
 func (q delayQueue) Swap(i, j int)      { q[i], q[j] = q[j], q[i] }
-func (q *delayQueue) Push(x any)        { *q = append(*q, x.(delayEnd)) }
+func (q *delayQueue) Push(x any)        { *q = append(*q, x.(queuedDelay)) }
 func (q *delayQueue) Pop() any {
 	old := *q
 	last := old[len(old)-1]
-	old[len(old)-1] = delayEnd{}
+	old[len(old)-1] = queuedDelay{}
 	*q = old[:len(old)-1]
 	return last
 }
 
-// delayLocked keeps key from new holders until until, after the expiry of
-// grant token, and queues the end of that delay.
-func (l *leases) delayLocked(key string, token fence.Token, until int64) {
-	d := lockDelay{until: until, token: token}
-	l.delays[key] = d
-	heap.Push(&l.delayQ, delayEnd{key: key, lockDelay: d})
+// startDelayLocked keeps key from new holders until until, after the
+// expiry of grant token, and queues the end of that delay.
+func (l *leases) startDelayLocked(key string, token fence.Token, until int64) {
+	d := keyDelay{until: until, token: token}
+	l.keyDelays[key] = d
+	heap.Push(&l.delayQ, queuedDelay{key: key, keyDelay: d})
 	l.resetDelayTimerLocked()
 }
 
@@ -69,11 +79,11 @@ func (l *leases) fireDelays(gen uint64) {
 	l.delayTimerAt = 0
 	now := l.now()
 	for len(l.delayQ) > 0 && l.delayQ[0].until <= now {
-		d := heap.Pop(&l.delayQ).(delayEnd)
-		if cur, ok := l.delays[d.key]; !ok || cur != d.lockDelay {
-			continue // undelayed, or delayed again
+		d := heap.Pop(&l.delayQ).(queuedDelay)
+		if cur, ok := l.keyDelays[d.key]; !ok || cur != d.keyDelay {
+			continue // dropped, or started again
 		}
-		delete(l.delays, d.key)
+		delete(l.keyDelays, d.key)
 		ends = append(ends, fsm.DelayEnd{Key: d.key, Token: d.token})
 	}
 	l.resetDelayTimerLocked()
@@ -93,15 +103,16 @@ func (l *leases) stopDelaysLocked() {
 		l.delayTimer = nil
 	}
 	l.delayTimerAt = 0
-	l.delays = map[string]lockDelay{}
+	l.keyDelays = map[string]keyDelay{}
 	l.delayQ = nil
 }
 
-// delayed returns how long a key's lock-delay still lasts.
-func (l *leases) delayed(key string) (time.Duration, bool) {
+// lockDelayLeft returns how long the delay in force on key still lasts,
+// and false when none is: the key is free of lock-delays for admission.
+func (l *leases) lockDelayLeft(key string) (time.Duration, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	d, ok := l.delays[key]
+	d, ok := l.keyDelays[key]
 	if !ok {
 		return 0, false
 	}
@@ -114,10 +125,10 @@ func (l *leases) delayed(key string) (time.Duration, bool) {
 	return left, true
 }
 
-// undelay drops the lock-delay of key: an expiry that was proposed did not
-// end the grant (the holder renewed it first), so no delay is owed.
-func (l *leases) undelay(key string) {
+// dropDelay drops the delay in force on key: an expiry that was proposed
+// did not end the grant (the holder renewed it first), so no delay is owed.
+func (l *leases) dropDelay(key string) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.delays, key)
+	delete(l.keyDelays, key)
 }

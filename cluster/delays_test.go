@@ -32,7 +32,7 @@ func newDelayEndLog() *delayEndLog {
 func (d *delayEndLog) end(gen uint64, e fsm.DelayEnd) {
 	var early bool
 	if d.table != nil {
-		_, early = d.table.delayed(e.Key)
+		_, early = d.table.lockDelayLeft(e.Key)
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
@@ -52,7 +52,7 @@ func (d *delayEndLog) get(key string) (time.Time, []fsm.DelayEnd) {
 // TestLeaseTableEndsEachLockDelayOnce: lock-delays of many keys, from a
 // takeover and from expiries, share one timer; the end of each is proposed
 // once, for its grant, not before the key is free for admission, and one
-// dropped (undelay) or replaced by a later delay is not proposed.
+// dropped (dropDelay) or replaced by a later delay is not proposed.
 func TestLeaseTableEndsEachLockDelayOnce(t *testing.T) {
 	log := newDelayEndLog()
 	l := newLeases(hclog.NewNullLogger(), func(uint64, fsm.Expire, time.Duration) {}, log.end)
@@ -75,7 +75,7 @@ func TestLeaseTableEndsEachLockDelayOnce(t *testing.T) {
 		want[k.Key] = k.Token
 	}
 	// e0: the expiry did not end the grant; no delay, no end to record.
-	l.undelay("e0")
+	l.dropDelay("e0")
 	delete(want, "e0")
 	// e1 expired again with another grant before its delay ran out: only
 	// the later delay's end is proposed.
@@ -111,12 +111,12 @@ func TestLeaseTableEndsEachLockDelayOnce(t *testing.T) {
 		t.Errorf("ends proposed while the table still kept the key: %v", log.early)
 	}
 	if _, ends := log.get("e0"); len(ends) != 0 {
-		t.Errorf("undelayed e0: ends %+v", ends)
+		t.Errorf("dropped e0: ends %+v", ends)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if len(l.delays) != 0 || len(l.delayQ) != 0 {
-		t.Errorf("after every delay ended: %d delays, %d queued", len(l.delays), len(l.delayQ))
+	if len(l.keyDelays) != 0 || len(l.delayQ) != 0 {
+		t.Errorf("after every delay ended: %d delays, %d queued", len(l.keyDelays), len(l.delayQ))
 	}
 }
 
@@ -129,7 +129,7 @@ func TestLeaseTableDelayEndOfLostGeneration(t *testing.T) {
 	l.activate(1, walkList(nil), []fsm.KeyState{{Key: "a", Token: 1, State: fsm.Expired, LockDelay: time.Hour}})
 	l.deactivate()
 	l.mu.Lock()
-	timer, kept := l.delayTimer, len(l.delays)+len(l.delayQ)
+	timer, kept := l.delayTimer, len(l.keyDelays)+len(l.delayQ)
 	l.mu.Unlock()
 	if timer != nil || kept != 0 {
 		t.Fatalf("deactivated table kept a delay timer (%v) or %d delays", timer != nil, kept)
@@ -139,7 +139,7 @@ func TestLeaseTableDelayEndOfLostGeneration(t *testing.T) {
 	l.delayTimer.Stop() // only the calls below fire
 	l.mu.Unlock()
 	testutil.Eventually(t, 10*time.Second, func() error {
-		if _, delayed := l.delayed("b"); delayed {
+		if _, inForce := l.lockDelayLeft("b"); inForce {
 			return fmt.Errorf("b is still delayed")
 		}
 		return nil

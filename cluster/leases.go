@@ -12,6 +12,7 @@ import (
 
 	"github.com/fenced/fenced/fence"
 	"github.com/fenced/fenced/fsm"
+	"github.com/fenced/fenced/internal/openaddr"
 )
 
 // The leader's view of every live grant is a deadline on its monotonic
@@ -21,9 +22,10 @@ import (
 // A million leases must cost little memory and re-arm quickly, so the table
 // allocates nothing per lease: leases live in a slab of fixed-size chunks,
 // addressed by int32 index; the index by key is an open-addressed table of
-// slab indices, each beside 32 bits of its key's hash; the deadline heap is a list of slab indices; each lease
-// links to the previous and next lease of its holder by index. The only
-// pointer in a lease is its key's bytes, which the state machine holds.
+// slab indices, each beside 32 bits of its key's hash; the deadline heap is
+// a list of slab indices; each lease links to the previous and next lease
+// of its holder by index. The only pointer in a lease is its key's bytes,
+// which the state machine holds.
 
 const (
 	// chunkShift sets the size of the slab's chunks: 1024 leases, 64 KiB.
@@ -57,7 +59,7 @@ type leaseRec struct {
 	deadline, due int64
 	keyLen        uint32
 	// ttlMs is in whole milliseconds, as the state machine keeps it. The few
-	// leases with a lock-delay keep it in leases.lockDelays.
+	// leases with a lock-delay keep it in leases.grantDelays.
 	ttlMs uint32
 	// holder is the index of the lease's holder in leases.holders; none
 	// marks a free slot.
@@ -82,12 +84,14 @@ func toMs(d time.Duration) uint32 {
 	return uint32(min(max(ms, 0), 1<<32-1))
 }
 
-// delay returns the lock-delay of lease i's grant. The caller holds l.mu.
-func (l *leases) delay(i int32) time.Duration {
-	if len(l.lockDelays) == 0 {
+// lockDelayOf returns the lock-delay lease i's grant was made with: how
+// long its key will be kept from others if it expires. The caller holds
+// l.mu.
+func (l *leases) lockDelayOf(i int32) time.Duration {
+	if len(l.grantDelays) == 0 {
 		return 0 // most tables: no lookup on a renewal
 	}
-	return time.Duration(l.lockDelays[i]) * time.Millisecond
+	return time.Duration(l.grantDelays[i]) * time.Millisecond
 }
 
 // holderLeases is one holder's list of leases (slab indices), and their
@@ -125,12 +129,13 @@ type leases struct {
 	free   int32
 	// n is the number of leases.
 	n int
-	// index finds a lease by key: linear probing from the key's hash, at
-	// most three quarters full. An entry is the low 32 bits of the key's
-	// hash (which also give its home) above the lease's slab index plus one;
-	// 0 is empty. With the hash in the entry, a lookup reads a lease only
-	// when its hash matches, and a removal or a resize reads none.
-	index []uint64
+	// index finds a lease by key (internal/openaddr), by slab index. Its
+	// words are 64 bits: the whole hash beside the slab index, because a
+	// lease has no room left in its cache line to keep its hash, and the
+	// index must find a word's home without hashing the key again. So a
+	// lookup reads a lease only when its hash matches, and a removal or a
+	// resize reads none.
+	index openaddr.Index[uint64]
 	// byHolder finds a holder's list of leases in holders; freeHolders
 	// are the unused entries of holders.
 	byHolder    map[string]int32
@@ -144,22 +149,22 @@ type leases struct {
 	// timer fires at the earliest due; timerAt is when (0: stopped).
 	timer   *time.Timer
 	timerAt int64
-	// delays holds each key's lock-delay after an expiry; delayQ orders
-	// their ends for the one timer of all of them, delayTimer, armed for
-	// delayTimerAt (0: stopped). See delays.go.
-	delays       map[string]lockDelay
+	// keyDelays holds the lock-delay in force on each key after an
+	// expiry; delayQ orders their ends for the one timer of all of them,
+	// delayTimer, armed for delayTimerAt (0: stopped). See delays.go.
+	keyDelays    map[string]keyDelay
 	delayQ       delayQueue
 	delayTimer   *time.Timer
 	delayTimerAt int64
-	// lockDelays holds the lock-delay (ms) of the leases whose grant has
+	// grantDelays holds the lock-delay (ms) of the leases whose grant has
 	// one, by slab index; freeing a slot drops its entry.
-	lockDelays map[int32]uint32
+	grantDelays map[int32]uint32
 }
 
 func newLeases(log hclog.Logger, expire func(gen uint64, e fsm.Expire, lockDelay time.Duration), endDelay func(gen uint64, e fsm.DelayEnd)) *leases {
 	l := &leases{log: log, expire: expire, endDelay: endDelay, base: time.Now(), seed: maphash.MakeSeed()}
 	l.resetLocked()
-	l.delays = map[string]lockDelay{}
+	l.keyDelays = map[string]keyDelay{}
 	return l
 }
 
@@ -185,15 +190,15 @@ type walkFunc func(begin func(n int), fn func(fsm.KeyState))
 // expiry happened, so it assumes just now. The table is filled straight
 // from the walk, into a slab, index and heap sized for the walk's count:
 // nothing is allocated per lease.
-func (l *leases) activate(gen uint64, walk walkFunc, delayed []fsm.KeyState) {
-	l.activateFrom(gen, time.Time{}, walk, delayed)
+func (l *leases) activate(gen uint64, walk walkFunc, lockDelayed []fsm.KeyState) {
+	l.activateFrom(gen, time.Time{}, walk, lockDelayed)
 }
 
 // activateFrom is activate with every TTL and lock-delay counted from
 // from, when that is later than now: a new leader re-arms while it waits
 // out its takeover (renewal.go), and its leases must run a full TTL from
 // the end of that wait, as if it had re-armed them then.
-func (l *leases) activateFrom(gen uint64, from time.Time, walk walkFunc, delayed []fsm.KeyState) {
+func (l *leases) activateFrom(gen uint64, from time.Time, walk walkFunc, lockDelayed []fsm.KeyState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.stopLocked()
@@ -231,8 +236,8 @@ func (l *leases) activateFrom(gen uint64, from time.Time, walk walkFunc, delayed
 		l.down(i)
 	}
 	l.resetTimerLocked()
-	for _, k := range delayed {
-		l.delayLocked(k.Key, k.Token, now+int64(k.LockDelay))
+	for _, k := range lockDelayed {
+		l.startDelayLocked(k.Key, k.Token, now+int64(k.LockDelay))
 	}
 	l.log.Info("leases re-armed for a full TTL", "generation", gen, "live", l.n, "took", time.Duration(l.now()-start),
 		"from_in", time.Duration(now-start))
@@ -246,7 +251,7 @@ func (l *leases) reserveLocked(n int) {
 	for c := range l.chunks {
 		l.chunks[c] = new([chunkSize]leaseRec)
 	}
-	l.index = make([]uint64, indexSize(n))
+	l.index.Reset(openaddr.SizeFor(n, minIndex))
 	l.heap = make([]int32, 0, n)
 }
 
@@ -283,12 +288,12 @@ func (l *leases) stopLocked() {
 // resetLocked forgets every lease and releases the memory of the table.
 func (l *leases) resetLocked() {
 	l.chunks, l.top, l.free, l.n = nil, 0, none, 0
-	l.index = nil
+	l.index.Reset(0)
 	l.byHolder = map[string]int32{}
 	l.holders, l.freeHolders = nil, nil
 	l.under = map[string]int{}
 	l.heap = nil
-	l.lockDelays = map[int32]uint32{}
+	l.grantDelays = map[int32]uint32{}
 }
 
 // granted arms (or re-arms, for a renewal by acquire) the lease of a grant.
@@ -309,7 +314,7 @@ func (l *leases) ended(k fsm.KeyState) {
 		l.shrinkLocked()
 	}
 	if l.gen != 0 && k.State == fsm.Expired && k.LockDelay > 0 {
-		l.delayLocked(k.Key, k.Token, l.now()+int64(k.LockDelay))
+		l.startDelayLocked(k.Key, k.Token, l.now()+int64(k.LockDelay))
 	}
 }
 
@@ -328,47 +333,25 @@ func (l *leases) rec(i int32) *leaseRec { return &l.chunks[i>>chunkShift][i&chun
 
 func (l *leases) hash(key string) uint32 { return uint32(maphash.String(l.seed, key)) }
 
-// indexEntry is the key index's entry of lease i, whose key hashes to h.
-func indexEntry(h uint32, i int32) uint64 { return uint64(h)<<32 | uint64(uint32(i+1)) }
-
-// entryLease returns the lease of an index entry.
-func entryLease(e uint64) int32 { return int32(uint32(e)) - 1 }
-
-// entryHome returns where an index entry's probe starts, in an index of
-// mask+1 entries.
-func entryHome(e uint64, mask int) int { return int(e>>32) & mask }
-
-// indexSize is the size of a key index for n leases: a power of two, at
-// most three quarters full.
-func indexSize(n int) int {
-	size := minIndex
-	for size/4*3 < n {
-		size <<= 1
-	}
-	return size
-}
-
 // find returns the lease of key (none if there is none), its key's hash,
 // and its place in the index: where it is, or where it would go.
-func (l *leases) find(key string) (int, uint32, int32) {
+func (l *leases) find(key string) (uint32, uint32, int32) {
 	return l.findHashed(key, l.hash(key))
 }
 
 // findHashed is find, for a key whose hash is h.
-func (l *leases) findHashed(key string, h uint32) (int, uint32, int32) {
-	if len(l.index) == 0 {
-		return -1, h, none
+func (l *leases) findHashed(key string, h uint32) (uint32, uint32, int32) {
+	if l.index.Size() == 0 {
+		return 0, h, none
 	}
-	mask := len(l.index) - 1
-	for p := int(h) & mask; ; p = (p + 1) & mask {
-		e := l.index[p]
-		if e == 0 {
+	for p := l.index.Home(h); ; p = l.index.After(p) {
+		var ok bool
+		if p, ok = l.index.Scan(h, p); !ok {
 			return p, h, none
 		}
-		if uint32(e>>32) == h {
-			if i := entryLease(e); l.rec(i).keyString() == key {
-				return p, h, i
-			}
+		// The word matched the whole hash: the key decides.
+		if i := int32(l.index.Ref(p)); l.rec(i).keyString() == key {
+			return p, h, i
 		}
 	}
 }
@@ -379,61 +362,24 @@ func (l *leases) lookup(key string) int32 {
 	return i
 }
 
-// unindex takes lease i, of key, out of the index by backward shift
-// (Knuth's Algorithm R): each later entry of the run whose home is not
-// between the hole and itself moves into the hole. No tombstones, so a
-// lookup ends at the first empty entry however many leases came and went.
+// unindex takes lease i, of key, out of the index. The index's words carry
+// their hashes, so it asks for none.
 func (l *leases) unindex(key string, i int32) {
-	mask := len(l.index) - 1
-	p := int(l.hash(key)) & mask
-	for entryLease(l.index[p]) != i {
-		p = (p + 1) & mask
-	}
-	for q := (p + 1) & mask; ; q = (q + 1) & mask {
-		e := l.index[q]
-		if e == 0 {
-			break
-		}
-		// The entry at q may fill the hole at p unless its home lies in
-		// (p, q]: its probe from home would then miss p.
-		if (q-entryHome(e, mask))&mask >= (q-p)&mask {
-			l.index[p] = e
-			p = q
-		}
-	}
-	l.index[p] = 0
+	l.index.Delete(l.index.Locate(l.hash(key), uint32(i)), nil)
 }
 
-// resizeLocked rebuilds the index at size entries, from its own entries.
-func (l *leases) resizeLocked(size int) {
-	old := l.index
-	l.index = make([]uint64, size)
-	for _, e := range old {
-		if e != 0 {
-			l.place(e)
-		}
-	}
-}
+// resizeLocked rebuilds the index at size words, from its own words.
+func (l *leases) resizeLocked(size int) { l.index.Resize(size, nil) }
 
-// reindexLocked rebuilds the index at size entries, from the slab: after a
+// reindexLocked rebuilds the index at size words, from the slab: after a
 // compaction, which moved leases.
 func (l *leases) reindexLocked(size int) {
-	l.index = make([]uint64, size)
+	l.index.Reset(size)
 	for i := int32(0); i < l.top; i++ {
 		if r := l.rec(i); r.holder != none {
-			l.place(indexEntry(l.hash(r.keyString()), i))
+			l.index.Insert(l.hash(r.keyString()), uint32(i))
 		}
 	}
-}
-
-// place puts an entry whose key is not in the index into it.
-func (l *leases) place(e uint64) {
-	mask := len(l.index) - 1
-	p := entryHome(e, mask)
-	for l.index[p] != 0 {
-		p = (p + 1) & mask
-	}
-	l.index[p] = e
 }
 
 // allocLocked returns a free slab slot: a freed one first.
@@ -457,8 +403,8 @@ func (l *leases) allocLocked() int32 {
 // freeLocked returns slot i to the free list, cleared: a lease that takes
 // the slot later inherits nothing, its lock-delay included.
 func (l *leases) freeLocked(i int32) {
-	if len(l.lockDelays) != 0 {
-		delete(l.lockDelays, i)
+	if len(l.grantDelays) != 0 {
+		delete(l.grantDelays, i)
 	}
 	*l.rec(i) = leaseRec{holder: none, prev: none, next: l.free, slot: none}
 	l.free = i
@@ -478,8 +424,8 @@ func (l *leases) insertHashedLocked(k fsm.KeyState, h uint32, now int64) int32 {
 		// A raft log entry holds the key: it cannot be this long.
 		panic("cluster: key too long for the lease table")
 	}
-	if (l.n+1)*4 > len(l.index)*3 {
-		l.resizeLocked(indexSize(l.n + 1))
+	if !l.index.Fits(l.n + 1) {
+		l.resizeLocked(openaddr.SizeFor(l.n+1, minIndex))
 	}
 	p, _, old := l.findHashed(k.Key, h)
 	if old != none {
@@ -487,7 +433,7 @@ func (l *leases) insertHashedLocked(k fsm.KeyState, h uint32, now int64) int32 {
 		p, _, _ = l.findHashed(k.Key, h)
 	}
 	i := l.allocLocked()
-	l.index[p] = indexEntry(h, i)
+	l.index.Set(p, h, uint32(i))
 	r := l.rec(i)
 	*r = leaseRec{key: unsafe.StringData(k.Key), keyLen: uint32(len(k.Key)), token: k.Token, armed: k.Armed,
 		ttlMs: toMs(k.TTL), prev: none, slot: int32(len(l.heap))}
@@ -511,7 +457,7 @@ func (l *leases) insertHashedLocked(k fsm.KeyState, h uint32, now int64) int32 {
 	l.n++
 	l.countUnder(k.Holder, 1)
 	if d := toMs(k.LockDelay); d > 0 {
-		l.lockDelays[i] = d
+		l.grantDelays[i] = d
 	}
 	return i
 }
@@ -588,8 +534,8 @@ func (l *leases) shrinkLocked() {
 	if len(l.chunks) > 1 && l.n*4 < len(l.chunks)*chunkSize {
 		l.compactLocked()
 	}
-	if len(l.index) > minIndex && l.n*16 < len(l.index) {
-		l.resizeLocked(indexSize(2 * l.n))
+	if l.index.Size() > minIndex && l.n*16 < l.index.Size() {
+		l.resizeLocked(openaddr.SizeFor(2*l.n, minIndex))
 	}
 	if cap(l.heap) > 64 && len(l.heap)*4 < cap(l.heap) {
 		l.heap = slices.Clip(append(make([]int32, 0, 2*len(l.heap)), l.heap...))
@@ -625,7 +571,7 @@ func (l *leases) compactLocked() {
 	l.free, l.top = holes, limit
 	clear(l.chunks[keep:])
 	l.chunks = l.chunks[:keep]
-	l.reindexLocked(indexSize(2 * l.n))
+	l.reindexLocked(openaddr.SizeFor(2*l.n, minIndex))
 }
 
 // moveLocked moves lease j to the free slot i.
@@ -641,9 +587,9 @@ func (l *leases) moveLocked(j, i int32) {
 	if r.next != none {
 		l.rec(r.next).prev = i
 	}
-	if d, ok := l.lockDelays[j]; ok {
-		delete(l.lockDelays, j)
-		l.lockDelays[i] = d
+	if d, ok := l.grantDelays[j]; ok {
+		delete(l.grantDelays, j)
+		l.grantDelays[i] = d
 	}
 	*l.rec(j) = leaseRec{}
 }
@@ -679,8 +625,8 @@ func (l *leases) armEarliestLocked(t **time.Timer, at *int64, due int64, fire fu
 // in the heap at its new deadline.
 func (l *leases) fire(gen uint64) {
 	type ending struct {
-		e     fsm.Expire
-		delay time.Duration
+		e         fsm.Expire
+		lockDelay time.Duration
 	}
 	var ends []ending
 	l.mu.Lock()
@@ -703,22 +649,22 @@ func (l *leases) fire(gen uint64) {
 			continue
 		}
 		e := fsm.Expire{Key: r.keyString(), Token: r.token, Armed: r.armed}
-		delay := l.delay(i)
+		lockDelay := l.lockDelayOf(i)
 		l.removeLocked(i)
-		if delay > 0 {
+		if lockDelay > 0 {
 			// The lock-delay starts now, before the expiry is proposed: once
 			// the expiry is applied the key looks free, and an acquire
 			// checking between that moment and ended() would find no delay
 			// to honour.
-			l.delayLocked(e.Key, e.Token, now+int64(delay))
+			l.startDelayLocked(e.Key, e.Token, now+int64(lockDelay))
 		}
-		ends = append(ends, ending{e, delay})
+		ends = append(ends, ending{e, lockDelay})
 	}
 	l.shrinkLocked()
 	l.resetTimerLocked()
 	l.mu.Unlock()
 	for _, x := range ends {
-		l.expire(gen, x.e, x.delay)
+		l.expire(gen, x.e, x.lockDelay)
 	}
 }
 
@@ -809,7 +755,7 @@ func (l *leases) renew(key, holder string, tok fence.Token) (fsm.KeyState, time.
 }
 
 // renewHolder extends every live lease of a holder.
-func (l *leases) renewHolder(holder string) []RenewedLease {
+func (l *leases) renewHolder(holder string, may func(key string) bool) []RenewedLease {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
@@ -820,7 +766,7 @@ func (l *leases) renewHolder(holder string) []RenewedLease {
 	out := make([]RenewedLease, 0, l.holders[h].n)
 	for i := l.holders[h].first; i != none; {
 		r := l.rec(i)
-		if r.deadline > now {
+		if r.deadline > now && (may == nil || may(r.keyString())) {
 			r.deadline = now + int64(r.ttl())
 			out = append(out, RenewedLease{Key: l.state(i), Deadline: l.at(r.deadline)})
 		}
@@ -832,7 +778,7 @@ func (l *leases) renewHolder(holder string) []RenewedLease {
 // state returns the grant of lease i. The caller holds l.mu.
 func (l *leases) state(i int32) fsm.KeyState {
 	r := l.rec(i)
-	return fsm.KeyState{Key: r.keyString(), Holder: l.holders[r.holder].holder, Token: r.token, TTL: r.ttl(), State: fsm.Held, Armed: r.armed, LockDelay: l.delay(i)}
+	return fsm.KeyState{Key: r.keyString(), Holder: l.holders[r.holder].holder, Token: r.token, TTL: r.ttl(), State: fsm.Held, Armed: r.armed, LockDelay: l.lockDelayOf(i)}
 }
 
 // RenewedLease is a grant whose lease a renewal extended, and its new deadline.

@@ -48,8 +48,12 @@ func TestLeaseTableExpiresEachLeaseOnceAfterItsDeadline(t *testing.T) {
 	const n = 300
 	ks := make([]fsm.KeyState, n)
 	for i := range ks {
+		// Mixed TTLs, each long enough that no lease can run out while the
+		// loop below, slow under load and -race, renews, re-arms and
+		// releases them: an expiry before its lease was released or
+		// re-armed would be counted against the table.
 		ks[i] = fsm.KeyState{Key: fmt.Sprintf("k%d", i), Holder: fmt.Sprintf("h%d", i%7), Token: fence.Token(i + 1),
-			TTL: time.Duration(20+rng.Intn(200)) * time.Millisecond, State: fsm.Held, Armed: uint64(i + 1)}
+			TTL: time.Duration(2000+rng.Intn(1000)) * time.Millisecond, State: fsm.Held, Armed: uint64(i + 1)}
 	}
 	l.activate(3, walkList(ks[:n/2]), nil)
 	for _, k := range ks[n/2:] {
@@ -81,7 +85,7 @@ func TestLeaseTableExpiresEachLeaseOnceAfterItsDeadline(t *testing.T) {
 			notBefore[k.Key] = dl
 		}
 	}
-	for _, r := range l.renewHolder("h3") {
+	for _, r := range l.renewHolder("h3", nil) {
 		if !released[r.Key.Key] {
 			notBefore[r.Key.Key] = r.Deadline
 		}
@@ -130,7 +134,7 @@ func TestLeaseTableDeactivatedProposesNothing(t *testing.T) {
 	l.activate(1, walkList([]fsm.KeyState{{Key: "a", Holder: "h", Token: 1, TTL: time.Hour, State: fsm.Held}}), nil)
 	l.deactivate()
 	l.mu.Lock()
-	timer, leases := l.timer, len(l.heap)+l.n+len(l.byHolder)+len(l.chunks)+len(l.index)
+	timer, leases := l.timer, len(l.heap)+l.n+len(l.byHolder)+len(l.chunks)+l.index.Size()
 	l.mu.Unlock()
 	if timer != nil || leases != 0 {
 		t.Fatalf("deactivated table kept a timer (%v) or %d lease entries", timer != nil, leases)
@@ -210,11 +214,11 @@ func TestLeaseLockDelayFollowsItsLease(t *testing.T) {
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if _, started := l.delays["d"]; !started {
+	if _, started := l.keyDelays["d"]; !started {
 		t.Fatal("d's lock-delay did not start at its expiry")
 	}
-	if len(l.lockDelays) != 0 || len(l.byHolder) != 0 {
-		t.Fatalf("lock-delays %d and holders %d left behind", len(l.lockDelays), len(l.byHolder))
+	if len(l.grantDelays) != 0 || len(l.byHolder) != 0 {
+		t.Fatalf("lock-delays %d and holders %d left behind", len(l.grantDelays), len(l.byHolder))
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 
 	"github.com/fenced/fenced/fence"
 	"github.com/fenced/fenced/fsm"
+	"github.com/fenced/fenced/internal/openaddr"
 )
 
 // checkTable checks every invariant of a lease table's layout: the slab's
@@ -35,7 +36,7 @@ func checkTable(l *leases) error {
 		if r != (leaseRec{holder: none, prev: none, slot: none}) {
 			return fmt.Errorf("free slot %d not cleared: %+v", i, r)
 		}
-		if _, ok := l.lockDelays[i]; ok {
+		if _, ok := l.grantDelays[i]; ok {
 			return fmt.Errorf("free slot %d keeps a lock-delay", i)
 		}
 	}
@@ -62,17 +63,14 @@ func checkTable(l *leases) error {
 	if live != l.n || len(l.heap) != l.n {
 		return fmt.Errorf("%d leases in the slab, n %d, heap %d", live, l.n, len(l.heap))
 	}
-	entries := 0
-	for _, e := range l.index {
-		if e != 0 {
-			entries++
-			if i := entryLease(e); i < 0 || i >= l.top || l.rec(i).holder == none || uint32(e>>32) != l.hash(l.rec(i).keyString()) {
-				return fmt.Errorf("index entry %#x names no lease, or not with its key's hash", e)
-			}
+	err := l.index.Check(l.n, func(ref uint32) (uint32, bool) {
+		if i := int32(ref); i >= 0 && i < l.top && l.rec(i).holder != none {
+			return l.hash(l.rec(i).keyString()), true
 		}
-	}
-	if entries != l.n || (l.n > 0 && entries*4 > len(l.index)*3) {
-		return fmt.Errorf("index: %d entries of %d for %d leases", entries, len(l.index), l.n)
+		return 0, false
+	})
+	if err != nil {
+		return fmt.Errorf("index: %v", err)
 	}
 	for s := 1; s < len(l.heap); s++ {
 		if l.less(s, (s-1)/2) {
@@ -114,7 +112,7 @@ func checkTable(l *leases) error {
 			return fmt.Errorf("namespace counts %v, want %v", l.under, under)
 		}
 	}
-	for i := range l.lockDelays {
+	for i := range l.grantDelays {
 		if i >= l.top || l.rec(i).holder == none {
 			return fmt.Errorf("lock-delay of slot %d, which holds no lease", i)
 		}
@@ -279,7 +277,7 @@ func runLeaseModel(t *testing.T, seed int64, steps int) {
 			}
 		case op < 68: // keepalive
 			h := holders[rng.Intn(len(holders))]
-			got := l.renewHolder(h)
+			got := l.renewHolder(h, nil)
 			want := 0
 			for _, g := range m.grants {
 				if g.armed && g.k.Holder == h && g.deadline > m.now {
@@ -449,9 +447,9 @@ func TestLeaseTableShrinksWhenMostlyFree(t *testing.T) {
 		l.ended(fsm.KeyState{Key: k.Key, Token: k.Token, State: fsm.Released})
 	}
 	l.mu.Lock()
-	chunks, index, heap := len(l.chunks), len(l.index), cap(l.heap)
+	chunks, index, heap := len(l.chunks), l.index.Size(), cap(l.heap)
 	l.mu.Unlock()
-	if chunks != 1 || index > indexSize(4*len(kept)) || heap > 4*len(kept) {
+	if chunks != 1 || index > openaddr.SizeFor(4*len(kept), minIndex) || heap > 4*len(kept) {
 		t.Fatalf("%d leases left in %d chunks, an index of %d, a heap of %d", len(kept), chunks, index, heap)
 	}
 	if err := checkTable(l); err != nil {
@@ -466,7 +464,7 @@ func TestLeaseTableShrinksWhenMostlyFree(t *testing.T) {
 	l.deactivate()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.chunks != nil || l.index != nil || l.heap != nil || l.holders != nil || len(l.lockDelays) != 0 {
+	if l.chunks != nil || l.index.Size() != 0 || l.heap != nil || l.holders != nil || len(l.grantDelays) != 0 {
 		t.Fatal("a deactivated table keeps memory")
 	}
 }
@@ -516,7 +514,7 @@ func TestLeaseActivateFromCountsFromTheTakeover(t *testing.T) {
 	if _, ok := l.live("k", 7); !ok {
 		t.Fatal("the lease ended a TTL after the re-arm, before a TTL after the takeover wait")
 	}
-	if left, ok := l.delayed("d"); !ok || left != time.Millisecond {
+	if left, ok := l.lockDelayLeft("d"); !ok || left != time.Millisecond {
 		t.Fatalf("lock-delay of d: %v left (%v), want 1ms: a full delay after the takeover wait", left, ok)
 	}
 	l.fire(1)

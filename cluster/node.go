@@ -124,15 +124,16 @@ const logCacheSize = 1024
 // own notify channel and watcher goroutine.
 func (n *Node) startRaft() error {
 	layer, err := NewStreamLayer(n.cfg.RaftBind, n.cfg.RaftAdvertise, n.cfg.RaftServerTLS, n.cfg.RaftClientTLS,
-		WithStreamLogger(n.cfg.Logger.Named("raft-tls")))
+		WithStreamLogger(n.cfg.Logger.Named("raft-tls")), withResolver(n.cfg.raftResolve), withoutIDCheck(n.cfg.raftSkipIDCheck))
 	if err != nil {
 		return err
 	}
 	trans := raft.NewNetworkTransportWithConfig(&raft.NetworkTransportConfig{
-		Stream:  layer,
-		MaxPool: 4,
-		Timeout: 5 * time.Second,
-		Logger:  n.cfg.Logger.Named("transport"),
+		Stream:   layer,
+		MaxPool:  4,
+		Timeout:  5 * time.Second,
+		Logger:   n.cfg.Logger.Named("transport"),
+		CheckRPC: layer.CheckRPC,
 	})
 	rc := n.raftConfig()
 	notify := make(chan bool, 16)
@@ -145,7 +146,7 @@ func (n *Node) startRaft() error {
 		trans.Close()
 		return err
 	}
-	r, err := raft.NewRaft(rc, n.fsm, logs, n.store, n.snaps, trans)
+	r, err := raft.NewRaft(rc, n.fsm, logs, n.store, n.snaps, boundTransport{trans})
 	if err != nil {
 		trans.Close()
 		return fmt.Errorf("start raft: %w", err)
@@ -378,7 +379,7 @@ func (n *Node) proposeExpire(gen uint64, e fsm.Expire, lockDelay time.Duration) 
 			res, err := n.apply(cmd)
 			n.settleHandoff(e.Key, next, res, err)
 			if err == nil && lockDelay > 0 && !expiredBy(res, e) {
-				n.leases.undelay(e.Key) // the holder renewed first: no delay owed
+				n.leases.dropDelay(e.Key) // the holder renewed first: no delay owed
 			}
 			if err == nil {
 				n.log.Debug("lease expired", "key", e.Key, "token", e.Token)

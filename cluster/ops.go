@@ -283,7 +283,7 @@ func (n *Node) heldByOther(key, holder string) bool {
 }
 
 func (n *Node) tryAcquire(a AcquireArgs) (Grant, error) {
-	if left, ok := n.leases.delayed(a.Key); ok && !n.holds(a.Key, a.Holder) {
+	if left, ok := n.leases.lockDelayLeft(a.Key); ok && !n.holds(a.Key, a.Holder) {
 		return Grant{}, &LockDelayError{Key: a.Key, RetryAfter: left.Round(time.Millisecond)}
 	}
 	if h := n.hook().proposing; h != nil {
@@ -383,7 +383,7 @@ func (n *Node) Release(ctx context.Context, key, holder string, tok fence.Token,
 // claimNext claims the first waiter of key for a handoff, unless the key has
 // a lock-delay in force.
 func (n *Node) claimNext(key string) *waiter {
-	if _, delayed := n.leases.delayed(key); delayed {
+	if _, inForce := n.leases.lockDelayLeft(key); inForce {
 		return nil
 	}
 	return n.waiters.claim(key)
@@ -455,19 +455,21 @@ func (n *Node) whyNoLease(key, holder string, tok fence.Token) error {
 	return fsm.ErrExpired
 }
 
-// Keepalive renews every live lease of a holder, without a log write.
-func (n *Node) Keepalive(ctx context.Context, holder string) ([]RenewedLease, error) {
+// Keepalive renews every live lease of holder whose key may (nil: every
+// key) lets it renew, without a log write: a key ACL that no longer gives
+// the identity the lock right on a key lets that lease run out.
+func (n *Node) Keepalive(ctx context.Context, holder string, may func(key string) bool) ([]RenewedLease, error) {
 	if err := n.confirmRenewal(ctx); err != nil {
 		return nil, err
 	}
-	return n.renewHolder(holder), nil
+	return n.renewHolder(holder, may), nil
 }
 
 // renewHolder renews a holder's live leases once this node proved it leads
 // (confirmRenewal): the part of a keepalive that Keepalive and
 // KeepaliveBatch share.
-func (n *Node) renewHolder(holder string) []RenewedLease {
-	ls := n.leases.renewHolder(holder)
+func (n *Node) renewHolder(holder string, may func(key string) bool) []RenewedLease {
+	ls := n.leases.renewHolder(holder, may)
 	metrics.Renewals.WithLabelValues("keepalive").Add(float64(len(ls)))
 	return ls
 }
@@ -601,17 +603,18 @@ func (n *Node) Key(ctx context.Context, key string) (KeyInfo, bool, error) {
 	return n.info(k), true, nil
 }
 
-// Keys reads keys with a prefix linearizably, in name order.
-func (n *Node) Keys(ctx context.Context, prefix string, limit int) ([]KeyInfo, error) {
+// Keys reads a page of keys linearizably, in name order (fsm.Page), and
+// says whether more follow it.
+func (n *Node) Keys(ctx context.Context, q fsm.PageQuery) ([]KeyInfo, bool, error) {
 	if err := n.linearizable(ctx); err != nil {
-		return nil, err
+		return nil, false, err
 	}
-	ks := n.fsm.Keys(prefix, limit)
+	ks, more := n.fsm.Page(q)
 	out := make([]KeyInfo, len(ks))
 	for i, k := range ks {
 		out[i] = n.info(k)
 	}
-	return out, nil
+	return out, more, nil
 }
 
 func (n *Node) info(k fsm.KeyState) KeyInfo {

@@ -244,7 +244,7 @@ func (n *Node) reclaimable(ks []endedKey) (cands, kept []endedKey) {
 		if !ok || k.Token != e.token || k.State == fsm.Held {
 			continue
 		}
-		if _, delayed := n.leases.delayed(e.key); delayed || n.waiters.waiting(e.key) {
+		if _, inForce := n.leases.lockDelayLeft(e.key); inForce || n.waiters.waiting(e.key) {
 			kept = append(kept, e)
 			continue
 		}

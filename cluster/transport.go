@@ -37,10 +37,15 @@ type StreamLayer struct {
 	client    *tls.Config
 	server    *tls.Config // nil: plain TCP
 
+	resolve     func(addr string) string // a stand-in for DNS in tests; nil in production
+	skipIDCheck bool                     // the positive control of tests: server ids unchecked
+
 	handshakeTimeout time.Duration
 	slots            chan struct{} // one per handshake in progress
 	logger           hclog.Logger
 	overCap, failed  sparseLog // connections closed for want of a slot, failed handshakes
+	wrongPeer        sparseLog // dialed servers whose certificate names another server
+	wrongSender      sparseLog // RPCs whose sender is not the server their certificate names
 
 	ready     chan net.Conn   // connections that completed their handshake
 	ctx       context.Context // canceled by Close
@@ -84,6 +89,18 @@ func WithStreamLogger(l hclog.Logger) StreamOption {
 	}
 }
 
+// withResolver makes Dial dial resolve(address) instead of address: a
+// stand-in for DNS in tests.
+func withResolver(resolve func(addr string) string) StreamOption {
+	return func(s *StreamLayer) { s.resolve = resolve }
+}
+
+// withoutIDCheck turns off the checks of server ids against certificates
+// (peerid.go): the positive control of the tests that show what they stop.
+func withoutIDCheck(off bool) StreamOption {
+	return func(s *StreamLayer) { s.skipIDCheck = off }
+}
+
 // NewStreamLayer listens on bind and advertises advertise (bind when empty).
 // With a non-nil server TLS config, accepted connections are TLS; with a
 // non-nil client config, dialed ones are.
@@ -124,7 +141,8 @@ func NewStreamLayer(bind, advertise string, server, client *tls.Config, opts ...
 }
 
 // Accept implements net.Listener: the next connection, with its TLS
-// handshake completed when the layer speaks TLS.
+// handshake completed when the layer speaks TLS. CheckRPC checks the RPCs
+// that arrive on it against its certificate.
 func (s *StreamLayer) Accept() (net.Conn, error) {
 	if s.server == nil {
 		return s.ln.Accept()
@@ -217,10 +235,14 @@ func (s *StreamLayer) handshake(conn net.Conn) {
 		_ = conn.Close()
 		return
 	}
+	var peer net.Conn = tc
+	if certs := tc.ConnectionState().PeerCertificates; len(certs) > 0 {
+		peer = &peerConn{Conn: tc, leaf: certs[0]}
+	}
 	select {
-	case s.ready <- tc:
+	case s.ready <- peer:
 	case <-s.done:
-		_ = tc.Close()
+		_ = peer.Close()
 	}
 }
 
@@ -250,17 +272,32 @@ func (s *StreamLayer) closed() bool {
 	return false
 }
 
-// Dial implements raft.StreamLayer.
+// Dial implements raft.StreamLayer. With TLS, address must be one that
+// boundTransport made: the server's certificate must name the server id it
+// carries (peerid.go), and an address without one is refused.
 func (s *StreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	d := &net.Dialer{Timeout: timeout, KeepAlive: 15 * time.Second}
-	if s.client == nil {
-		return d.Dial("tcp", string(address))
+	id, addr, bound := unbindAddr(address)
+	if s.resolve != nil {
+		addr = s.resolve(addr)
 	}
-	conn, err := tls.DialWithDialer(d, "tcp", string(address), s.client)
+	if s.client == nil {
+		return d.Dial("tcp", addr)
+	}
+	var conn net.Conn
+	var err error
+	switch {
+	case s.skipIDCheck:
+		conn, err = tls.DialWithDialer(d, "tcp", addr, s.client)
+	case !bound:
+		return nil, fmt.Errorf("%w: no server id to check the certificate at %s against", ErrPeerIdentity, addr)
+	default:
+		conn, err = s.dialTLS(d, id, addr)
+	}
 	if err != nil {
 		var rec tls.RecordHeaderError
 		if errors.As(err, &rec) {
-			return nil, fmt.Errorf("peer %s does not speak TLS: %w", address, err)
+			return nil, fmt.Errorf("peer %s does not speak TLS: %w", addr, err)
 		}
 		return nil, err
 	}

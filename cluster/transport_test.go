@@ -133,7 +133,7 @@ func TestStreamLayerCutsStalledHandshakes(t *testing.T) {
 		idle(t, addr, hello, &closed)
 	}
 	// A peer completes its handshake while those stall.
-	peer, err := l.Dial(raft.ServerAddress(addr), 10*time.Second)
+	peer, err := l.Dial(boundAddr("n1", raft.ServerAddress(addr)), 10*time.Second)
 	if err != nil {
 		t.Fatalf("a peer could not connect while %d connections stalled their handshakes: %v", half, err)
 	}
@@ -202,14 +202,14 @@ func TestStreamLayerCapsHandshakesInProgress(t *testing.T) {
 		}
 		return nil
 	})
-	if _, err := l.Dial(raft.ServerAddress(addr), 5*time.Second); err == nil {
+	if _, err := l.Dial(boundAddr("n1", raft.ServerAddress(addr)), 5*time.Second); err == nil {
 		t.Fatal("a connection over the cap completed its handshake")
 	}
 
 	// One stalled connection goes away: its slot takes a peer.
 	held[0].Close()
 	testutil.Eventually(t, 30*time.Second, func() error {
-		c, err := l.Dial(raft.ServerAddress(addr), 5*time.Second)
+		c, err := l.Dial(boundAddr("n1", raft.ServerAddress(addr)), 5*time.Second)
 		if err != nil {
 			return err
 		}

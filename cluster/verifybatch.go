@@ -45,13 +45,13 @@ func (n *Node) VerifyBatch(ctx context.Context, checks []VerifyCheck) ([]Verdict
 // takes it), obtained after the batch arrived. out[i] are the leases of
 // holders[i]. When leadership cannot be proven nothing is renewed and the
 // error is the one Keepalive would return.
-func (n *Node) KeepaliveBatch(ctx context.Context, holders []string) ([][]RenewedLease, error) {
+func (n *Node) KeepaliveBatch(ctx context.Context, holders []string, may func(key string) bool) ([][]RenewedLease, error) {
 	if err := n.confirmRenewal(ctx); err != nil {
 		return nil, err
 	}
 	out := make([][]RenewedLease, len(holders))
 	for i, h := range holders {
-		out[i] = n.renewHolder(h)
+		out[i] = n.renewHolder(h, may)
 	}
 	return out, nil
 }

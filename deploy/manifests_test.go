@@ -1,8 +1,10 @@
 // Package deploy tests the Kubernetes manifests under kubernetes/ and the
 // Helm chart under helm/fenced: every document decodes strictly (no unknown
 // or duplicate field) into the Kubernetes API types, and the objects keep
-// the invariants a fenced cluster needs (checks below). The chart is
-// rendered with Helm's own engine, as `helm template` would.
+// the invariants a fenced cluster needs (checks below; security_test.go
+// has those of its protections, docker_test.go runs the rendered pods). The
+// chart is rendered with Helm's own engine, as `helm template` would, its
+// values first checked against values.schema.json.
 package deploy
 
 import (
@@ -11,6 +13,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -22,7 +25,9 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
+	networkingv1 "k8s.io/api/networking/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"sigs.k8s.io/yaml"
@@ -42,9 +47,14 @@ type serviceMonitor struct {
 			Interval  string `json:"interval,omitempty"`
 			Scheme    string `json:"scheme,omitempty"`
 			TLSConfig *struct {
-				CA struct {
+				ServerName string `json:"serverName,omitempty"`
+				CA         struct {
 					Secret *corev1.SecretKeySelector `json:"secret,omitempty"`
 				} `json:"ca"`
+				Cert *struct {
+					Secret *corev1.SecretKeySelector `json:"secret,omitempty"`
+				} `json:"cert,omitempty"`
+				KeySecret *corev1.SecretKeySelector `json:"keySecret,omitempty"`
 			} `json:"tlsConfig,omitempty"`
 		} `json:"endpoints"`
 	} `json:"spec"`
@@ -58,6 +68,10 @@ type objects struct {
 	cronJobs        []*batchv1.CronJob
 	pvcs            []*corev1.PersistentVolumeClaim
 	serviceMonitors []*serviceMonitor
+	networkPolicies []*networkingv1.NetworkPolicy
+	serviceAccounts []*corev1.ServiceAccount
+	roles           []*rbacv1.Role
+	roleBindings    []*rbacv1.RoleBinding
 }
 
 // decodeAll splits YAML streams into documents and decodes each strictly
@@ -124,6 +138,18 @@ func (o *objects) add(doc []byte) error {
 	case "monitoring.coreos.com/v1 ServiceMonitor":
 		v := &serviceMonitor{}
 		o.serviceMonitors, target = append(o.serviceMonitors, v), v
+	case "networking.k8s.io/v1 NetworkPolicy":
+		v := &networkingv1.NetworkPolicy{}
+		o.networkPolicies, target = append(o.networkPolicies, v), v
+	case "v1 ServiceAccount":
+		v := &corev1.ServiceAccount{}
+		o.serviceAccounts, target = append(o.serviceAccounts, v), v
+	case "rbac.authorization.k8s.io/v1 Role":
+		v := &rbacv1.Role{}
+		o.roles, target = append(o.roles, v), v
+	case "rbac.authorization.k8s.io/v1 RoleBinding":
+		v := &rbacv1.RoleBinding{}
+		o.roleBindings, target = append(o.roleBindings, v), v
 	default:
 		return fmt.Errorf("unexpected kind %q of apiVersion %q", tm.Kind, tm.APIVersion)
 	}
@@ -165,9 +191,13 @@ func check(o *objects) []string {
 	checkServices(o, sts, fail)
 	checkPDB(o, podLabels, fail)
 	checkPod(sts, fail)
+	checkCredentials(sts, fail)
+	checkNetworkPolicies(o, fail)
+	checkServiceAccount(o, fail)
 	for _, cj := range o.cronJobs {
 		p := cj.Spec.JobTemplate.Spec.Template.Spec
 		checkNonRoot("CronJob "+cj.Name, p.SecurityContext, p.Containers, fail)
+		checkBackupJob(o, cj, fail)
 	}
 	for _, sm := range o.serviceMonitors {
 		checkServiceMonitor(o, sm, fail)
@@ -218,6 +248,21 @@ func checkServiceMonitor(o *objects, sm *serviceMonitor, fail func(string, ...an
 	if len(through) != 1 {
 		fail("the ServiceMonitor must select exactly one Service of the pods (each pod scraped once), not %v", through)
 	}
+	c := container(o.statefulSets[0].Spec.Template.Spec.Containers, "fenced")
+	env := podEnv(c, o.statefulSets[0].Name+"-0")
+	if env["FENCED_TLS_CERT"] == "" || len(sm.Spec.Endpoints) == 0 {
+		return
+	}
+	ep := sm.Spec.Endpoints[0]
+	switch {
+	case ep.Scheme != "https" || ep.TLSConfig == nil || ep.TLSConfig.CA.Secret == nil:
+		fail("the API serves TLS: the ServiceMonitor must scrape https with the CA")
+	case ep.TLSConfig.ServerName == "":
+		// Prometheus dials pod addresses, which no certificate names.
+		fail("the ServiceMonitor's tlsConfig needs a serverName the nodes' certificates name")
+	case env["FENCED_TLS_CLIENT_AUTH"] == "require" && (ep.TLSConfig.Cert == nil || ep.TLSConfig.KeySecret == nil):
+		fail("the API requires client certificates: the ServiceMonitor must present one")
+	}
 }
 
 func checkPDB(o *objects, podLabels map[string]string, fail func(string, ...any)) {
@@ -259,14 +304,16 @@ func checkPod(sts *appsv1.StatefulSet, fail func(string, ...any)) {
 	if got := addrPort(env["FENCED_RAFT_ADDR"]); got == 0 || got != ports["raft"] {
 		fail("FENCED_RAFT_ADDR %q does not listen on the raft port %d", env["FENCED_RAFT_ADDR"], ports["raft"])
 	}
-	checkProbe("readiness", c.ReadinessProbe, "/readyz", c, fail)
-	checkProbe("liveness", c.LivenessProbe, "/healthz", c, fail)
+	checkProbe("readiness", c.ReadinessProbe, false, sts, c, fail)
+	checkProbe("liveness", c.LivenessProbe, true, sts, c, fail)
 	if c.StartupProbe == nil {
 		fail("no startup probe: liveness would kill the first pod while it waits for its peers")
+	} else {
+		checkProbe("startup", c.StartupProbe, true, sts, c, fail)
 	}
 	if c.Lifecycle == nil || c.Lifecycle.PreStop == nil || c.Lifecycle.PreStop.Exec == nil ||
-		strings.Join(c.Lifecycle.PreStop.Exec.Command, " ") != "/fenced step-down" {
-		fail("the preStop hook must exec /fenced step-down (the image has no shell)")
+		strings.Join(c.Lifecycle.PreStop.Exec.Command, " ") != "/fenced pre-stop" {
+		fail("the preStop hook must exec /fenced pre-stop (the image has no shell)")
 	}
 	req := c.Resources.Requests
 	if req.Cpu().IsZero() || req.Memory().IsZero() || c.Resources.Limits.Memory().IsZero() {
@@ -297,24 +344,6 @@ func checkPod(sts *appsv1.StatefulSet, fail func(string, ...any)) {
 	}
 	if !mounted {
 		fail("FENCED_DATA_DIR %q is not a mounted volume claim", env["FENCED_DATA_DIR"])
-	}
-}
-
-func checkProbe(kind string, p *corev1.Probe, path string, c *corev1.Container, fail func(string, ...any)) {
-	if p == nil || p.HTTPGet == nil {
-		fail("no HTTP %s probe", kind)
-		return
-	}
-	if p.HTTPGet.Path != path {
-		fail("the %s probe asks %s, want %s", kind, p.HTTPGet.Path, path)
-	}
-	port := p.HTTPGet.Port
-	ok := port.String() == "http"
-	for _, cp := range c.Ports {
-		ok = ok || (cp.Name == "http" && port.Type == intstr.Int && port.IntVal == cp.ContainerPort)
-	}
-	if !ok {
-		fail("the %s probe asks port %s, not the http port", kind, port.String())
 	}
 }
 
@@ -424,7 +453,9 @@ func ptrString(p *int32) string {
 }
 
 // render renders the chart with Helm's engine, as `helm template fenced
-// helm/fenced --set ...` would, and returns its manifests by file name.
+// helm/fenced --set ...` would: the values are checked against
+// values.schema.json first. It returns every rendered file by name
+// (manifests and NOTES.txt).
 func render(t *testing.T, values map[string]any) (map[string][]byte, error) {
 	t.Helper()
 	chrt, err := loader.Load(filepath.Join("helm", "fenced"))
@@ -438,7 +469,7 @@ func render(t *testing.T, values map[string]any) (map[string][]byte, error) {
 		Name: "fenced", Namespace: "coord", Revision: 1, IsInstall: true,
 	}, chartutil.DefaultCapabilities)
 	if err != nil {
-		t.Fatalf("values: %v", err)
+		return nil, err
 	}
 	out, err := engine.Render(chrt, vals)
 	if err != nil {
@@ -446,22 +477,49 @@ func render(t *testing.T, values map[string]any) (map[string][]byte, error) {
 	}
 	files := map[string][]byte{}
 	for name, content := range out {
-		if strings.HasSuffix(name, ".yaml") {
-			files[name] = []byte(content)
-		}
+		files[name] = []byte(content)
 	}
 	return files, nil
 }
 
+// manifests returns the YAML files of a rendering.
+func manifests(files map[string][]byte) map[string][]byte {
+	out := map[string][]byte{}
+	for name, content := range files {
+		if strings.HasSuffix(name, ".yaml") {
+			out[name] = content
+		}
+	}
+	return out
+}
+
+// notes returns the rendered NOTES.txt.
+func notes(files map[string][]byte) string {
+	for name, content := range files {
+		if strings.HasSuffix(name, "NOTES.txt") {
+			return string(content)
+		}
+	}
+	return ""
+}
+
+// requireTLS is a rendering with client certificates required everywhere:
+// the backup job and Prometheus present admin client certificates.
+var requireTLS = map[string]any{
+	"tls":            map[string]any{"clientAuth": "require"},
+	"backup":         map[string]any{"enabled": true, "clientCertSecret": "fenced-backup-client-tls"},
+	"serviceMonitor": map[string]any{"enabled": true, "clientCertSecret": "fenced-metrics-client-tls"},
+}
+
 // TestChartRendersValidManifests renders the chart with its defaults and
-// with every option on, and checks each result.
+// with every option, and checks each result.
 func TestChartRendersValidManifests(t *testing.T) {
 	cases := []struct {
 		name   string
 		values map[string]any
-		check  func(t *testing.T, o *objects)
+		check  func(t *testing.T, o *objects, notes string)
 	}{
-		{"defaults", nil, func(t *testing.T, o *objects) {
+		{"defaults", nil, func(t *testing.T, o *objects, notes string) {
 			if len(o.serviceMonitors)+len(o.cronJobs)+len(o.pvcs) != 0 {
 				t.Fatal("optional objects rendered by default")
 			}
@@ -469,37 +527,75 @@ func TestChartRendersValidManifests(t *testing.T) {
 			if len(a.RequiredDuringSchedulingIgnoredDuringExecution) != 1 {
 				t.Fatal("the default anti-affinity is not required")
 			}
+			if errs := checkSecure(o); len(errs) > 0 {
+				t.Fatalf("the defaults leave the cluster open:\n%s", strings.Join(errs, "\n"))
+			}
+			if strings.Contains(notes, "WARNING") {
+				t.Fatalf("NOTES.txt warns about the defaults:\n%s", notes)
+			}
 		}},
-		{"five members", map[string]any{"replicas": 5}, func(t *testing.T, o *objects) {
+		{"five members", map[string]any{"replicas": 5}, func(t *testing.T, o *objects, _ string) {
 			if got := *o.statefulSets[0].Spec.Replicas; got != 5 {
 				t.Fatalf("replicas %d", got)
 			}
 		}},
+		{"client certificates required", requireTLS, func(t *testing.T, o *objects, _ string) {
+			env := podEnv(fenced(o), "fenced-2")
+			if env["FENCED_TLS_CLIENT_AUTH"] != "require" || env["FENCE_CERT"] != "/etc/fenced/peer/fenced-2.crt" {
+				t.Fatalf("FENCED_TLS_CLIENT_AUTH %q, FENCE_CERT %q", env["FENCED_TLS_CLIENT_AUTH"], env["FENCE_CERT"])
+			}
+			if errs := checkSecure(o); len(errs) > 0 {
+				t.Fatalf("%s", strings.Join(errs, "\n"))
+			}
+		}},
 		{"everything on", map[string]any{
-			"tls":            map[string]any{"enabled": true},
 			"serviceMonitor": map[string]any{"enabled": true, "labels": map[string]any{"release": "prom"}},
 			"backup":         map[string]any{"enabled": true},
 			"antiAffinity":   "soft",
 			"env":            map[string]any{"FENCED_LOG_LEVEL": "debug"},
-		}, func(t *testing.T, o *objects) {
+			"networkPolicy": map[string]any{"clients": []any{
+				map[string]any{"namespaceSelector": map[string]any{"matchLabels": map[string]any{"team": "billing"}}},
+			}},
+			"auth": map[string]any{"acl": map[string]any{"secret": "", "configMap": "fenced-acl"}},
+		}, func(t *testing.T, o *objects, _ string) {
 			if len(o.serviceMonitors) != 1 || len(o.cronJobs) != 1 || len(o.pvcs) != 1 {
 				t.Fatalf("optional objects: %d ServiceMonitors, %d CronJobs, %d claims", len(o.serviceMonitors), len(o.cronJobs), len(o.pvcs))
 			}
-			c := o.statefulSets[0].Spec.Template.Spec.Containers[0]
-			if c.ReadinessProbe.HTTPGet.Scheme != corev1.URISchemeHTTPS || c.LivenessProbe.HTTPGet.Scheme != corev1.URISchemeHTTPS {
-				t.Fatal("with TLS the probes must use HTTPS")
-			}
-			env := map[string]string{}
-			for _, e := range c.Env {
-				env[e.Name] = e.Value
-			}
-			for _, k := range []string{"FENCED_TLS_CERT", "FENCED_PEER_TLS_CERT", "FENCED_PEER_TLS_CA", "FENCED_LOG_LEVEL"} {
+			env := podEnv(fenced(o), "fenced-0")
+			for _, k := range []string{"FENCED_TLS_CERT", "FENCED_PEER_TLS_CERT", "FENCED_PEER_TLS_CA", "FENCED_LOG_LEVEL", "FENCED_ACL_FILE"} {
 				if env[k] == "" {
-					t.Fatalf("%s is not set with TLS on", k)
+					t.Fatalf("%s is not set", k)
 				}
 			}
-			if len(o.statefulSets[0].Spec.Template.Spec.Volumes) != 2 {
-				t.Fatal("the TLS secrets are not mounted")
+			if src, _ := mountedFile(podSpec(o), fenced(o), env["FENCED_ACL_FILE"]); src.kind != "ConfigMap" || src.name != "fenced-acl" {
+				t.Fatalf("the ACL comes from %s", src)
+			}
+			rules := o.networkPolicies[0].Spec.Ingress
+			if last := rules[len(rules)-1]; len(last.From) != 1 || last.From[0].NamespaceSelector.MatchLabels["team"] != "billing" {
+				t.Fatalf("the clients' rule is %+v", last)
+			}
+		}},
+		{"insecure, for experiments", map[string]any{
+			"tls":           map[string]any{"enabled": false},
+			"auth":          map[string]any{"tokens": map[string]any{"enabled": false}, "acl": map[string]any{"enabled": false}},
+			"backupKey":     map[string]any{"enabled": false, "requireForRestore": false},
+			"networkPolicy": map[string]any{"enabled": false},
+			"scaleDown":     map[string]any{"removeMembers": false},
+			"backup":        map[string]any{"enabled": true},
+		}, func(t *testing.T, o *objects, notes string) {
+			if len(o.networkPolicies)+len(o.serviceAccounts)+len(o.roles)+len(o.roleBindings) != 0 {
+				t.Fatal("NetworkPolicy or RBAC objects rendered with them off")
+			}
+			if podSpec(o).Volumes != nil {
+				t.Fatalf("volumes mounted with every secret off: %v", podSpec(o).Volumes)
+			}
+			for _, w := range []string{"tls.enabled=false", "authentication is off", "networkPolicy.enabled=false", "backupKey.enabled=false"} {
+				if !strings.Contains(notes, "WARNING: "+w) {
+					t.Fatalf("NOTES.txt does not warn %q:\n%s", w, notes)
+				}
+			}
+			if errs := checkSecure(o); len(errs) < 6 {
+				t.Fatalf("checkSecure finds only %v", errs)
 			}
 		}},
 	}
@@ -509,26 +605,64 @@ func TestChartRendersValidManifests(t *testing.T) {
 			if err != nil {
 				t.Fatalf("render: %v", err)
 			}
-			o := decodeAll(t, files)
+			o := decodeAll(t, manifests(files))
 			if errs := check(o); len(errs) > 0 {
 				t.Fatalf("broken invariants:\n%s", strings.Join(errs, "\n"))
 			}
-			tc.check(t, o)
+			tc.check(t, o, notes(files))
 		})
 	}
 }
 
-// TestChartRefusesBadValues: values that would break a cluster fail the
-// render with a message, as `helm install` would.
+// TestChartRefusesBadValues: values that would break or open a cluster fail
+// the render with a message that names them, as `helm install` would. Some
+// are refused by values.schema.json, the rest by templates/validate.yaml.
 func TestChartRefusesBadValues(t *testing.T) {
 	for name, tc := range map[string]struct {
 		values map[string]any
 		want   string
 	}{
-		"even replicas":          {map[string]any{"replicas": 4}, "replicas must be odd"},
-		"no replicas":            {map[string]any{"replicas": 0}, "replicas must be odd"},
-		"bootstrap beyond count": {map[string]any{"replicas": 3, "bootstrapReplicas": 5}, "bootstrapReplicas"},
-		"unknown anti-affinity":  {map[string]any{"antiAffinity": "maybe"}, "antiAffinity"},
+		"even replicas":                {map[string]any{"replicas": 4}, "replicas must be odd"},
+		"no replicas":                  {map[string]any{"replicas": 0}, "/replicas"},
+		"replicas as text":             {map[string]any{"replicas": "three"}, "/replicas"},
+		"bootstrap beyond count":       {map[string]any{"replicas": 3, "bootstrapReplicas": 5}, "bootstrapReplicas"},
+		"unknown anti-affinity":        {map[string]any{"antiAffinity": "maybe"}, "/antiAffinity"},
+		"bogus clientAuth":             {map[string]any{"tls": map[string]any{"clientAuth": "bogus"}}, "/tls/clientAuth"},
+		"misspelt tls.enabled":         {map[string]any{"tls": map[string]any{"enable": false}}, "enable"},
+		"unknown top-level value":      {map[string]any{"replica": 5}, "replica"},
+		"TLS off as text":              {map[string]any{"tls": map[string]any{"enabled": "false"}}, "/tls/enabled"},
+		"numeric image tag":            {map[string]any{"image": map[string]any{"tag": 1.2}}, "/image/tag"},
+		"port out of range":            {map[string]any{"ports": map[string]any{"raft": 70000}}, "/ports/raft"},
+		"one port for both":            {map[string]any{"ports": map[string]any{"raft": 7700}}, "must differ"},
+		"bad secret name":              {map[string]any{"tls": map[string]any{"httpSecret": "Fenced_TLS"}}, "/tls/httpSecret"},
+		"unknown retention":            {map[string]any{"persistence": map[string]any{"whenScaled": "Keep"}}, "/persistence/whenScaled"},
+		"grace too short for the hook": {map[string]any{"terminationGracePeriodSeconds": 5}, "/terminationGracePeriodSeconds"},
+		"client peer of unknown kind":  {map[string]any{"networkPolicy": map[string]any{"clients": []any{map[string]any{"pods": "all"}}}}, "/networkPolicy/clients/0"},
+		"empty client peer":            {map[string]any{"networkPolicy": map[string]any{"clients": []any{map[string]any{}}}}, "/networkPolicy/clients/0"},
+		"tokens without a Secret":      {map[string]any{"auth": map[string]any{"tokens": map[string]any{"secret": ""}}}, "auth.tokens.secret"},
+		"ACL without authentication": {map[string]any{
+			"auth": map[string]any{"tokens": map[string]any{"enabled": false}}, "tls": map[string]any{"clientAuth": "none"},
+		}, "needs authentication"},
+		"ACL from two places":         {map[string]any{"auth": map[string]any{"acl": map[string]any{"configMap": "acl"}}}, "not both"},
+		"ACL from nowhere":            {map[string]any{"auth": map[string]any{"acl": map[string]any{"secret": ""}}}, "auth.acl.secret or auth.acl.configMap"},
+		"backup key without a Secret": {map[string]any{"backupKey": map[string]any{"secret": ""}}, "backupKey.secret"},
+		"require a key that is off":   {map[string]any{"backupKey": map[string]any{"enabled": false}}, "requireForRestore"},
+		"require without TLS":         {map[string]any{"tls": map[string]any{"enabled": false, "clientAuth": "require"}}, "needs tls.enabled"},
+		"backup job without a certificate under require": {map[string]any{
+			"tls": map[string]any{"clientAuth": "require"}, "backup": map[string]any{"enabled": true},
+		}, "backup.clientCertSecret"},
+		"backup job without credentials": {map[string]any{
+			"auth": map[string]any{"tokens": map[string]any{"enabled": false}}, "backup": map[string]any{"enabled": true},
+		}, "admin credential"},
+		"backup token in clear text": {map[string]any{
+			"tls": map[string]any{"enabled": false}, "backup": map[string]any{"enabled": true},
+		}, "clear text"},
+		"backup certificate without TLS": {map[string]any{
+			"tls": map[string]any{"enabled": false}, "backup": map[string]any{"enabled": true, "clientCertSecret": "c"},
+		}, "needs tls.enabled"},
+		"scraping without a certificate under require": {map[string]any{
+			"tls": map[string]any{"clientAuth": "require"}, "serviceMonitor": map[string]any{"enabled": true},
+		}, "serviceMonitor.clientCertSecret"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := render(t, tc.values)
@@ -539,7 +673,8 @@ func TestChartRefusesBadValues(t *testing.T) {
 	}
 }
 
-// TestPlainManifests decodes and checks kubernetes/*.yaml.
+// TestPlainManifests decodes and checks kubernetes/*.yaml: the same
+// invariants as the chart's, and every protection of its defaults.
 func TestPlainManifests(t *testing.T) {
 	paths, err := filepath.Glob(filepath.Join("kubernetes", "*.yaml"))
 	if err != nil || len(paths) == 0 {
@@ -554,6 +689,9 @@ func TestPlainManifests(t *testing.T) {
 	o := decodeAll(t, files)
 	if errs := check(o); len(errs) > 0 {
 		t.Fatalf("broken invariants:\n%s", strings.Join(errs, "\n"))
+	}
+	if errs := checkSecure(o); len(errs) > 0 {
+		t.Fatalf("the manifests leave the cluster open:\n%s", strings.Join(errs, "\n"))
 	}
 	if len(o.cronJobs) != 1 || len(o.serviceMonitors) != 1 {
 		t.Fatalf("want the backup CronJob and the ServiceMonitor among the manifests: %d, %d", len(o.cronJobs), len(o.serviceMonitors))
@@ -574,7 +712,8 @@ func TestStrictDecodeRefusesUnknownFields(t *testing.T) {
 }
 
 // TestChecksCatchBrokenManifests is the checker's positive control: each
-// mutation of a good rendering breaks one invariant, and check says which.
+// mutation of a good rendering (client certificates required, backup and
+// ServiceMonitor on) breaks one invariant, and check says which.
 func TestChecksCatchBrokenManifests(t *testing.T) {
 	mutations := map[string]struct {
 		mutate func(o *objects)
@@ -585,39 +724,99 @@ func TestChecksCatchBrokenManifests(t *testing.T) {
 		"on-delete updates":    {func(o *objects) { o.statefulSets[0].Spec.UpdateStrategy.Type = appsv1.OnDeleteStatefulSetStrategyType }, "RollingUpdate"},
 		"no PDB":               {func(o *objects) { o.pdbs = nil }, "no PodDisruptionBudget"},
 		"PDB of two":           {func(o *objects) { two := intstr.FromInt32(2); o.pdbs[0].Spec.MaxUnavailable = &two }, "maxUnavailable: 1"},
-		"readiness on healthz": {func(o *objects) { fenced(o).ReadinessProbe.HTTPGet.Path = "/healthz" }, "readiness probe asks /healthz"},
-		"liveness on raft":     {func(o *objects) { fenced(o).LivenessProbe.HTTPGet.Port = intstr.FromString("raft") }, "liveness probe asks port raft"},
-		"no startup probe":     {func(o *objects) { fenced(o).StartupProbe = nil }, "startup probe"},
-		"root pod":             {func(o *objects) { zero := int64(0); podSpec(o).SecurityContext.RunAsUser = &zero }, "non-root"},
-		"root container":       {func(o *objects) { zero := int64(0); fenced(o).SecurityContext.RunAsUser = &zero }, "runs as root"},
-		"writable root":        {func(o *objects) { f := false; fenced(o).SecurityContext.ReadOnlyRootFilesystem = &f }, "read-only root"},
-		"escalation":           {func(o *objects) { fenced(o).SecurityContext.AllowPrivilegeEscalation = nil }, "privilege escalation"},
-		"a capability":         {func(o *objects) { fenced(o).SecurityContext.Capabilities.Add = []corev1.Capability{"NET_ADMIN"} }, "capabilities"},
-		"no anti-affinity":     {func(o *objects) { podSpec(o).Affinity = nil }, "anti-affinity"},
-		"zone anti-affinity": {func(o *objects) {
-			podSpec(o).Affinity.PodAntiAffinity.RequiredDuringSchedulingIgnoredDuringExecution[0].TopologyKey = "topology.kubernetes.io/zone"
-		}, "different nodes"},
-		"shell preStop": {func(o *objects) {
-			fenced(o).Lifecycle.PreStop.Exec.Command = []string{"sh", "-c", "fencectl leader transfer"}
-		}, "preStop"},
-		"ready headless":       {func(o *objects) { headless(o).Spec.PublishNotReadyAddresses = false }, "not-ready addresses"},
-		"no client Service":    {func(o *objects) { o.services = []*corev1.Service{headless(o)} }, "client Service"},
-		"pattern off by one":   {func(o *objects) { setEnv(o, "FENCED_PEERS_FROM_DNS", "fenced-{0..3}.fenced-headless:7701") }, "within the replicas"},
-		"pattern on http port": {func(o *objects) { setEnv(o, "FENCED_PEERS_FROM_DNS", "fenced-{0..2}.fenced-headless:7700") }, "raft port"},
-		"pattern other name":   {func(o *objects) { setEnv(o, "FENCED_PEERS_FROM_DNS", "etcd-{0..2}.fenced-headless:7701") }, "not fenced under"},
-		"data dir on root":     {func(o *objects) { setEnv(o, "FENCED_DATA_DIR", "/var/lib/fenced") }, "not a mounted volume claim"},
-		"no memory limit":      {func(o *objects) { fenced(o).Resources.Limits = nil }, "memory limit"},
+		"readiness on healthz": {func(o *objects) { probeArgs(fenced(o).ReadinessProbe, "--live") }, "readiness probe asks /healthz"},
+		"liveness on readyz":   {func(o *objects) { dropArg(fenced(o).LivenessProbe, "--live") }, "liveness probe asks /readyz"},
+		"liveness on raft":     {func(o *objects) { setProbeArg(fenced(o).LivenessProbe, "--endpoints", "https://127.0.0.1:7701") }, "not this pod's http port"},
+		"probe on another pod": {func(o *objects) { setProbeArg(fenced(o).ReadinessProbe, "--endpoints", "https://fenced:7700") }, "not this pod's http port"},
+		"kubelet HTTPS probe": {func(o *objects) {
+			fenced(o).ReadinessProbe.ProbeHandler = corev1.ProbeHandler{HTTPGet: &corev1.HTTPGetAction{Path: "/readyz", Port: intstr.FromString("http"), Scheme: corev1.URISchemeHTTPS}}
+		}, "must exec /fencectl health"},
+		"probe over http":            {func(o *objects) { setProbeArg(fenced(o).ReadinessProbe, "--endpoints", "127.0.0.1:7700") }, "plain http"},
+		"probe outwaits the kubelet": {func(o *objects) { setProbeArg(fenced(o).ReadinessProbe, "--timeout", "10s") }, "shorter than its timeoutSeconds"},
+		"probe without a certificate": {func(o *objects) {
+			setEnv(o, "FENCE_CERT", "")
+			setEnv(o, "FENCE_KEY_FILE", "")
+		}, "presents no client certificate"},
+		"probe without a CA":    {func(o *objects) { setEnv(o, "FENCE_CACERT", "") }, "no CA to verify"},
+		"no startup probe":      {func(o *objects) { fenced(o).StartupProbe = nil }, "startup probe"},
+		"root pod":              {func(o *objects) { zero := int64(0); podSpec(o).SecurityContext.RunAsUser = &zero }, "non-root"},
+		"root container":        {func(o *objects) { zero := int64(0); fenced(o).SecurityContext.RunAsUser = &zero }, "runs as root"},
+		"writable root":         {func(o *objects) { f := false; fenced(o).SecurityContext.ReadOnlyRootFilesystem = &f }, "read-only root"},
+		"escalation":            {func(o *objects) { fenced(o).SecurityContext.AllowPrivilegeEscalation = nil }, "privilege escalation"},
+		"a capability":          {func(o *objects) { fenced(o).SecurityContext.Capabilities.Add = []corev1.Capability{"NET_ADMIN"} }, "capabilities"},
+		"no anti-affinity":      {func(o *objects) { podSpec(o).Affinity = nil }, "anti-affinity"},
+		"step-down preStop":     {func(o *objects) { fenced(o).Lifecycle.PreStop.Exec.Command = []string{"/fenced", "step-down"} }, "preStop"},
+		"ready headless":        {func(o *objects) { headless(o).Spec.PublishNotReadyAddresses = false }, "not-ready addresses"},
+		"no client Service":     {func(o *objects) { o.services = []*corev1.Service{headless(o)} }, "client Service"},
+		"pattern off by one":    {func(o *objects) { setEnv(o, "FENCED_PEERS_FROM_DNS", "fenced-{0..3}.fenced-headless:7701") }, "within the replicas"},
+		"data dir on root":      {func(o *objects) { setEnv(o, "FENCED_DATA_DIR", "/var/lib/fenced") }, "not a mounted volume claim"},
+		"no memory limit":       {func(o *objects) { fenced(o).Resources.Limits = nil }, "memory limit"},
+		"one certificate":       {func(o *objects) { setEnv(o, "FENCED_PEER_TLS_CERT", "/etc/fenced/peer/tls.crt") }, "its own certificate"},
+		"certificate unmounted": {func(o *objects) { setEnv(o, "FENCED_TLS_CERT", "/etc/ssl/$(POD_NAME).crt") }, "not a file of a mounted"},
+		"pod name undefined":    {func(o *objects) { setEnv(o, "FENCED_TLS_KEY", "/etc/fenced/http/$(HOSTNAME).key") }, "variable not defined"},
+		"tokens in a ConfigMap": {func(o *objects) {
+			for i := range podSpec(o).Volumes {
+				if p := podSpec(o).Volumes[i].Projected; p != nil {
+					p.Sources[0] = corev1.VolumeProjection{ConfigMap: &corev1.ConfigMapProjection{
+						LocalObjectReference: corev1.LocalObjectReference{Name: "t"}, Items: p.Sources[0].Secret.Items}}
+				}
+			}
+		}, "belong in a Secret"},
+		"no peer TLS": {func(o *objects) {
+			setEnv(o, "FENCED_PEER_TLS_CERT", "")
+			setEnv(o, "FENCED_PEER_TLS_KEY", "")
+			setEnv(o, "FENCED_PEER_TLS_CA", "")
+		}, "no mutual TLS"},
+		"raft open to all": {func(o *objects) {
+			o.networkPolicies[0].Spec.Ingress[len(o.networkPolicies[0].Spec.Ingress)-1].Ports = nil
+		}, "opens the raft port to pods other than"},
+		"raft open to everyone": {func(o *objects) { o.networkPolicies[0].Spec.Ingress[0].From = nil }, "opens the raft port to everyone"},
+		"raft open to a namespace": {func(o *objects) {
+			r := &o.networkPolicies[0].Spec.Ingress[0]
+			r.From = append(r.From, networkingv1.NetworkPolicyPeer{NamespaceSelector: &metav1.LabelSelector{}})
+		}, "opens the raft port to pods other than"},
+		"raft closed to the nodes": {func(o *objects) {
+			o.networkPolicies[0].Spec.Ingress[0].Ports = o.networkPolicies[0].Spec.Ingress[0].Ports[:1]
+		}, "cuts the fenced pods off"},
+		"backup job shut out": {func(o *objects) { o.networkPolicies[0].Spec.Ingress = o.networkPolicies[0].Spec.Ingress[:1] }, "keeps CronJob"},
+		"egress only": {func(o *objects) {
+			o.networkPolicies[0].Spec.PolicyTypes = []networkingv1.PolicyType{networkingv1.PolicyTypeEgress}
+		}, "does not restrict ingress"},
+		"default service account":  {func(o *objects) { podSpec(o).ServiceAccountName = "" }, "default service-account token"},
+		"token left implicit":      {func(o *objects) { podSpec(o).AutomountServiceAccountToken = nil }, "automountServiceAccountToken"},
+		"role lists everything":    {func(o *objects) { o.roles[0].Rules[0].Verbs = []string{"get", "list"} }, "only get on statefulsets/fenced"},
+		"role for any StatefulSet": {func(o *objects) { o.roles[0].Rules[0].ResourceNames = nil }, "only get on statefulsets/fenced"},
+		"role unbound":             {func(o *objects) { o.roleBindings = nil }, "may not get StatefulSet"},
+		"backup job without the key": {func(o *objects) {
+			c := &o.cronJobs[0].Spec.JobTemplate.Spec.Template.Spec.Containers[0]
+			c.Args = slices.DeleteFunc(c.Args, func(a string) bool { return strings.Contains(a, "backup-key") })
+		}, "unauthenticated backups"},
+		"backup job without a certificate": {func(o *objects) {
+			o.cronJobs[0].Spec.JobTemplate.Spec.Template.Spec.Containers[0].Env = o.cronJobs[0].Spec.JobTemplate.Spec.Template.Spec.Containers[0].Env[:1]
+		}, "presents no"},
+		"backup job takes node keys": {func(o *objects) {
+			for i := range o.cronJobs[0].Spec.JobTemplate.Spec.Template.Spec.Volumes {
+				if s := o.cronJobs[0].Spec.JobTemplate.Spec.Template.Spec.Volumes[i].Secret; s != nil && s.SecretName == "fenced-http-tls" {
+					s.Items = nil
+				}
+			}
+		}, "nodes' private keys"},
+		"backup job as a node": {func(o *objects) {
+			o.cronJobs[0].Spec.JobTemplate.Spec.Template.Labels = o.statefulSets[0].Spec.Template.Labels
+		}, "carry the fenced pods' labels"},
 		"monitor scrapes twice": {func(o *objects) {
 			delete(o.serviceMonitors[0].Spec.Selector.MatchLabels, "app.kubernetes.io/component")
 		}, "exactly one Service"},
+		"monitor checks no name":        {func(o *objects) { o.serviceMonitors[0].Spec.Endpoints[0].TLSConfig.ServerName = "" }, "serverName"},
+		"monitor without a certificate": {func(o *objects) { o.serviceMonitors[0].Spec.Endpoints[0].TLSConfig.Cert = nil }, "must present one"},
 	}
 	for name, m := range mutations {
 		t.Run(name, func(t *testing.T) {
-			files, err := render(t, map[string]any{"serviceMonitor": map[string]any{"enabled": true}})
+			files, err := render(t, requireTLS)
 			if err != nil {
 				t.Fatal(err)
 			}
-			o := decodeAll(t, files)
+			o := decodeAll(t, manifests(files))
 			if errs := check(o); len(errs) > 0 {
 				t.Fatalf("the good rendering fails: %v", errs)
 			}
@@ -627,6 +826,55 @@ func TestChecksCatchBrokenManifests(t *testing.T) {
 				t.Fatalf("check found %q; want a failure mentioning %q", errs, m.want)
 			}
 		})
+	}
+}
+
+// TestCheckSecureCatchesOpenings is checkSecure's positive control: each
+// protection switched off in the defaults' rendering is reported.
+func TestCheckSecureCatchesOpenings(t *testing.T) {
+	for name, tc := range map[string]struct {
+		values map[string]any
+		want   string
+	}{
+		"no TLS":             {map[string]any{"tls": map[string]any{"enabled": false}}, "FENCED_TLS_CERT is not set"},
+		"no client certs":    {map[string]any{"tls": map[string]any{"clientAuth": "none"}}, "FENCED_TLS_CLIENT_AUTH none"},
+		"no tokens":          {map[string]any{"auth": map[string]any{"tokens": map[string]any{"enabled": false}}}, "FENCED_AUTH_TOKENS"},
+		"no ACL":             {map[string]any{"auth": map[string]any{"acl": map[string]any{"enabled": false}}}, "FENCED_ACL_FILE"},
+		"no backup key":      {map[string]any{"backupKey": map[string]any{"enabled": false, "requireForRestore": false}}, "FENCED_BACKUP_KEY_FILE"},
+		"restore unsigned":   {map[string]any{"backupKey": map[string]any{"requireForRestore": false}}, "FENCED_REQUIRE_BACKUP_AUTH"},
+		"no NetworkPolicy":   {map[string]any{"networkPolicy": map[string]any{"enabled": false}}, "no NetworkPolicy"},
+		"no scale-down hook": {map[string]any{"scaleDown": map[string]any{"removeMembers": false}}, "cannot remove a member"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			files, err := render(t, tc.values)
+			if err != nil {
+				t.Fatal(err)
+			}
+			o := decodeAll(t, manifests(files))
+			if errs := check(o); len(errs) > 0 {
+				t.Fatalf("broken invariants: %v", errs)
+			}
+			if errs := checkSecure(o); !strings.Contains(strings.Join(errs, "\n"), tc.want) {
+				t.Fatalf("checkSecure found %q; want %q", errs, tc.want)
+			}
+		})
+	}
+}
+
+// probeArgs appends args to a probe's command.
+func probeArgs(p *corev1.Probe, args ...string) { p.Exec.Command = append(p.Exec.Command, args...) }
+
+// dropArg removes an argument from a probe's command.
+func dropArg(p *corev1.Probe, arg string) {
+	p.Exec.Command = slices.DeleteFunc(p.Exec.Command, func(a string) bool { return a == arg })
+}
+
+// setProbeArg sets the value of a flag of a probe's command.
+func setProbeArg(p *corev1.Probe, flag, value string) {
+	for i := range p.Exec.Command {
+		if p.Exec.Command[i] == flag && i+1 < len(p.Exec.Command) {
+			p.Exec.Command[i+1] = value
+		}
 	}
 }
 

@@ -10,8 +10,6 @@ package docker
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"flag"
@@ -24,6 +22,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/hashicorp/go-hclog"
 
 	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/internal/proccluster"
@@ -52,6 +52,20 @@ func TestMain(m *testing.M) {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
 	}
+	// What a killed earlier run left behind goes first; what this one
+	// starts goes down before its -timeout ends it, when no test's cleanup
+	// would run.
+	log := hclog.New(&hclog.LoggerOptions{Name: "docker-test", Level: hclog.Info})
+	backend.CleanStaleDocker(context.Background(), log)
+	if d := testTimeout(); d > 0 {
+		margin := min(max(d/10, 10*time.Second), time.Minute, d/2)
+		time.AfterFunc(d-margin, func() {
+			log.Warn("the test binary's -timeout is near: taking down what it started in Docker", "timeout", d)
+			ctx, cancel := context.WithTimeout(context.Background(), margin)
+			defer cancel()
+			backend.CleanOwnDocker(ctx, log)
+		})
+	}
 	code := m.Run()
 	if image != "" {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -61,6 +75,16 @@ func TestMain(m *testing.M) {
 		cancel()
 	}
 	os.Exit(code)
+}
+
+// testTimeout is the test binary's -timeout; 0 when none.
+func testTimeout() time.Duration {
+	f := flag.Lookup("test.timeout")
+	if f == nil {
+		return 0
+	}
+	d, _ := f.Value.(flag.Getter).Get().(time.Duration)
+	return d
 }
 
 // requireDocker skips the test when no Docker engine answers or
@@ -91,7 +115,7 @@ func requireDocker(t *testing.T) {
 func buildImage(t *testing.T) string {
 	t.Helper()
 	imageOnce.Do(func() {
-		tag := "fenced:test-" + randHex(4)
+		tag := backend.ImageTag()
 		start := time.Now()
 		out, err := backend.BuildImage(context.Background(), root, tag)
 		if err != nil {
@@ -131,7 +155,7 @@ func newProject(t *testing.T, nodes int) *project {
 	img := buildImage(t)
 	p := &project{
 		t:          t,
-		name:       "fencedtest" + randHex(4),
+		name:       backend.ProjectName("fencedtest-"),
 		files:      []string{filepath.Join(root, "docker-compose.yml")},
 		containers: map[string]string{},
 	}
@@ -513,12 +537,6 @@ func TestCompose5Nodes(t *testing.T) {
 	if out, err := cmd.CombinedOutput(); err != nil {
 		t.Fatalf("fencectl selftest from the host: %v\n%s", err, out)
 	}
-}
-
-func randHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b)
-	return hex.EncodeToString(b)
 }
 
 func oneLine(b []byte) string {

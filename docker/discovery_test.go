@@ -13,6 +13,7 @@ import (
 
 	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/internal/testutil"
+	"github.com/fenced/fenced/jepsen-like/backend"
 )
 
 // dnsNames are the services of docker-compose.dns.yml: the first three form
@@ -28,7 +29,7 @@ func newDNSProject(t *testing.T) *project {
 	img := buildImage(t)
 	p := &project{
 		t:          t,
-		name:       "fenceddns" + randHex(4),
+		name:       backend.ProjectName("fenceddns-"),
 		files:      []string{filepath.Join(root, "docker-compose.dns.yml")},
 		services:   dnsNames[:3],
 		containers: map[string]string{},

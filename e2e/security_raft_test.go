@@ -1,9 +1,11 @@
 package e2e
 
 import (
+	"bytes"
 	"context"
 	"crypto/tls"
 	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -156,5 +158,89 @@ func TestPeerCertOUMustNameAPeer(t *testing.T) {
 		if !errors.As(err, &xe) || xe.ExitCode() <= 0 || !strings.Contains(string(out), "--peer-cert-ou") {
 			t.Errorf("--peer-cert-ou %q: fenced did not refuse to start (%v)\n%s", ou, err, tail(out, 600))
 		}
+	}
+}
+
+// A node whose peer certificate names another member takes no part in Raft:
+// n3 runs with n2's peer certificate (as a member whose name an attacker
+// pointed at n2 would look to the others). The leader refuses the
+// connections it dials to n3 (the certificate does not name n3), and the
+// others drop the RPCs n3 sends them (their sender, n3, is not the
+// certificate's n2). n1 and n2 keep serving; n3 never receives an entry.
+func TestRaftPeerMustBeTheServerItsCertificateNames(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes; skipped with -short")
+	}
+	dir := t.TempDir()
+	pki, err := tlsutil.WriteDevPKI(filepath.Join(dir, "tls"), tlsutil.DevOptions{Nodes: []string{"n1", "n2", "n3"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := proccluster.Start(proccluster.Options{
+		Nodes: 3, Dir: dir, Secure: true,
+		NodeArgs: func(id string) []string {
+			args := nodeTLSArgs(pki, id)
+			if id == "n3" {
+				n2 := pki.Nodes["n2"].Peer
+				args = append(args, "--peer-tls-cert", n2.Cert, "--peer-tls-key", n2.Key)
+			}
+			return args
+		},
+		ClientOptions: []client.Option{client.WithTLS(tlsConfig(t, pki.Admin))},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Log(c.Logs(60))
+		}
+		c.Stop()
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	lead, err := c.Leader(ctx, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lead.ID == "n3" {
+		t.Fatal("n3, whose certificate names n2, leads the cluster")
+	}
+	cl := client.New([]string{c.Node("n1").HTTPAddr, c.Node("n2").HTTPAddr}, client.WithTLS(tlsConfig(t, pki.Admin)))
+	if _, err := cl.Acquire(ctx, client.AcquireRequest{Key: "orders-db", Holder: "ops/worker", TTL: "1m"}); err != nil {
+		t.Fatalf("n1 and n2 do not serve: %v", err)
+	}
+
+	// Both directions are refused, and say so with both ids.
+	refusals := map[string]string{
+		"the leader refused to dial n3": "refused a raft connection",
+		"n3's RPCs were dropped":        "dropped a raft connection",
+	}
+	testutil.Eventually(t, time.Minute, func() error {
+		logs := c.Logs(2000)
+		for what, msg := range refusals {
+			found := false
+			for _, line := range strings.Split(logs, "\n") {
+				found = found || (strings.Contains(line, msg) && strings.Contains(line, "n3") && strings.Contains(line, "certificate=n2"))
+			}
+			if !found {
+				return fmt.Errorf("no log line says %s (%q naming n3 and certificate=n2)", what, msg)
+			}
+		}
+		return nil
+	})
+	st, err := cl.NodeStatus(ctx, c.URL(lead))
+	if err != nil {
+		t.Fatal(err)
+	}
+	n3, err := cl.NodeStatus(ctx, c.URL(c.Node("n3")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n3.LastIndex >= st.CommitIndex {
+		t.Fatalf("n3 has the log up to %d, the leader committed %d: it took part in replication", n3.LastIndex, st.CommitIndex)
+	}
+	if data, _ := os.ReadFile(c.Node("n3").LogPath); !bytes.Contains(data, []byte("the peer certificate does not name this node's id")) {
+		t.Errorf("n3 did not warn at start that its peer certificate does not name it:\n%s", tail(data, 20))
 	}
 }

@@ -13,14 +13,18 @@ import (
 // byte is the encoding version of that type, so a type can evolve without
 // breaking a log written by an older node.
 const (
-	typeAcquire    byte = 1
-	typeRelease    byte = 2
-	typeExpire     byte = 3
-	typeSetMember  byte = 4
-	typeRaiseFloor byte = 5
-	typeDelMember  byte = 6
-	typeBarrier    byte = 7
-	typeClusterID  byte = 8
+	typeAcquire   byte = 1
+	typeRelease   byte = 2
+	typeExpire    byte = 3
+	typeSetMember byte = 4
+	// typeReserved (5) was a command that set the epoch floor to any higher
+	// value. No fenced ever proposed one, so no log holds one; the type is
+	// never reused, and Decode refuses it (see DESIGN.md, "The epoch
+	// floor").
+	typeReserved  byte = 5
+	typeDelMember byte = 6
+	typeBarrier   byte = 7
+	typeClusterID byte = 8
 
 	version1 byte = 1
 	// version2 of an acquire: same fields, applied with the request id
@@ -45,8 +49,8 @@ const MaxValueLen = 1024
 var ErrCorrupt = errors.New("fsm: corrupt command")
 
 // Command is one change of the replicated state. It is implemented by
-// Acquire, Release, Expire, SetMember, DelMember, RaiseFloor, Barrier,
-// SetClusterID, Reclaim and DelayEnd.
+// Acquire, Release, Expire, SetMember, DelMember, Barrier, SetClusterID,
+// Reclaim and DelayEnd.
 type Command interface {
 	encode(b []byte) []byte
 }
@@ -105,12 +109,6 @@ type SetMember struct {
 // DelMember forgets a member's HTTP address after it left the cluster.
 type DelMember struct {
 	ID string
-}
-
-// RaiseFloor raises the epoch floor: every later grant's epoch is at least
-// Floor plus the entry's term. The floor never goes down.
-type RaiseFloor struct {
-	Floor uint64
 }
 
 // Barrier changes nothing. A new leader commits one before it serves: when
@@ -194,15 +192,13 @@ func (c SetClusterID) encode(b []byte) []byte {
 	return appendString(b, c.ID)
 }
 
-func (c RaiseFloor) encode(b []byte) []byte {
-	b = append(b, typeRaiseFloor, version1)
-	return binary.AppendUvarint(b, c.Floor)
-}
-
 // Decode parses log-entry bytes into a command. Every byte must be consumed.
 func Decode(b []byte) (Command, error) {
 	if len(b) < 2 {
 		return nil, fmt.Errorf("%w: %d bytes", ErrCorrupt, len(b))
+	}
+	if b[0] == typeReserved {
+		return nil, fmt.Errorf("%w: type %d is reserved (a floor raise no fenced proposes)", ErrCorrupt, b[0])
 	}
 	if b[1] != version1 && (b[0] != typeAcquire || b[1] != version2 && b[1] != version3) {
 		return nil, fmt.Errorf("%w: type %d version %d", ErrCorrupt, b[0], b[1])
@@ -220,8 +216,6 @@ func Decode(b []byte) (Command, error) {
 		c = SetMember{ID: d.str(), HTTPAddr: d.str()}
 	case typeDelMember:
 		c = DelMember{ID: d.str()}
-	case typeRaiseFloor:
-		c = RaiseFloor{Floor: d.uvarint()}
 	case typeBarrier:
 		c = Barrier{}
 	case typeClusterID:

@@ -226,9 +226,12 @@ func (fd *Feed) remove(s *Sub) {
 // Feed returns the FSM's event feed.
 func (f *FSM) Feed() *Feed { return f.feed }
 
-// SetLimits sets the number of events kept for resumes and the pending
-// bound per watcher (values <= 0 keep the current ones). It empties the
-// history, so call it before the FSM applies anything.
+// SetLimits is a test hook: it sets the number of events kept for resumes
+// and the pending bound per watcher (values <= 0 keep the current ones), so
+// that tests reach a lagging watcher or a resume past the history with a
+// few events. No node calls it; a node keeps DefaultHistory and
+// DefaultPending. It empties the history, so call it before the FSM
+// applies anything.
 func (fd *Feed) SetLimits(history, pending int) {
 	fd.mu.Lock()
 	defer fd.mu.Unlock()

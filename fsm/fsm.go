@@ -289,8 +289,10 @@ func New(cfg Config) *FSM {
 // SetObserver sets the observer. Call it before the FSM is handed to raft.
 func (f *FSM) SetObserver(o Observer) { f.obs = o }
 
-// event is an observer call collected under the lock and delivered after it.
-type event struct {
+// notice is an Observer call (a grant, or the end of one) collected under
+// the lock and delivered after it. It is not a watch Event: the watch feed
+// has its own.
+type notice struct {
 	key     KeyState
 	granted bool
 	renewed bool
@@ -305,7 +307,7 @@ func (f *FSM) Apply(l *raft.Log) interface{} {
 // commands (configuration changes, no-ops) are skipped, never decoded.
 func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	out := make([]interface{}, len(logs))
-	var events []event
+	var notices []notice
 	var changes []Event
 	f.mu.Lock()
 	if len(logs) > 0 {
@@ -321,14 +323,14 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 			panic(fmt.Sprintf("fsm: log entry %d (term %d) cannot be decoded, the log is corrupt: %v", l.Index, l.Term, err))
 		}
 		var res *Result
-		res, events = f.apply(cmd, logPos{term: l.Term, index: l.Index, appended: l.AppendedAt}, events)
+		res, notices = f.apply(cmd, logPos{term: l.Term, index: l.Index, appended: l.AppendedAt}, notices)
 		out[i] = res
 		changes = f.feed.note(changes, cmd, res, l.Index)
 	}
 	f.mu.Unlock()
 	// The observer hears of the changes before the applied index moves, so a
 	// reader that waited for this index also sees the leader's lease for it.
-	f.deliver(events)
+	f.deliver(notices)
 	if len(logs) > 0 {
 		// Watchers hear of the changes before the applied index moves.
 		f.feed.publish(changes, logs[len(logs)-1].Index)
@@ -365,11 +367,11 @@ func (f *FSM) wake() {
 	}
 }
 
-func (f *FSM) deliver(events []event) {
+func (f *FSM) deliver(notices []notice) {
 	if f.obs == nil {
 		return
 	}
-	for _, e := range events {
+	for _, e := range notices {
 		if e.granted {
 			f.obs.Granted(e.key, e.renewed)
 		} else {
@@ -385,71 +387,65 @@ type logPos struct {
 	appended    time.Time
 }
 
-func (f *FSM) apply(cmd Command, pos logPos, events []event) (*Result, []event) {
+func (f *FSM) apply(cmd Command, pos logPos, notices []notice) (*Result, []notice) {
 	switch c := cmd.(type) {
 	case Acquire:
 		r := f.acquire(c, pos)
 		if r.Err == nil {
-			events = append(events, event{key: r.Key, granted: true, renewed: r.Renewed})
+			notices = append(notices, notice{key: r.Key, granted: true, renewed: r.Renewed})
 		}
-		return r, events
+		return r, notices
 	case Release:
 		r := f.release(c)
 		if r.Changed {
-			events = append(events, event{key: r.Key})
+			notices = append(notices, notice{key: r.Key})
 		}
 		if r.Err == nil && c.Next != nil {
-			events = f.handoff(r, *c.Next, pos, events)
+			notices = f.handoff(r, *c.Next, pos, notices)
 		}
-		return r, events
+		return r, notices
 	case Expire:
 		r := f.expire(c)
 		if r.Changed {
-			events = append(events, event{key: r.Key})
+			notices = append(notices, notice{key: r.Key})
 			if c.Next != nil {
-				events = f.handoff(r, *c.Next, pos, events)
+				notices = f.handoff(r, *c.Next, pos, notices)
 			}
 		}
-		return r, events
+		return r, notices
 	case SetMember:
 		f.members[c.ID] = c.HTTPAddr
-		return &Result{Changed: true}, events
+		return &Result{Changed: true}, notices
 	case DelMember:
 		delete(f.members, c.ID)
-		return &Result{Changed: true}, events
+		return &Result{Changed: true}, notices
 	case Barrier:
-		return &Result{}, events
+		return &Result{}, notices
 	case SetClusterID:
 		if f.clusterID == "" {
 			f.clusterID = c.ID
-			return &Result{Changed: true}, events
+			return &Result{Changed: true}, notices
 		}
-		return &Result{}, events
+		return &Result{}, notices
 	case Reclaim:
-		return f.reclaim(c, pos), events
+		return f.reclaim(c, pos), notices
 	case DelayEnd:
-		return f.delayEnd(c), events
-	case RaiseFloor:
-		if c.Floor > f.floor {
-			f.floor = c.Floor
-			return &Result{Changed: true}, events
-		}
-		return &Result{}, events
+		return f.delayEnd(c), notices
 	}
 	panic(fmt.Sprintf("fsm: unhandled command %T", cmd))
 }
 
 // handoff applies a waiter's acquire in the entry that freed the key.
-func (f *FSM) handoff(r *Result, next Acquire, pos logPos, events []event) []event {
+func (f *FSM) handoff(r *Result, next Acquire, pos logPos, notices []notice) []notice {
 	if next.Key != r.Key.Key && r.Key.Key != "" {
 		r.Next = &Result{Err: fmt.Errorf("%w: handoff of another key", ErrInvalid)}
-		return events
+		return notices
 	}
 	r.Next = f.acquire(next, pos)
 	if r.Next.Err == nil {
-		events = append(events, event{key: r.Next.Key, granted: true, renewed: r.Next.Renewed})
+		notices = append(notices, notice{key: r.Next.Key, granted: true, renewed: r.Next.Renewed})
 	}
-	return events
+	return notices
 }
 
 // acquire decides a grant. The epoch is the term of the entry being applied

@@ -20,7 +20,7 @@ func seeded() (*FSM, uint64) {
 	a.at(3, Release{Key: "gone", Holder: "h", Token: r.Key.Token})
 	a.at(3, Acquire{Key: "old", Holder: "h2", TTL: time.Second, LockDelay: time.Second})
 	a.at(3, Expire{Key: "old", Token: 3<<32 | 1})
-	a.at(3, RaiseFloor{Floor: 1})
+	a.at(3, Reclaim{Floor: 1})
 	return a.f, a.index
 }
 
@@ -49,7 +49,6 @@ func FuzzApply(f *testing.F) {
 		Expire{Key: "k", Token: 3<<32 | 1, Armed: 3},
 		SetMember{ID: "n2", HTTPAddr: "x:1"},
 		DelMember{ID: "n1"},
-		RaiseFloor{Floor: 9},
 		Barrier{},
 		SetClusterID{ID: "c2"},
 		Reclaim{Keys: []ReclaimKey{{"gone", 3<<32 | 1}, {"old", 3<<32 | 1}, {"k", 3<<32 | 1}}},
@@ -61,6 +60,7 @@ func FuzzApply(f *testing.F) {
 	}
 	f.Add(uint64(1), []byte{})
 	f.Add(uint64(4), []byte{typeAcquire, 9})
+	f.Add(uint64(4), []byte{typeReserved, version1, 9})
 	f.Fuzz(func(t *testing.T, term uint64, data []byte) {
 		term = 3 + term%4 // the seeded state is of term 3; a log's terms never go down
 		a, idx := seeded()

@@ -4,6 +4,8 @@ import (
 	"hash/maphash"
 	"iter"
 	"slices"
+
+	"github.com/fenced/fenced/internal/openaddr"
 )
 
 // keyTable maps each key to its entry, for a fraction of what a Go map of
@@ -19,12 +21,12 @@ import (
 // the apply loop once per doubling (tens of milliseconds at a million
 // keys), as a snapshot's copy of the keys does at each snapshot.
 //
-// An open-addressed index (linear probing, load at most 3/4) maps a key's
-// hash to its slot. An index word holds the slot number plus one in the
-// bits below the index size (0 is an empty word) and the key's hash in the
-// bits above: a probe dereferences a slot only when those bits match, so
-// a lookup usually reads one slot, and a miss none. Deletion shifts the
-// probe run back instead of leaving a tombstone.
+// An open-addressed index (internal/openaddr: linear probing, load at most
+// 3/4, backward-shift deletion) maps a key's hash to its slot, in 32-bit
+// words: the slot number plus one in the bits below the index size and the
+// key's hash in the bits above, so a probe dereferences a slot only when
+// those bits match. Half the bytes of words that hold the whole hash; the
+// slots keep the hash the words lack.
 //
 // The hash is seeded per table, so keys crafted to collide on one node do
 // not collide on another, nor after a restart. Nothing the state machine
@@ -33,9 +35,8 @@ import (
 type keyTable struct {
 	pages [][]slot
 	n     int
-	// index has a power-of-two length; mask is that length minus one.
-	index []uint32
-	mask  uint32
+	// index refers to slots by number.
+	index openaddr.Index[uint32]
 	// seed is drawn when the first index is made: the zero table is an
 	// empty one.
 	seed maphash.Seed
@@ -59,7 +60,7 @@ const (
 	// exactly seven 8 KiB runtime pages.
 	pageBits  = 10
 	pageSlots = 1 << pageBits
-	// minIndex is the smallest index.
+	// minIndex is the smallest index: 32 bytes.
 	minIndex = 8
 	// maxKeys is the most keys a table holds: the slot number plus one must
 	// fit below the index size, and the index size in 32 bits. A key costs
@@ -89,22 +90,17 @@ func (t *keyTable) hashOf(key string) uint32 {
 // key is absent, the empty position where it would go and false. The
 // index must exist.
 func (t *keyTable) find(key string, h uint32) (pos, s uint32, ok bool) {
-	for pos = h & t.mask; ; pos = (pos + 1) & t.mask {
-		w := t.index[pos]
-		if w == 0 {
+	for pos = t.index.Home(h); ; pos = t.index.After(pos) {
+		if pos, ok = t.index.Scan(h, pos); !ok {
 			return pos, 0, false
 		}
-		if (w^h)&^t.mask == 0 {
-			s = w&t.mask - 1
-			if sl := t.at(s); sl.hash == h && sl.key() == key {
-				return pos, s, true
-			}
+		// The word matched the hash's high bits only: the slot has all 32.
+		s = t.index.Ref(pos)
+		if sl := t.at(s); sl.hash == h && sl.key() == key {
+			return pos, s, true
 		}
 	}
 }
-
-// word returns the index word of slot number s of hash h.
-func (t *keyTable) word(s, h uint32) uint32 { return h&^t.mask | (s + 1) }
 
 // len returns the number of keys.
 func (t *keyTable) len() int { return t.n }
@@ -123,7 +119,7 @@ func (t *keyTable) get(key string) (entry, bool) {
 
 // put sets the entry of key, which must be the tail of e.names.
 func (t *keyTable) put(key string, e entry) {
-	if len(t.index) == 0 {
+	if t.index.Size() == 0 {
 		t.rebuild(minIndex)
 	}
 	h := t.hashOf(key)
@@ -135,13 +131,13 @@ func (t *keyTable) put(key string, e entry) {
 	if t.n >= maxKeys {
 		panic("fsm: key table full")
 	}
-	if uint64(t.n+1)*4 > uint64(len(t.index))*3 {
-		t.rebuild(indexSize(t.n+1, 3, 4))
+	if !t.index.Fits(t.n + 1) {
+		t.rebuild(openaddr.SizeFor(t.n+1, minIndex))
 		pos, _, _ = t.find(key, h)
 	}
 	s = uint32(t.n)
 	t.appendSlot(slot{hash: h, klen: uint32(len(key)), e: e})
-	t.index[pos] = t.word(s, h)
+	t.index.Set(pos, h, s)
 }
 
 // appendSlot puts sl in the next slot.
@@ -180,43 +176,16 @@ func (t *keyTable) delete(key string) bool {
 		// The last slot fills the hole; its index word follows it.
 		moved := *t.at(last)
 		*t.at(s) = moved
-		t.index[t.locate(last, moved.hash)] = t.word(s, moved.hash)
+		t.index.Set(t.index.Locate(moved.hash, last), moved.hash, s)
 	}
 	t.popSlot()
-	if len(t.index) > minIndex && t.n*8 < len(t.index) {
-		t.rebuild(indexSize(t.n, 3, 8))
+	// Under an eighth full, to three eighths: as many puts as there are
+	// keys before it grows again, so a table that hovers around a boundary
+	// does not rebuild at every step.
+	if t.index.Size() > minIndex && t.n*8 < t.index.Size() {
+		t.rebuild(openaddr.SizeFor(2*t.n, minIndex))
 	}
 	return true
-}
-
-// unindex empties the index word at pos and shifts back the words after
-// it that probed past pos, so that every key stays reachable from its
-// hash's position without a tombstone.
-func (t *keyTable) unindex(pos uint32) {
-	hole := pos
-	for j := (pos + 1) & t.mask; ; j = (j + 1) & t.mask {
-		w := t.index[j]
-		if w == 0 {
-			break
-		}
-		home := t.at(w&t.mask-1).hash & t.mask
-		// The word may move to the hole unless its home lies after the
-		// hole (cyclically, in (hole, j]).
-		if (j-home)&t.mask >= (j-hole)&t.mask {
-			t.index[hole] = w
-			hole = j
-		}
-	}
-	t.index[hole] = 0
-}
-
-// locate returns the index position of slot number s of hash h.
-func (t *keyTable) locate(s, h uint32) uint32 {
-	for pos := h & t.mask; ; pos = (pos + 1) & t.mask {
-		if t.index[pos]&t.mask == s+1 {
-			return pos
-		}
-	}
 }
 
 // popSlot drops the last slot. A page left empty is kept while it is the
@@ -234,29 +203,28 @@ func (t *keyTable) popSlot() {
 	}
 }
 
-// indexSize returns the smallest index size of at least minIndex that
-// holds n keys at a load of at most num/den.
-func indexSize(n int, num, den uint64) int {
-	size := minIndex
-	for uint64(n)*den > uint64(size)*num {
-		size *= 2
+// unindex deletes the index word at pos, shifting back the words after it
+// as openaddr's Delete does, with the hashes read straight from the slots:
+// the words lack their low bits, and Delete's call per word to fetch them
+// made BenchmarkKeyTableChurn 9% slower.
+func (t *keyTable) unindex(pos uint32) {
+	hole := pos
+	for j := t.index.After(pos); !t.index.Empty(j); j = t.index.After(j) {
+		hole = t.index.ShiftInto(hole, j, t.at(t.index.Ref(j)).hash)
 	}
-	return size
+	t.index.Clear(hole)
 }
 
-// rebuild replaces the index by one of size words.
+// rebuild replaces the index by one of size words, from the slots in
+// order: a pass over the pages, where a resize from the index's own words
+// would read the slots at random for their hashes.
 func (t *keyTable) rebuild(size int) {
 	if t.seed == (maphash.Seed{}) {
 		t.seed = maphash.MakeSeed()
 	}
-	t.index, t.mask = make([]uint32, size), uint32(size-1)
+	t.index.Reset(size)
 	for s := uint32(0); s < uint32(t.n); s++ {
-		h := t.at(s).hash
-		pos := h & t.mask
-		for t.index[pos] != 0 {
-			pos = (pos + 1) & t.mask
-		}
-		t.index[pos] = t.word(s, h)
+		t.index.Insert(t.at(s).hash, s)
 	}
 }
 
@@ -267,7 +235,7 @@ func (t *keyTable) reserve(n int) {
 	if n <= t.n {
 		return
 	}
-	if size := indexSize(n, 3, 4); size > len(t.index) {
+	if size := openaddr.SizeFor(n, minIndex); size > t.index.Size() {
 		t.rebuild(size)
 	}
 	t.pages = slices.Grow(t.pages, max(0, (n+pageSlots-1)>>pageBits-len(t.pages)))

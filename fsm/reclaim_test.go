@@ -55,7 +55,7 @@ func exists(f *FSM, key string) bool { _, ok := f.Get(key); return ok }
 // reclaimed by an entry whose epoch does not fit.
 func TestReclaimNearEpochSpaceEnd(t *testing.T) {
 	c := newClocked(Config{})
-	c.at(1, RaiseFloor{Floor: fence.MaxEpoch - 3})
+	restoreFloor(t, c.f, fence.MaxEpoch-3)
 	g := c.at(3, Acquire{Key: "a", Holder: "h", TTL: time.Second}).Key
 	c.at(3, Release{Key: "a", Holder: "h", Token: g.Token})
 	r := c.at(3, Reclaim{Floor: fence.MaxEpoch - 2, Keys: []ReclaimKey{{"a", g.Token}}})

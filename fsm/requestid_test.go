@@ -224,7 +224,7 @@ func TestFloorNearMaxDoesNotWrap(t *testing.T) {
 	a := &applier{f: New(Config{})}
 	first := a.at(5, Acquire{Key: "k", Holder: "h", TTL: time.Second})
 	a.at(5, Release{Key: "k", Holder: "h", Token: first.Key.Token})
-	a.at(5, RaiseFloor{Floor: 1<<64 - 3})
+	restoreFloor(t, a.f, 1<<64-3)
 	if r := a.at(5, Acquire{Key: "new", Holder: "h", TTL: time.Second}); !errors.Is(r.Err, ErrEpochExhausted) {
 		t.Fatalf("grant with floor 2^64-3 at term 5: token %v (epoch %d) after %v, err %v", r.Key.Token, r.Key.Token.Epoch(), first.Key.Token, r.Err)
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fenced/fenced/internal/proccluster"
 	"github.com/fenced/fenced/jepsen-like/nemesis"
 	"github.com/fenced/fenced/jepsen-like/runner"
 	"github.com/fenced/fenced/jepsen-like/workload"
@@ -47,7 +48,10 @@ func TestChurnPositiveControl(t *testing.T) {
 	if testing.Short() {
 		t.Skip("chaos run; skipped with -short")
 	}
-	bin := fencedBinary(t)
+	bin, err := proccluster.FencedChaos()
+	if err != nil {
+		t.Fatal(err)
+	}
 	res, out := runSuite(t, runner.Config{Schedule: "short", Seed: 7, Nodes: 3, Backend: runner.DefaultBackend(), Results: resultsDir(t),
 		Binary: bin, Broken: workload.BrokenReclaimNoEpoch, Faults: []string{nemesis.KillLeader}, LinearizableTimeout: 30 * time.Second})
 	for _, r := range res.Results {

@@ -58,10 +58,13 @@ var (
 	WatchStreams = promauto.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "watch_streams",
 		Help: "Watch streams being served by this node."})
 	WatchEnded = promauto.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "watch_streams_ended_total",
-		Help: "Watch streams that ended other than by the watcher, by reason: slow (a write waited the write timeout), gone (the connection failed), lagged, restored, compacted, unconfirmed (the node could not confirm it is current)."},
+		Help: "Watch streams that ended other than by the watcher, by reason: slow (a write waited the write timeout), gone (the connection failed), lagged, restored, closed, unconfirmed (the node could not confirm it is current)."},
 		[]string{"reason"})
 	Requests = promauto.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "http_requests_total",
 		Help: "HTTP API requests, by route and status code."}, []string{"route", "code"})
+	RaftPeerRefusals = promauto.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "raft_peer_refusals_total",
+		Help: "Raft connections refused because a peer's certificate does not name the server: dial (the server that answered at a member's address is not that member) or rpc (an RPC's sender is not the server its connection's certificate names)."},
+		[]string{"side"})
 	CredentialsReload = promauto.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "credentials_reload_success",
 		Help: "1 when the latest load of this material (http_tls, peer_tls, tokens) succeeded; 0 when its latest reload failed, so the node still uses the material it had before."},
 		[]string{"material"})

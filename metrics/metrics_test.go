@@ -18,7 +18,7 @@ func TestLabelledMetricsExistFromStart(t *testing.T) {
 	for _, mf := range mfs {
 		series[mf.GetName()] = len(mf.GetMetric())
 	}
-	for _, name := range []string{"fenced_verifies_total", "fenced_refusals_total", "fenced_renewals_total", "fenced_apply_seconds", "fenced_batches_total", "fenced_batch_items_total"} {
+	for _, name := range []string{"fenced_verifies_total", "fenced_refusals_total", "fenced_renewals_total", "fenced_apply_seconds", "fenced_batches_total", "fenced_batch_items_total", "fenced_raft_peer_refusals_total"} {
 		if series[name] == 0 {
 			t.Errorf("%s has no series before any event", name)
 		}

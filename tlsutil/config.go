@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"time"
 )
 
@@ -80,10 +81,11 @@ func PeerServerConfig(s *Store, ou string) *tls.Config {
 // authentication and names the organizational unit ou (DefaultPeerOU when
 // empty).
 //
-// The dialed address is not matched against the certificate's names: nodes
-// are told apart by the role their certificate carries (as Consul does with
-// verify_server_hostname), and Raft addresses may be IPs, names or NAT
-// addresses that a certificate cannot all list. InsecureSkipVerify only turns
+// The dialed address is not matched against the certificate's names: Raft
+// addresses may be IPs, names or NAT addresses that a certificate cannot all
+// list. What the Raft transport checks instead is the server id it dials,
+// which the certificate must name (CertNames; fenced's cluster package adds
+// that check to this configuration per dial). InsecureSkipVerify only turns
 // off the standard verification, which cannot read a CA pool that is swapped
 // on reload; VerifyConnection does the chain verification instead, on every
 // handshake, and an error there aborts it.
@@ -113,6 +115,18 @@ func VerifyPeer(s *Store, chain []*x509.Certificate, usage x509.ExtKeyUsage, ou 
 		return nil, fmt.Errorf("peer certificate %q does not name OU=%s", leaf.Subject.CommonName, ou)
 	}
 	return leaf, nil
+}
+
+// CertNames reports whether a certificate names id: as its common name, a
+// DNS name or, for an id that is an IP address, an IP address. It is how a
+// node's certificate proves the node's server id: to a follower forwarding to
+// the leader, and on the Raft transport in both directions.
+func CertNames(c *x509.Certificate, id string) bool {
+	if c.Subject.CommonName == id || slices.Contains(c.DNSNames, id) {
+		return true
+	}
+	ip := net.ParseIP(id)
+	return ip != nil && slices.ContainsFunc(c.IPAddresses, ip.Equal)
 }
 
 // Dialer returns a DialTLSContext function for an http.Transport: servers are

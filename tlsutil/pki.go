@@ -238,6 +238,9 @@ func WriteDevPKI(dir string, o DevOptions) (*DevPKI, error) {
 		}
 		seen[n] = true
 	}
+	if err := checkSharedNames(o.Nodes, o.Hosts); err != nil {
+		return nil, err
+	}
 	ca, err := NewCA("fenced development CA", 10*o.Validity)
 	if err != nil {
 		return nil, err
@@ -252,7 +255,7 @@ func WriteDevPKI(dir string, o DevOptions) (*DevPKI, error) {
 	notBefore := time.Now().Add(-time.Minute)
 	notAfter := notBefore.Add(o.Validity)
 	for _, n := range o.Nodes {
-		dns, ips := sans(append([]string{n, "localhost", "127.0.0.1", "::1"}, o.Hosts...))
+		dns, ips := sans(append([]string{n}, sharedNames(o.Hosts)...))
 		ndir := filepath.Join(dir, n)
 		server, err := ca.IssueFiles(ndir, "server", Leaf{CommonName: n, DNSNames: dns, IPs: ips, Server: true, NotBefore: notBefore, NotAfter: notAfter})
 		if err != nil {
@@ -274,6 +277,27 @@ func WriteDevPKI(dir string, o DevOptions) (*DevPKI, error) {
 	}
 	p.Admin.CA, p.Client.CA = p.CA, p.CA
 	return p, nil
+}
+
+// sharedNames are the names every node certificate carries besides its
+// node's id.
+func sharedNames(hosts []string) []string {
+	return append([]string{"localhost", "127.0.0.1", "::1"}, hosts...)
+}
+
+// checkSharedNames refuses a node id that a name every node certificate
+// carries would name (by CertNames' rule): each node's certificate would
+// then prove that id, and a node could dial or answer as another on the Raft
+// transport.
+func checkSharedNames(nodes, hosts []string) error {
+	dns, ips := sans(sharedNames(hosts))
+	shared := &x509.Certificate{DNSNames: dns, IPAddresses: ips}
+	for _, n := range nodes {
+		if CertNames(shared, n) {
+			return fmt.Errorf("node id %q is also a name every node certificate carries (localhost, 127.0.0.1, ::1 and --hosts): a node's certificate must name no other node; give each node's own names only to that node", n)
+		}
+	}
+	return nil
 }
 
 // sans splits host names and IP addresses, dropping duplicates.

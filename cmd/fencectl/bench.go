@@ -71,6 +71,8 @@ func (b *benchCmd) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&b.pids, "server-pids", serverPIDsAuto, "PIDs of the cluster's processes (comma-separated) whose CPU time (/proc/PID/stat) each result shows per operation, summed (SERVER CPU/OP); "+
 		serverPIDsAuto+": the processes of this machine that listen on the members' HTTP addresses (Linux); none: no server figure")
 	fs.StringVar(&b.cpuProf, "cpuprofile", "", "write a Go CPU profile of the benchmark client to this file (the server's is at /debug/pprof/ with --enable-pprof)")
+	completeFlag(fs, "transport", transportLean, transportStd)
+	completeFlag(fs, "cpuprofile", completeFiles)
 }
 
 func (b *benchCmd) run(ctx context.Context, e *env, args []string) error {
@@ -212,9 +214,9 @@ const (
 // client returns the client.Client of one run.
 func (b *benchCmd) client(e *env) *client.Client {
 	if b.transport == transportStd {
-		return e.client(client.WithBatching(b.batching))
+		return e.waitingClient(client.WithBatching(b.batching))
 	}
-	return e.client(client.WithBatching(b.batching), client.WithHTTPClient(&http.Client{Transport: &synchttp.Transport{TLS: e.g.tls.cfg}}))
+	return e.waitingClient(client.WithBatching(b.batching), client.WithHTTPClient(&http.Client{Transport: &synchttp.Transport{TLS: e.g.tls.cfg}}))
 }
 
 func parseCounts(s string) ([]int, error) {

@@ -26,6 +26,9 @@ type command struct {
 	summary  string // one line for the command list
 	help     string // what the command does, in a few paragraphs
 	examples string
+	// complete completes the arguments in shells (fencectl completion):
+	// completeFiles, completeDirs, or the words they may be.
+	complete []string
 	new      func() runner
 	// subs makes the command a group of commands ("members", "snapshot"):
 	// its first argument names one of them. A sub-command's name is the full
@@ -44,6 +47,7 @@ var commands = []command{
 	releaseCommand,
 	keepaliveCommand,
 	verifyCommand,
+	aclCommand,
 	lockCommand,
 	watchCommand,
 	electCommand,
@@ -54,6 +58,7 @@ var commands = []command{
 	debugCommand,
 	benchCommand,
 	tlsCommand,
+	completionCommand,
 	versionCommand,
 }
 
@@ -89,15 +94,23 @@ type invocation struct {
 // fallbacks of the global flags into e.g.
 func parse(e *env, args []string) (invocation, error) {
 	gfs := e.g.flagSet()
-	gfs.SetInterspersed(false)
-	if err := gfs.Parse(args); err != nil {
+	// --version is taken before the command name only: it is no flag of
+	// the commands, and no FENCE_ variable sets it.
+	top := newFlagSet("fencectl")
+	top.AddFlagSet(gfs)
+	version := top.Bool("version", false, "print fencectl's version, as 'fencectl version' does")
+	top.SetInterspersed(false)
+	if err := top.Parse(args); err != nil {
 		if errors.Is(err, pflag.ErrHelp) {
 			printTopHelp(e.stdout)
 			return invocation{}, nil
 		}
-		return invocation{}, usageErr("", err.Error())
+		return invocation{}, flagError("", top, err)
 	}
-	rest := gfs.Args()
+	rest := top.Args()
+	if *version {
+		return versionInvocation(e, gfs, rest)
+	}
 	if len(rest) == 0 {
 		printTopHelp(e.stderr)
 		return invocation{}, &exitError{code: exitUsage}
@@ -108,7 +121,7 @@ func parse(e *env, args []string) (invocation, error) {
 	}
 	c, ok := lookup(name)
 	if !ok {
-		return invocation{}, usageErr("", fmt.Sprintf("unknown command %q", name))
+		return invocation{}, unknownCommand(name)
 	}
 	if len(c.subs) > 0 {
 		sub, done, err := pickSub(e, c, rest)
@@ -126,12 +139,24 @@ func parse(e *env, args []string) (invocation, error) {
 			printCommandHelp(e.stdout, c)
 			return invocation{}, nil
 		}
-		return invocation{}, usageErr(c.name, err.Error())
+		return invocation{}, flagError(c.name, fs, err)
 	}
 	if err := e.g.finish(gfs, e.getenv); err != nil {
 		return invocation{}, usageErr(c.name, err.Error())
 	}
 	return invocation{cmd: c, r: r, args: fs.Args()}, nil
+}
+
+// versionInvocation serves "fencectl --version": the version command, with
+// the global flags given (-o json).
+func versionInvocation(e *env, gfs *pflag.FlagSet, rest []string) (invocation, error) {
+	if len(rest) > 0 {
+		return invocation{}, usageErr("", fmt.Sprintf("--version takes no command, got %q", rest))
+	}
+	if err := e.g.finish(gfs, e.getenv); err != nil {
+		return invocation{}, usageErr("", err.Error())
+	}
+	return invocation{cmd: versionCommand, r: versionCommand.new()}, nil
 }
 
 // newFlagSet returns a FlagSet that reports errors to its caller instead of
@@ -151,14 +176,16 @@ func helpCommand(e *env, args []string) error {
 	}
 	c, ok := lookup(args[0])
 	if !ok {
-		return usageErr("", fmt.Sprintf("unknown command %q", args[0]))
+		return unknownCommand(args[0])
 	}
 	switch {
 	case len(args) == 1:
 	case len(args) == 2 && len(c.subs) > 0:
-		if c, ok = c.sub(args[1]); !ok {
-			return usageErr("", fmt.Sprintf("unknown command %q", args[0]+" "+args[1]))
+		sc, ok := c.sub(args[1])
+		if !ok {
+			return c.unknownSub(args[1])
 		}
+		c = sc
 	default:
 		return usageErr("", "help takes at most one command name")
 	}
@@ -172,6 +199,7 @@ func printTopHelp(w io.Writer) {
 
 Usage:
   fencectl [global flags] COMMAND [flags] [arguments]
+  fencectl --version
 
 Commands:
 `)

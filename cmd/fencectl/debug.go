@@ -62,6 +62,7 @@ type debugLogCmd struct {
 
 func (d *debugLogCmd) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&d.dataDir, "data-dir", "", "the data dir of a stopped node (required)")
+	completeFlag(fs, "data-dir", completeDirs)
 }
 
 func (d *debugLogCmd) run(_ context.Context, e *env, args []string) error {

@@ -98,7 +98,7 @@ func (c *electCmd) run(ctx context.Context, e *env, args []string) error {
 	}
 	argv, holder, sigs, stop := prepareSession(c.shell, argv, c.holder)
 	defer stop()
-	s := &lockSession{e: e, c: e.client(), key: name, holder: holder, t: t, wait: client.MaxWait, sigs: sigs, value: c.value}
+	s := &lockSession{e: e, c: e.waitingClient(), key: name, holder: holder, t: t, wait: client.MaxWait, sigs: sigs, value: c.value, election: true}
 	return c.campaign(ctx, s, argv)
 }
 
@@ -111,7 +111,7 @@ func (c *electCmd) campaign(ctx context.Context, s *lockSession, argv []string) 
 		var xe *exitError
 		switch {
 		case errors.Is(err, client.ErrHeld), errors.Is(err, client.ErrLockDelay), errors.Is(err, client.ErrUnavailable):
-			if err := sleepOrSignal(s.sigs, time.Second); err != nil {
+			if err := sleepOrSignal(s.sigs, time.Second, s.waitingFor()); err != nil {
 				return err
 			}
 			continue
@@ -123,13 +123,13 @@ func (c *electCmd) campaign(ctx context.Context, s *lockSession, argv []string) 
 	}
 }
 
-// sleepOrSignal waits d, or ends the campaign on a signal.
-func sleepOrSignal(sigs <-chan os.Signal, d time.Duration) error {
+// sleepOrSignal waits d, or ends the campaign for what on a signal.
+func sleepOrSignal(sigs <-chan os.Signal, d time.Duration, what string) error {
 	select {
 	case <-time.After(d):
 		return nil
 	case sig := <-sigs:
-		return interrupted(sig)
+		return interrupted(sig, what)
 	}
 }
 
@@ -137,7 +137,7 @@ func sleepOrSignal(sigs <-chan os.Signal, d time.Duration) error {
 func (c *electCmd) watchLeader(ctx context.Context, e *env, name string) error {
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	for l := range e.client().NewElection(name, "", client.ElectionOptions{}).Observe(ctx) {
+	for l := range e.waitingClient().NewElection(name, "", client.ElectionOptions{}).Observe(ctx) {
 		if err := printLeader(e, l); err != nil {
 			return err
 		}

@@ -142,9 +142,17 @@ func explain(err error, s subject, e *env) error {
 	case errors.Is(err, client.ErrUnknownOutcome):
 		return explainedf(err, "outcome unknown: the request may or may not have been applied before --timeout %v ran out; repeating it is safe: %v",
 			e.g.timeout, err)
-	case errors.Is(err, client.ErrUnavailable):
+	case errors.Is(err, client.ErrNoConnection):
+		return explainedf(err, "no fenced node accepted a connection within --dial-timeout %v (endpoints %s): %v",
+			e.g.dialTimeout, strings.Join(e.g.endpoints, ","), err)
+	case errors.Is(err, client.ErrUnavailable) && errors.Is(err, context.DeadlineExceeded):
 		return explainedf(err, "no fenced node could serve the request within %v (endpoints %s): %v",
 			e.g.timeout, strings.Join(e.g.endpoints, ","), err)
+	case errors.Is(err, client.ErrUnavailable):
+		// Ended before any deadline: the endpoints cannot be used as
+		// given (TLS, addresses), or none had what was asked.
+		return explainedf(err, "no fenced node could serve the request (endpoints %s): %v",
+			strings.Join(e.g.endpoints, ","), err)
 	case errors.Is(err, context.DeadlineExceeded):
 		return explainedf(err, "timed out after %v: %v", e.g.timeout, err)
 	}

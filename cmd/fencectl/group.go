@@ -47,9 +47,24 @@ func pickSub(e *env, c command, args []string) (sc command, done bool, err error
 	}
 	sc, ok := c.sub(args[0])
 	if !ok {
-		return command{}, false, usageErr(c.name, fmt.Sprintf("unknown command %q; %s takes %s", c.name+" "+args[0], c.name, c.subWords()))
+		return command{}, false, c.unknownSub(args[0])
 	}
 	return sc, false, nil
+}
+
+// unknownSub is the usage error of a word that names none of the group's
+// commands: with the ones it may misspell, or else the list of them.
+func (c command) unknownSub(word string) error {
+	var words []string
+	for _, sc := range c.subs {
+		words = append(words, strings.TrimPrefix(sc.name, c.name+" "))
+	}
+	msg := fmt.Sprintf("unknown command %q", c.name+" "+word)
+	guess := didYouMean(word, words, func(w string) string { return quoted(c.name + " " + w) })
+	if guess == "" {
+		guess = fmt.Sprintf("; %s takes %s", c.name, c.subWords())
+	}
+	return usageErr(c.name, msg+guess)
 }
 
 // printGroupHelp shows a group: what it is for, its sub-commands, and

@@ -52,25 +52,24 @@ func (k *keepaliveCmd) run(ctx context.Context, e *env, args []string) error {
 	if k.every < 0 {
 		return usageErr("keepalive", "--every must not be negative")
 	}
-	c := e.client()
-	if k.every == 0 {
-		out, err := k.once(ctx, e, c)
-		if err != nil {
+	if k.every > 0 {
+		return k.loop(ctx, e, e.waitingClient())
+	}
+	out, err := k.once(ctx, e, e.client())
+	if err != nil {
+		return err
+	}
+	// Nothing renewed is an error, said once, on stderr (a JSON document
+	// still goes to stdout for -o json).
+	if len(out.Renewed) > 0 || e.jsonOutput() {
+		if err := k.print(e, out, false); err != nil {
 			return err
 		}
-		// Nothing renewed is an error, said once, on stderr (a JSON
-		// document still goes to stdout for -o json).
-		if len(out.Renewed) > 0 || e.jsonOutput() {
-			if err := k.print(e, out, false); err != nil {
-				return err
-			}
-		}
-		if len(out.Renewed) == 0 {
-			return fmt.Errorf("holder %s has no live grant to renew", k.holder)
-		}
-		return nil
 	}
-	return k.loop(ctx, e, c)
+	if len(out.Renewed) == 0 {
+		return fmt.Errorf("holder %s has no live grant to renew", k.holder)
+	}
+	return nil
 }
 
 // loop renews every interval until SIGINT or SIGTERM, which end it cleanly:

@@ -21,10 +21,11 @@ ends: fenced never forgets a key, so that its tokens keep growing.
 
 REMAINING is the lease time left on the leader's clock, for held keys.
 
-With --limit N, at most N keys are listed; when there were more, fencectl
-says so on stderr with the --after KEY that lists the next page (in JSON,
-"truncated": true and "next": KEY). --after KEY lists the keys whose names
-come after KEY.`,
+Without --limit every key is listed, read page by page (each page
+linearizable, the whole not one snapshot). With --limit N (at most 10000), at
+most N keys are listed; when there were more, fencectl says so on stderr with
+the --after KEY that lists the next page (in JSON, "truncated": true and
+"next": KEY). --after KEY lists the keys whose names come after KEY.`,
 	examples: `
 fencectl keys
 fencectl keys deploy/
@@ -43,14 +44,15 @@ func (k *keysCmd) flags(fs *pflag.FlagSet) {
 	fs.IntVar(&k.limit, "limit", 0, "list at most this many keys (0: all)")
 	fs.StringVar(&k.after, "after", "", "list the keys whose names come after this one (the cursor of the previous page)")
 	fs.StringVar(&k.state, "state", "", "list only the keys in this state: held, released or expired")
+	completeFlag(fs, "state", "held", "released", "expired")
 }
 
 func (k *keysCmd) run(ctx context.Context, e *env, args []string) error {
 	if len(args) > 1 {
 		return usageErr("keys", "keys takes at most one PREFIX")
 	}
-	if k.limit < 0 {
-		return usageErr("keys", "--limit must not be negative")
+	if k.limit < 0 || k.limit > client.MaxKeysLimit {
+		return usageErr("keys", fmt.Sprintf("--limit must be from 0 (every key) to %d", client.MaxKeysLimit))
 	}
 	switch k.state {
 	case "", "held", "released", "expired":
@@ -63,7 +65,15 @@ func (k *keysCmd) run(ctx context.Context, e *env, args []string) error {
 	}
 	ctx, cancel := e.withTimeout(ctx, 0)
 	defer cancel()
-	kr, err := e.client().ListKeys(ctx, client.KeysQuery{Prefix: prefix, State: k.state, After: k.after, Limit: k.limit})
+	q := client.KeysQuery{Prefix: prefix, State: k.state, After: k.after, Limit: k.limit}
+	var kr *client.KeysResponse
+	var err error
+	if k.limit == 0 {
+		kr = &client.KeysResponse{}
+		kr.Keys, err = e.client().ListAllKeys(ctx, q)
+	} else {
+		kr, err = e.client().ListKeys(ctx, q)
+	}
 	if err != nil {
 		return explain(err, subject{key: prefix}, e)
 	}

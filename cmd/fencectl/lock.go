@@ -104,7 +104,7 @@ func (l *lockCmd) run(ctx context.Context, e *env, args []string) error {
 	}
 	argv, holder, sigs, stop := prepareSession(l.shell, argv, l.holder)
 	defer stop()
-	s := &lockSession{e: e, c: e.client(), key: key, holder: holder, t: t, wait: l.wait, sigs: sigs}
+	s := &lockSession{e: e, c: e.waitingClient(), key: key, holder: holder, t: t, wait: l.wait, sigs: sigs}
 	return s.run(ctx, argv)
 }
 
@@ -133,6 +133,17 @@ type lockSession struct {
 	wait   time.Duration
 	sigs   chan os.Signal
 	value  string // published with the grant (elect --value)
+	// election: the grant is the leadership of an election (elect), and
+	// is spoken of as such.
+	election bool
+}
+
+// waitingFor names what the session waits for, in messages.
+func (s *lockSession) waitingFor() string {
+	if s.election {
+		return "the leadership of election " + s.key
+	}
+	return "the lock on key " + s.key
 }
 
 // lockReport is the JSON document lock writes to stderr with -o json.
@@ -163,7 +174,7 @@ func (s *lockSession) run(ctx context.Context, argv []string) error {
 	}
 	if sig, ok := pending(s.sigs); ok {
 		_ = s.release(ctx, g.Token, true)
-		return interrupted(sig)
+		return interrupted(sig, s.waitingFor())
 	}
 	ch, err := startChild(argv, s.environ(k), os.Stdin, s.e.stdout, s.e.stderr)
 	if err != nil {
@@ -180,7 +191,7 @@ func (s *lockSession) run(ctx context.Context, argv []string) error {
 		rep.ExitCode, rep.Error = exitLockLost, lost.Error()
 		// Said at once; the release below may take a while when fenced is
 		// out of reach.
-		fmt.Fprintf(s.e.stderr, "fencectl: %s\n", s.lostMessage(lost, argv[0], rep.Killed))
+		fmt.Fprintf(s.e.stderr, "fencectl: %s\n", s.lostMessage(lost, g.Token, argv[0], rep.Killed))
 		_ = s.release(ctx, g.Token, false) // ends the grant early if fenced still has it
 		s.printReport(rep)
 		return &exitError{code: exitLockLost}
@@ -229,7 +240,7 @@ func (s *lockSession) acquire(ctx context.Context) (*client.Grant, time.Time, er
 		cancel()
 		r := <-res
 		s.abandon(ctx, r.g)
-		return nil, sent, interrupted(sig)
+		return nil, sent, interrupted(sig, s.waitingFor())
 	}
 }
 
@@ -307,12 +318,18 @@ func (s *lockSession) supervise(k *keeper, ch *child) error {
 	}
 }
 
-func (s *lockSession) lostMessage(lost error, name string, killed bool) string {
+// lostMessage says what was lost (the lock, or the leadership of elect),
+// with its key and token, why, and how COMMAND was stopped.
+func (s *lockSession) lostMessage(lost error, tok fence.Token, name string, killed bool) string {
 	how := fmt.Sprintf("%s was sent SIGTERM and exited within the %v grace period", name, s.t.grace)
 	if killed {
 		how = fmt.Sprintf("%s was sent SIGTERM, then SIGKILL after %v", name, s.t.grace)
 	}
-	return fmt.Sprintf("lock on key %s lost: %v; %s", s.key, lost, how)
+	what := "lock on key"
+	if s.election {
+		what = "leadership of election"
+	}
+	return fmt.Sprintf("%s %s (token %s) lost: %v; %s", what, s.key, tok, lost, how)
 }
 
 // environ is COMMAND's environment: fencectl's, plus the grant.
@@ -368,14 +385,14 @@ func pending(sigs <-chan os.Signal) (os.Signal, bool) {
 	}
 }
 
-// interrupted is the exit of a fencectl ended by a signal: 128+N, as a shell
-// reports a process a signal ended.
-func interrupted(sig os.Signal) error {
+// interrupted is the exit of a fencectl ended by a signal while it waited
+// for what: 128+N, as a shell reports a process a signal ended.
+func interrupted(sig os.Signal, what string) error {
 	code := exitErr
 	if s, ok := sig.(syscall.Signal); ok {
 		code = 128 + int(s)
 	}
-	return &exitError{code: code, msg: fmt.Sprintf("interrupted by %v while waiting for the lock", sig)}
+	return &exitError{code: code, msg: fmt.Sprintf("interrupted by %v while waiting for %s", sig, what)}
 }
 
 // startFailure exits 127 when COMMAND is not found and 126 when it cannot be

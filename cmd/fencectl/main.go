@@ -10,15 +10,17 @@ import (
 	"context"
 	"io"
 	"os"
+	"time"
 )
 
 func main() {
 	e := &env{
-		stdout:   os.Stdout,
-		stderr:   os.Stderr,
-		getenv:   os.LookupEnv,
-		stdin:    os.Stdin,
-		terminal: func() bool { return isTerminal(os.Stdin) },
+		stdout:         os.Stdout,
+		stderr:         os.Stderr,
+		getenv:         os.LookupEnv,
+		stdin:          os.Stdin,
+		terminal:       func() bool { return isTerminal(os.Stdin) },
+		stderrTerminal: func() bool { return isTerminal(os.Stderr) },
 	}
 	os.Exit(run(context.Background(), e, os.Args[1:]))
 }
@@ -35,6 +37,11 @@ type env struct {
 	// that need a confirmation then require their --yes flag.
 	stdin    io.Reader
 	terminal func() bool
+	// stderrTerminal reports whether stderr is a terminal a person reads:
+	// long waits then say they are still waiting. Nil means no.
+	stderrTerminal func() bool
+	// ticker makes the clock of progress lines; nil means time.NewTicker.
+	ticker func(time.Duration) (<-chan time.Time, func())
 	// g holds the global flags once parsed.
 	g globals
 }

@@ -59,7 +59,7 @@ func (*membersListCmd) run(ctx context.Context, e *env, args []string) error {
 	}
 	ctx, cancel := e.withTimeout(ctx, 0)
 	defer cancel()
-	h, err := fetchHealth(ctx, e)
+	h, err := fetchHealth(ctx, e, e.client())
 	if err != nil {
 		return err
 	}

@@ -46,9 +46,10 @@ fencectl snapshot restore /backups/fenced-2026-11-29.fenced --yes`,
 }
 
 var snapshotSaveCommand = command{
-	name:    "snapshot save",
-	args:    "FILE",
-	summary: "write a consistent backup of the cluster to FILE",
+	name:     "snapshot save",
+	args:     "FILE",
+	complete: []string{completeFiles},
+	summary:  "write a consistent backup of the cluster to FILE",
 	help: `
 Takes a backup through any node (the leader makes it, after confirming with a
 quorum that it leads, so every grant acknowledged before the command started
@@ -64,7 +65,9 @@ backup was taken, and the SHA-256 checksum.
 With --backup-key-file, the backup must be authenticated under that key
 (fenced runs with the same --backup-key-file), or nothing is written.
 
-The whole state travels in one answer: raise --timeout for a very large one.`,
+The whole state travels in one answer: raise --timeout for a very large one.
+While it waits, a line on stderr every 5s says so, when stderr is a terminal
+or with --progress (never with -o json).`,
 	examples: `
 fencectl snapshot save backup.fenced
 fencectl snapshot save /backups/fenced-$(date +%F-%H%M).fenced -o json`,
@@ -72,15 +75,20 @@ fencectl snapshot save /backups/fenced-$(date +%F-%H%M).fenced -o json`,
 }
 
 type snapshotSaveCmd struct {
-	keyFile string
+	keyFile  string
+	progress progressMode
 }
 
-func (s *snapshotSaveCmd) flags(fs *pflag.FlagSet) { backupKeyFlag(fs, &s.keyFile) }
+func (s *snapshotSaveCmd) flags(fs *pflag.FlagSet) {
+	backupKeyFlag(fs, &s.keyFile)
+	progressFlag(fs, &s.progress)
+}
 
 // backupKeyFlag registers --backup-key-file: with it, a backup must carry a
 // valid HMAC under the key.
 func backupKeyFlag(fs *pflag.FlagSet, dst *string) {
 	fs.StringVar(dst, "backup-key-file", "", "file of the backup key fenced authenticates backups with: the backup must carry a valid HMAC under it")
+	completeFlag(fs, "backup-key-file", completeFiles)
 }
 
 // checkAuth checks a backup's HMAC under the key in keyFile; without a key
@@ -121,7 +129,11 @@ func (s *snapshotSaveCmd) run(ctx context.Context, e *env, args []string) error 
 	}
 	ctx, cancel := e.withTimeout(ctx, 0)
 	defer cancel()
+	stop := e.startProgress(e.progressWanted(s.progress), func(waited time.Duration) string {
+		return fmt.Sprintf("snapshot save: waiting for the backup: %v of --timeout %v", waited, e.g.timeout)
+	})
 	data, meta, err := e.client().Backup(ctx)
+	stop()
 	if err != nil {
 		return explain(err, subject{}, e)
 	}
@@ -146,9 +158,10 @@ func (s *snapshotSaveCmd) run(ctx context.Context, e *env, args []string) error 
 }
 
 var snapshotInspectCommand = command{
-	name:    "snapshot inspect",
-	args:    "FILE",
-	summary: "check a backup's checksum and show its metadata (offline)",
+	name:     "snapshot inspect",
+	args:     "FILE",
+	complete: []string{completeFiles},
+	summary:  "check a backup's checksum and show its metadata (offline)",
 	help: `
 Reads FILE without contacting any node, verifies its SHA-256 checksum and its
 structure (every key record is decoded and checked), and prints its metadata
@@ -193,9 +206,10 @@ func (s *snapshotInspectCmd) run(_ context.Context, e *env, args []string) error
 }
 
 var snapshotRestoreCommand = command{
-	name:    "snapshot restore",
-	args:    "FILE",
-	summary: "replace the cluster's state with a backup's, raising the epoch floor",
+	name:     "snapshot restore",
+	args:     "FILE",
+	complete: []string{completeFiles},
+	summary:  "replace the cluster's state with a backup's, raising the epoch floor",
 	help: `
 Replaces the state of the cluster behind --endpoints with the backup in FILE:
 in the cluster the backup came from, or in a new one. FILE is checked first;
@@ -227,7 +241,9 @@ gone, but their tokens are still lower than every new one. No grant is made
 while the restore is in progress.
 
 A restore changes every key at once: it asks for confirmation on a terminal,
-and needs --yes otherwise.`,
+and needs --yes otherwise. While it waits for the cluster, a line on stderr
+every 5s says so, when stderr is a terminal or with --progress (never with
+-o json).`,
 	examples: `
 fencectl snapshot restore backup.fenced
 fencectl snapshot restore backup.fenced --yes
@@ -241,6 +257,7 @@ type snapshotRestoreCmd struct {
 	margin     uint64
 	yes        bool
 	keyFile    string
+	progress   progressMode
 }
 
 func (s *snapshotRestoreCmd) flags(fs *pflag.FlagSet) {
@@ -248,6 +265,7 @@ func (s *snapshotRestoreCmd) flags(fs *pflag.FlagSet) {
 	fs.Uint64Var(&s.margin, "margin", 0, fmt.Sprintf("epochs added to a backup of another cluster without --above-epoch (default %d)", cluster.DefaultRestoreMargin))
 	fs.BoolVar(&s.yes, "yes", false, "restore without asking for confirmation")
 	backupKeyFlag(fs, &s.keyFile)
+	progressFlag(fs, &s.progress)
 }
 
 // restoreInfo is the JSON document of snapshot restore.
@@ -280,7 +298,11 @@ func (s *snapshotRestoreCmd) run(ctx context.Context, e *env, args []string) err
 	defer cancel()
 	c := e.client()
 	before, _ := leaderStatus(ctx, c)
+	stop := e.startProgress(e.progressWanted(s.progress), func(waited time.Duration) string {
+		return fmt.Sprintf("snapshot restore: waiting for the restore: %v of --timeout %v", waited, e.g.timeout)
+	})
 	res, err := c.Restore(ctx, data, s.aboveEpoch, s.margin)
+	stop()
 	if err != nil {
 		return explainRestore(ctx, c, before, err, e)
 	}

@@ -31,7 +31,9 @@ no node is reachable or no leader answers.
 the ready leader (elected and serving), asking every endpoint about every
 100ms: for scripts that start a cluster and go on once it serves. A node
 that is down or frozen is asked again; the wait ends with exit 1, naming what
-each endpoint said, when DURATION passes first.`,
+each endpoint said, when DURATION passes first. While it waits, a line on
+stderr every 5s says so, when stderr is a terminal or with --progress (never
+with -o json).`,
 	examples: `
 fencectl status
 fencectl status --wait 30s
@@ -41,11 +43,13 @@ fencectl status -o json | jq '.members[] | select(.health != "ready")'`,
 }
 
 type statusCmd struct {
-	wait time.Duration
+	wait     time.Duration
+	progress progressMode
 }
 
 func (s *statusCmd) flags(fs *pflag.FlagSet) {
 	fs.DurationVar(&s.wait, "wait", 0, "wait up to this long for a ready leader before showing the status")
+	progressFlag(fs, &s.progress)
 }
 
 // memberHealth is one member as fencectl status reports it.
@@ -80,9 +84,9 @@ const (
 	healthUnreachable = "unreachable"
 )
 
-// fetchHealth asks the cluster for its members, then probes each of them.
-func fetchHealth(ctx context.Context, e *env) (clusterHealth, error) {
-	c := e.client()
+// fetchHealth asks the cluster, through c, for its members, then probes each
+// of them.
+func fetchHealth(ctx context.Context, e *env, c *client.Client) (clusterHealth, error) {
 	first, err := c.Status(ctx)
 	if err != nil {
 		return clusterHealth{}, explain(err, subject{}, e)
@@ -101,9 +105,15 @@ func (s *statusCmd) run(ctx context.Context, e *env, args []string) error {
 	if s.wait < 0 {
 		return usageErr("status", "--wait must not be negative")
 	}
+	c := e.client()
 	if s.wait > 0 {
+		c = e.waitingClient()
 		wctx, wcancel := context.WithTimeout(ctx, s.wait)
-		_, err := e.client().WaitReady(wctx)
+		stop := e.startProgress(e.progressWanted(s.progress), func(waited time.Duration) string {
+			return fmt.Sprintf("waiting for a ready leader: %v of --wait %v", waited, s.wait)
+		})
+		_, err := c.WaitReady(wctx)
+		stop()
 		wcancel()
 		if err != nil {
 			return fmt.Errorf("no ready leader within --wait %v: %w", s.wait, err)
@@ -111,7 +121,7 @@ func (s *statusCmd) run(ctx context.Context, e *env, args []string) error {
 	}
 	ctx, cancel := e.withTimeout(ctx, 0)
 	defer cancel()
-	h, err := fetchHealth(ctx, e)
+	h, err := fetchHealth(ctx, e, c)
 	if err != nil {
 		return err
 	}
@@ -165,6 +175,7 @@ func gatherHealth(ctx context.Context, c *client.Client, scheme string, first *c
 		}
 	}
 	markStaleCredentials(h.Members)
+	markMixedAuth(h.Members)
 	return h
 }
 
@@ -190,8 +201,45 @@ func markStaleCredentials(ms []memberHealth) {
 			ms[i].CredentialsStale = true
 			ms[i].CredentialsNote = fmt.Sprintf("its tokens (%s, loaded %s) differ from those %s loaded later (%s, %s); send it SIGHUP",
 				c.TokensDigest, c.LoadedAt.Format(time.RFC3339), newestID, newest.TokensDigest, newest.LoadedAt.Format(time.RFC3339))
+		case c.ACLDigest != newest.ACLDigest && c.LoadedAt.Before(newest.LoadedAt):
+			ms[i].CredentialsStale = true
+			ms[i].CredentialsNote = fmt.Sprintf("its key ACL (%s, loaded %s) differs from the one %s loaded later (%s, %s): the same request is judged differently on each; send it SIGHUP",
+				orNone(c.ACLDigest), c.LoadedAt.Format(time.RFC3339), newestID, orNone(newest.ACLDigest), newest.LoadedAt.Format(time.RFC3339))
 		}
 	}
+}
+
+// markMixedAuth flags the members whose authentication setting is not the
+// one most members have (on, in a tie): a forward from a node with it off
+// is refused by a node with it on, and the two judge clients differently.
+func markMixedAuth(ms []memberHealth) {
+	n := map[string]int{}
+	for _, m := range ms {
+		if m.Status != nil && m.Status.Auth != "" {
+			n[m.Status.Auth]++
+		}
+	}
+	if len(n) < 2 {
+		return
+	}
+	most := "on"
+	if n["off"] > n["on"] {
+		most = "off"
+	}
+	for i, m := range ms {
+		if m.Status != nil && m.Status.Auth != "" && m.Status.Auth != most {
+			ms[i].CredentialsStale = true
+			ms[i].CredentialsNote = fmt.Sprintf("its authentication is %s while %d other members' is %s: give every node the same --auth-tokens/--tls-ca", m.Status.Auth, n[most], most)
+		}
+	}
+}
+
+// orNone names a missing file's digest.
+func orNone(digest string) string {
+	if digest == "" {
+		return "none"
+	}
+	return digest
 }
 
 func credentialsOf(m memberHealth) *client.CredentialStatus {

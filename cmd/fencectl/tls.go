@@ -42,7 +42,9 @@ Creates, in --dir:
   client.pem, client-key.pem     a client certificate with the client role
 
 Node certificates name the node id, localhost, 127.0.0.1, ::1 and every
---hosts entry. Keys are readable by their owner only. Existing files are
+--hosts entry; a node id that is one of those shared names is refused, since
+every node's certificate would then prove it. Keys are readable by their owner
+only. Existing files are
 never overwritten. It then prints the flags fenced and fencectl need.`,
 	examples: `
 fencectl tls init --dir tls --nodes n1,n2,n3
@@ -61,6 +63,7 @@ type tlsInitCmd struct {
 
 func (t *tlsInitCmd) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&t.dir, "dir", "tls", "directory to create the files in")
+	completeFlag(fs, "dir", completeDirs)
 	fs.StringSliceVar(&t.nodes, "nodes", []string{"n1", "n2", "n3"}, "node ids, comma-separated: one server and one peer certificate each")
 	fs.StringSliceVar(&t.hosts, "hosts", nil, "extra host names or IP addresses for every node certificate, comma-separated")
 	fs.StringVar(&t.adminName, "admin-name", "admin", "identity name (CN) of the admin certificate")

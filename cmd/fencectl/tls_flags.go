@@ -14,6 +14,8 @@ import (
 // tlsGlobals are the global flags of TLS and authentication.
 type tlsGlobals struct {
 	cacert, cert, key, token string
+	// insecureCredentials sends token over plain http to remote nodes too.
+	insecureCredentials bool
 	// cfg is the TLS configuration the flags make; nil without TLS flags.
 	cfg *tls.Config
 }
@@ -52,7 +54,11 @@ func (t *tlsGlobals) register(fs *pflag.FlagSet) {
 	fs.StringVar(&t.cacert, "cacert", "", "CA bundle that verifies the nodes' certificates; endpoints are then reached with https (env FENCE_CACERT)")
 	fs.StringVar(&t.cert, "cert", "", "client certificate (PEM) to authenticate with; its OU is the role (env FENCE_CERT)")
 	fs.StringVar(&t.key, "key", "", "private key (PEM) of --cert (env FENCE_KEY_FILE)")
-	fs.StringVar(&t.token, "token", "", "bearer token to authenticate with (env FENCE_AUTH_TOKEN)")
+	fs.StringVar(&t.token, "token", "", "bearer token to authenticate with (env FENCE_AUTH_TOKEN); sent over plain http only to loopback addresses, unless --insecure-credentials")
+	fs.BoolVar(&t.insecureCredentials, "insecure-credentials", false, "send --token over plain http to remote nodes too, on a network you trust (env FENCE_INSECURE_CREDENTIALS)")
+	for _, name := range []string{"cacert", "cert", "key"} {
+		completeFlag(fs, name, completeFiles)
+	}
 }
 
 // check loads the files the flags name.
@@ -80,6 +86,9 @@ func (t *tlsGlobals) clientOptions() []client.Option {
 	}
 	if t.token != "" {
 		opts = append(opts, client.WithBearerToken(t.token))
+	}
+	if t.insecureCredentials {
+		opts = append(opts, client.WithInsecureCredentials())
 	}
 	return opts
 }

@@ -2,12 +2,15 @@ package main
 
 import (
 	"context"
+	"crypto/tls"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
+	"github.com/fenced/fenced/client"
+	"github.com/fenced/fenced/internal/proccluster"
 	"github.com/fenced/fenced/tlsutil"
 )
 
@@ -51,6 +54,20 @@ func TestTLSInit(t *testing.T) {
 	}
 }
 
+// A node id that every node certificate would name (a --hosts entry,
+// localhost) is refused, and nothing is written.
+func TestTLSInitRefusesASharedNodeID(t *testing.T) {
+	dir := filepath.Join(t.TempDir(), "tls")
+	e, _, errb := testEnv(nil)
+	if code := run(context.Background(), e, []string{"tls", "init", "--dir", dir, "--nodes", "fenced1,fenced2", "--hosts", "fenced1,fenced2"}); code != 1 ||
+		!strings.Contains(errb.String(), `node id "fenced1"`) || !strings.Contains(errb.String(), "--hosts") {
+		t.Fatalf("exit %d: %s", code, errb)
+	}
+	if _, err := os.Stat(dir); err == nil {
+		t.Fatalf("%s was written", dir)
+	}
+}
+
 // TestTLSGlobalFlags checks the credentials' flags and variables: the
 // variables fencectl lock sets for its command (FENCE_KEY, FENCE_TOKEN) are
 // never taken for credentials.
@@ -87,4 +104,61 @@ func TestTLSGlobalFlags(t *testing.T) {
 			t.Errorf("%v: %v, want %q", tc.args, err, tc.want)
 		}
 	}
+}
+
+// TestUntrustedNodeCertificate: against a TLS node, a --cacert of another CA
+// (of the same name, as two development CAs are) or a file that is no CA
+// at all fails at once with the whole certificate error, not a fragment
+// cut inside its quotes, and without claiming --timeout ran out.
+func TestUntrustedNodeCertificate(t *testing.T) {
+	if testing.Short() {
+		t.Skip("starts real processes")
+	}
+	dir := t.TempDir()
+	pki, err := tlsutil.WriteDevPKI(filepath.Join(dir, "tls"), tlsutil.DevOptions{Nodes: []string{"n1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, err := tlsutil.WriteDevPKI(filepath.Join(dir, "other"), tlsutil.DevOptions{Nodes: []string{"n1"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	n1 := pki.Nodes["n1"]
+	cl := proccluster.StartTest(t, proccluster.Options{
+		Nodes: 1, Dir: t.TempDir(), Secure: true,
+		NodeArgs: func(string) []string {
+			return []string{"--tls-cert", n1.Server.Cert, "--tls-key", n1.Server.Key, "--tls-ca", pki.CA,
+				"--peer-tls-cert", n1.Peer.Cert, "--peer-tls-key", n1.Peer.Key, "--peer-tls-ca", pki.CA}
+		},
+		ClientOptions: []client.Option{client.WithTLS(adminTLS(t, pki))},
+	})
+	ep := cl.URL(cl.Nodes[0])
+	for name, ca := range map[string]string{"another CA": other.CA, "a certificate that is no CA": other.Admin.Cert} {
+		t.Run(name, func(t *testing.T) {
+			code, _, stderr := runCtl(t, nil, "--endpoints", ep, "--cacert", ca, "--timeout", "1h", "key", "k")
+			if code != exitErr {
+				t.Fatalf("exit %d, want 1: %s", code, stderr)
+			}
+			_, reason, _ := strings.Cut(stderr, ep+": ")
+			if !strings.HasPrefix(reason, "TLS: certificate signed by unknown authority") || strings.Count(reason, `"`)%2 != 0 {
+				t.Errorf("the reason is not the whole certificate error: %s", stderr)
+			}
+			if strings.Contains(stderr, "within") || strings.Contains(stderr, "1h") {
+				t.Errorf("the error claims a deadline ran out: %s", stderr)
+			}
+		})
+	}
+	code, _, stderr := runCtl(t, nil, "--endpoints", ep, "--cacert", pki.CA, "--cert", pki.Admin.Cert, "--key", pki.Admin.Key, "key", "k")
+	if code != exitErr || !strings.Contains(stderr, "unknown") {
+		t.Fatalf("with the right CA (positive control): exit %d, want 1 for an unknown key: %s", code, stderr)
+	}
+}
+
+func adminTLS(t *testing.T, pki *tlsutil.DevPKI) *tls.Config {
+	t.Helper()
+	cfg, err := tlsutil.ClientConfig(tlsutil.Files{Cert: pki.Admin.Cert, Key: pki.Admin.Key, CA: pki.CA})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return cfg
 }

@@ -57,6 +57,11 @@ func TestGlobalFlags(t *testing.T) {
 		{"attempt timeout from the environment", []string{"status"}, map[string]string{"FENCE_ATTEMPT_TIMEOUT": "3s"},
 			globals{endpoints: []string{defaultEndpoint}, output: outputTable, timeout: 10 * time.Second, attemptTimeout: 3 * time.Second}, ""},
 		{"zero attempt timeout", []string{"status", "--attempt-timeout", "0s"}, nil, globals{}, "--attempt-timeout must be positive"},
+		{"dial timeout", []string{"status", "--dial-timeout", "500ms"}, nil,
+			globals{endpoints: []string{defaultEndpoint}, output: outputTable, timeout: 10 * time.Second, dialTimeout: 500 * time.Millisecond}, ""},
+		{"dial timeout from the environment", []string{"status"}, map[string]string{"FENCE_DIAL_TIMEOUT": "5s"},
+			globals{endpoints: []string{defaultEndpoint}, output: outputTable, timeout: 10 * time.Second, dialTimeout: 5 * time.Second}, ""},
+		{"zero dial timeout", []string{"status", "--dial-timeout", "0s"}, nil, globals{}, "--dial-timeout must be positive"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			e, _, _ := testEnv(tc.vars)
@@ -72,6 +77,9 @@ func TestGlobalFlags(t *testing.T) {
 			}
 			if tc.want.attemptTimeout == 0 {
 				tc.want.attemptTimeout = client.DefaultAttemptTimeout
+			}
+			if tc.want.dialTimeout == 0 {
+				tc.want.dialTimeout = defaultDialTimeout
 			}
 			if !reflect.DeepEqual(e.g, tc.want) {
 				t.Fatalf("globals %+v, want %+v", e.g, tc.want)

@@ -16,9 +16,11 @@ var versionCommand = command{
 Prints the module version, the version-control revision and commit time Go
 recorded when fencectl was built, and the Go version. A local build says
 "(devel)"; a build outside a checkout says "revision unknown". It contacts no
-node: 'fencectl status -o json' shows what the nodes run.`,
+node: 'fencectl status -o json' shows what the nodes run. 'fencectl
+--version' is the same.`,
 	examples: `
 fencectl version
+fencectl --version
 fencectl version -o json`,
 	new: func() runner { return &versionCmd{} },
 }

@@ -64,7 +64,7 @@ func (w *watchCmd) run(ctx context.Context, e *env, args []string) error {
 	}
 	ctx, stop := signal.NotifyContext(ctx, os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	for ev := range e.client().Watch(ctx, o) {
+	for ev := range e.waitingClient().Watch(ctx, o) {
 		if ev.Type == client.WatchError {
 			return fmt.Errorf("watch refused: %s", ev.Reason)
 		}

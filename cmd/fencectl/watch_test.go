@@ -98,3 +98,38 @@ func TestElectCampaignsWhileAnotherLeads(t *testing.T) {
 		t.Fatalf("elect: exit %d\n%s", code, elect.stderr)
 	}
 }
+
+// TestLostLeadershipSaysSo: when the leadership of elect, or the lock of
+// lock, is ended under it (here by a forced release), fencectl says which
+// was lost, with its key and token, and exits 4.
+func TestLostLeadershipSaysSo(t *testing.T) {
+	cl := shared.get(t)
+	c, ctx := cl.Client(), testCtx(t, time.Minute)
+	for _, tc := range []struct {
+		cmd, want string
+	}{
+		{"elect", "leadership of election %s (token %s) lost"},
+		{"lock", "lock on key %s (token %s) lost"},
+	} {
+		t.Run(tc.cmd, func(t *testing.T) {
+			key, out := testKey(t), filepath.Join(t.TempDir(), "events")
+			run := startCtl(t, helperEnv("ticker", out), append([]string{"--endpoints", endpoints(cl), tc.cmd, key, "--holder", "h1"},
+				append(lockTimingArgs, "--", os.Args[0])...)...)
+			killGroupAtCleanup(t, out)
+			tok := waitEvent(t, out, "start", 30*time.Second).rest
+			if _, err := c.Release(ctx, client.ReleaseRequest{Key: key, Force: true, Token: mustToken(t, tok)}); err != nil {
+				t.Fatal(err)
+			}
+			if code := run.wait(t, 30*time.Second); code != exitLockLost {
+				t.Fatalf("%s: exit %d, want %d\nstderr: %s", tc.cmd, code, exitLockLost, run.stderr)
+			}
+			want := fmt.Sprintf(tc.want, key, tok)
+			if !strings.Contains(run.stderr.String(), want) {
+				t.Fatalf("%s: stderr does not say %q: %s", tc.cmd, want, run.stderr)
+			}
+			if tc.cmd == "elect" && strings.Contains(run.stderr.String(), "lock on") {
+				t.Fatalf("elect speaks of a lock: %s", run.stderr)
+			}
+		})
+	}
+}

@@ -39,6 +39,13 @@ or add a node to a running cluster with --join HOST:HTTPPORT.
 Every flag can also be set by an environment variable: --data-dir is
 FENCED_DATA_DIR, --peers is FENCED_PEERS, and so on.
 
+Hooks, run beside a node with its flags and environment (docs/DEPLOY.md):
+
+  fenced step-down   hand leadership over if this node leads
+  fenced pre-stop    a StatefulSet pod's preStop hook: leave the cluster when
+                     the StatefulSet was scaled below this pod's ordinal (read
+                     with the pod's service account), else step down
+
 Flags:
 `
 
@@ -102,9 +109,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.snapshotInterval, "snapshot-interval", 30*time.Second, "how often to check whether to snapshot")
 	fs.StringVar(&o.raftStore, "raft-store", "", "Raft log store: wal (raft-wal: one write and one fsync per append) or bolt (raft-boltdb: a transaction with two fsyncs per append); empty: the kind the data dir holds, wal for a new one (bolt with --unsafe-no-fsync)")
 	fs.Uint64Var(&o.trailingLogs, "trailing-logs", 10240, "log entries kept after a snapshot; a follower further behind gets the snapshot instead")
-	fs.Uint64Var(&o.maxSeq, "max-seq", 0, "lower the per-epoch grant limit per key (testing only; same on every node)")
 	fs.DurationVar(&o.keyRetention, "key-retention", cluster.DefaultKeyRetention, "how long a key is kept after its last grant ended before the leader reclaims it (0: keys are never reclaimed)")
-	fs.BoolVar(&o.reclaimIgnoresEpoch, "unsafe-reclaim-ignores-epoch", false, "reclaim keys without the epoch rule, so tokens can go back (a positive control for the chaos suite only; same on every node)")
+	registerUnsafe(fs, o)
 	fs.BoolVar(&o.noSync, "unsafe-no-fsync", false, "do not fsync the Raft log (testing only: acknowledged grants can be lost on power failure)")
 	fs.StringVar(&o.memoryLimit, "memory-limit", memoryLimitAuto, memoryLimitUsage)
 	fs.IntVar(&o.gcHeadroom, "gc-headroom", defaultGCHeadroom, gcHeadroomUsage)
@@ -117,7 +123,6 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.corsOrigins, "cors-origins", "", "origins whose web pages may watch and read keys through a browser, comma-separated (https://console.example.com,...; * for any origin, without credentials); default none")
 	o.sec.register(fs)
 	o.backup.register(fs)
-	_ = fs.MarkHidden("max-seq")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}

@@ -37,8 +37,11 @@ every certificate below, and prints these flags):
   nodes: a node without a certificate from the peer CA (with OU=peer) cannot
   join the cluster or talk Raft. --auth-tokens FILE accepts bearer tokens
   ("TOKEN ROLE NAME" per line). Authentication is on as soon as client
-  certificates or tokens are configured. SIGHUP reloads every certificate, CA
-  and the tokens file without a restart.
+  certificates or tokens are configured. --acl-file FILE keeps each client
+  identity to its keys ("IDENTITY RIGHTS PREFIX" per line, e.g.
+  "billing lock,read,verify billing/" and "* verify \"\""): anything no rule
+  allows is refused. SIGHUP reloads every certificate, CA, the tokens file
+  and the ACL file without a restart.
 `
 
 // securityOptions are the flags of TLS, authentication and limits.
@@ -46,9 +49,11 @@ type securityOptions struct {
 	tlsCert, tlsKey, tlsCA, clientAuth string
 	peerCert, peerKey, peerCA, peerOU  string
 	authTokens, joinToken              string
+	aclFile                            string
 
 	maxKeysPerHolder, maxWaitersPerKey        int
 	maxKeysPerIdentity, maxWaitersPerIdentity int
+	maxWatchesPerIdentity                     int
 	rateLimit                                 float64
 	rateBurst                                 int
 	bodyTimeout                               time.Duration
@@ -65,11 +70,13 @@ func (s *securityOptions) register(fs *pflag.FlagSet) {
 	fs.StringVar(&s.peerCA, "peer-tls-ca", "", "CA bundle that verifies other nodes' peer certificates")
 	fs.StringVar(&s.peerOU, "peer-cert-ou", tlsutil.DefaultPeerOU, "organizational unit a peer certificate must name, on the Raft port and the API alike (not empty, admin or client)")
 	fs.StringVar(&s.authTokens, "auth-tokens", "", "file of bearer tokens, one \"TOKEN ROLE NAME\" per line (ROLE: client or admin); reloaded on SIGHUP")
+	fs.StringVar(&s.aclFile, "acl-file", "", "file of key ACL rules, one \"IDENTITY RIGHTS PREFIX\" per line (RIGHTS: lock,read,verify; IDENTITY a client's name or *; PREFIX \"\" for every key): a client identity may then act only on the keys its rules name; needs authentication; reloaded on SIGHUP")
 	fs.StringVar(&s.joinToken, "join-token", "", "bearer token (admin) this node joins with when authentication is on but it has no peer certificate")
 	fs.IntVar(&s.maxKeysPerHolder, "max-keys-per-holder", 10000, "live grants one holder may have (0: no limit)")
 	fs.IntVar(&s.maxWaitersPerKey, "max-waiters-per-key", 1000, "acquires that may wait for one key (0: no limit)")
 	fs.IntVar(&s.maxKeysPerIdentity, "max-keys-per-identity", 10000, "live grants the holders of one client identity may have together, whatever holder names it uses (0: no limit; admins are not counted)")
 	fs.IntVar(&s.maxWaitersPerIdentity, "max-waiters-per-identity", 1000, "acquires one client identity may have waiting, over all keys (0: no limit; admins are not counted)")
+	fs.IntVar(&s.maxWatchesPerIdentity, "max-watches-per-identity", 100, "watch streams and blocking reads one client identity (or IP address, when anonymous) may have open on this node at once (0: no limit)")
 	fs.Float64Var(&s.rateLimit, "rate-limit", 0, "requests per second one client (identity, or IP address when anonymous) may send to a node (0: no limit)")
 	fs.IntVar(&s.rateBurst, "rate-burst", 0, "requests a client may send at once above --rate-limit (default: one second's worth)")
 	fs.DurationVar(&s.bodyTimeout, "http-read-body-timeout", 30*time.Second, "time allowed to send a request body once its headers are in (0: no limit)")
@@ -105,8 +112,11 @@ func (s *securityOptions) check() error {
 	if err := checkPeerOU(s.peerOU); err != nil {
 		return err
 	}
+	if s.aclFile != "" && s.authTokens == "" && (s.tlsCA == "" || s.clientAuth == "none") {
+		return errors.New("--acl-file needs authentication to know who asks: give --auth-tokens or --tls-ca (client certificates)")
+	}
 	switch {
-	case s.maxKeysPerHolder < 0, s.maxWaitersPerKey < 0, s.maxKeysPerIdentity < 0, s.maxWaitersPerIdentity < 0, s.rateLimit < 0, s.rateBurst < 0, s.bodyTimeout < 0:
+	case s.maxKeysPerHolder < 0, s.maxWaitersPerKey < 0, s.maxKeysPerIdentity < 0, s.maxWaitersPerIdentity < 0, s.maxWatchesPerIdentity < 0, s.rateLimit < 0, s.rateBurst < 0, s.bodyTimeout < 0:
 		return errors.New("limits cannot be negative")
 	case s.maxHeaderBytes < 1<<10:
 		return errors.New("--http-max-header-bytes must be at least 1024")
@@ -146,6 +156,7 @@ type security struct {
 	http   *tlsutil.Store // HTTP API certificate and client CA; nil without TLS
 	peer   *tlsutil.Store // peer certificate and CA; nil without peer TLS
 	tokens *api.Tokens
+	acl    *api.ACL
 
 	// mu guards cred, the state of the material in use that /v1/cluster
 	// reports.
@@ -176,6 +187,11 @@ func loadSecurity(o *securityOptions) (*security, error) {
 			return nil, fmt.Errorf("--auth-tokens: %w", err)
 		}
 	}
+	if o.aclFile != "" {
+		if s.acl, err = api.LoadACL(o.aclFile); err != nil {
+			return nil, fmt.Errorf("--acl-file: %w", err)
+		}
+	}
 	now := time.Now()
 	s.cred.LoadedAt = now
 	for _, m := range s.materials() {
@@ -184,10 +200,20 @@ func loadSecurity(o *securityOptions) (*security, error) {
 			metrics.CredentialsLoaded.WithLabelValues(m.name).Set(float64(now.Unix()))
 		}
 	}
+	s.noteDigests()
+	return s, nil
+}
+
+// noteDigests records the digests of the tokens and ACL files in use in
+// the credentials /v1/cluster reports. The caller holds s.mu, or s is not
+// shared yet.
+func (s *security) noteDigests() {
 	if s.tokens != nil {
 		s.cred.TokensDigest = s.tokens.Digest()
 	}
-	return s, nil
+	if s.acl != nil {
+		s.cred.ACLDigest = s.acl.Digest()
+	}
 }
 
 // material is one reloadable set of credentials.
@@ -202,6 +228,7 @@ func (s *security) materials() []material {
 		{"http_tls", "HTTP API certificate and client CA", func() error { return s.http.Reload() }, s.http != nil},
 		{"peer_tls", "peer certificate and CA", func() error { return s.peer.Reload() }, s.peer != nil},
 		{"tokens", "auth tokens", func() error { return s.tokens.Reload() }, s.tokens != nil},
+		{"acl", "key ACL", func() error { return s.acl.Reload() }, s.acl != nil},
 	}
 }
 
@@ -240,7 +267,11 @@ func (s *security) warn(log hclog.Logger, dev bool, id string) {
 		log.Warn("the HTTP API certificate does not name this node's id (as CN or DNS name): other nodes will not forward requests to it while it leads",
 			"id", id, "cn", s.http.Leaf().Subject.CommonName, "dns", s.http.Leaf().DNSNames)
 	}
-	if s.peer != nil && s.peer.Leaf().Subject.CommonName != id {
+	switch {
+	case s.peer != nil && !tlsutil.CertNames(s.peer.Leaf(), id):
+		log.Warn("the peer certificate does not name this node's id (as CN or subject alternative name): the other nodes refuse its Raft connections, both the ones they dial and the ones it dials, so it takes no part in the cluster",
+			"id", id, "cn", s.peer.Leaf().Subject.CommonName, "dns", s.peer.Leaf().DNSNames)
+	case s.peer != nil && s.peer.Leaf().Subject.CommonName != id:
 		log.Warn("the peer certificate's common name is not this node's id: with authentication on, the cluster lets a node join only as the name in its certificate",
 			"id", id, "cn", s.peer.Leaf().Subject.CommonName)
 	}
@@ -259,6 +290,8 @@ func (s *security) warn(log hclog.Logger, dev bool, id string) {
 	}
 	if !s.apiOptions().AuthEnabled() {
 		log.Warn("authentication is off: any client can acquire, release or force-release any key and change the membership")
+	} else if s.acl == nil {
+		log.Warn("no key ACL: every client identity may lock, read and verify every key (its holders are its own, its keys are not); give --acl-file to keep teams to their keys")
 	}
 }
 
@@ -323,6 +356,12 @@ func (s *security) apiClient(targets []string) *client.Client {
 	opts := []client.Option{client.WithHTTPClient(s.nodeClient(client.MaxWait))}
 	if s.o.joinToken != "" {
 		opts = append(opts, client.WithBearerToken(s.o.joinToken))
+		if s.http == nil {
+			// A node whose own API is plain http takes bearer tokens in
+			// the clear already (its start-up warns so); its join token
+			// goes to the other nodes the same way.
+			opts = append(opts, client.WithInsecureCredentials())
+		}
 	}
 	return client.New(eps, opts...)
 }
@@ -336,8 +375,10 @@ func (s *security) apiOptions() api.ServerOptions {
 		RateLimit:   s.o.rateLimit,
 		RateBurst:   s.o.rateBurst,
 		BodyTimeout: s.o.bodyTimeout,
+
+		MaxStreamsPerIdentity: s.o.maxWatchesPerIdentity,
 	}
-	if s.http != nil || s.peer != nil || s.tokens != nil {
+	if s.http != nil || s.peer != nil || s.tokens != nil || s.acl != nil {
 		o.Credentials = s.credentials
 	}
 	if s.http != nil && s.o.clientAuth != "none" {
@@ -345,6 +386,9 @@ func (s *security) apiOptions() api.ServerOptions {
 	}
 	if s.tokens != nil {
 		o.Tokens = s.tokens
+	}
+	if s.acl != nil {
+		o.ACL = s.acl
 	}
 	if s.http != nil {
 		o.Forward = s.nodeClient(client.MaxWait + 30*time.Second)
@@ -405,9 +449,7 @@ func (s *security) reload(log hclog.Logger) {
 	if len(failed) == 0 {
 		s.cred.LoadedAt = now
 	}
-	if s.tokens != nil {
-		s.cred.TokensDigest = s.tokens.Digest()
-	}
+	s.noteDigests()
 }
 
 // serveHTTP serves the API on ln, over TLS when configured. HTTP/2 is off:

@@ -78,8 +78,14 @@ func stepDown(ctx context.Context, o *options, self string) (string, error) {
 // runSubcommand runs a subcommand named by args[0], if it is one, and
 // reports whether it did.
 func runSubcommand(args []string) (code int, ran bool) {
-	if len(args) == 0 || args[0] != stepDownCommand {
+	if len(args) == 0 {
 		return 0, false
 	}
-	return stepDownMain(args[1:], os.Stdout, os.Stderr), true
+	switch args[0] {
+	case stepDownCommand:
+		return stepDownMain(args[1:], os.Stdout, os.Stderr), true
+	case preStopCommand:
+		return preStopMain(args[1:], os.Stdout, os.Stderr), true
+	}
+	return 0, false
 }

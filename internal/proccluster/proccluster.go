@@ -47,11 +47,12 @@ var (
 	built    = map[string]string{}
 )
 
-// binary builds one command of the module once per test process.
-func binary(pkg, name string) (string, error) {
+// binary builds one command of the module once per test process, with the
+// build tags given.
+func binary(pkg, name string, tags ...string) (string, error) {
 	buildMu.Lock()
 	defer buildMu.Unlock()
-	if p, ok := built[pkg]; ok {
+	if p, ok := built[name]; ok {
 		return p, nil
 	}
 	root, err := ModuleRoot()
@@ -75,7 +76,11 @@ func binary(pkg, name string) (string, error) {
 		return "", err
 	}
 	_ = tmp.Close()
-	cmd := exec.Command("go", "build", "-o", tmp.Name(), pkg)
+	args := []string{"build", "-o", tmp.Name()}
+	if len(tags) > 0 {
+		args = append(args, "-tags", strings.Join(tags, ","))
+	}
+	cmd := exec.Command("go", append(args, pkg)...)
 	cmd.Dir = root
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
 	if msg, err := cmd.CombinedOutput(); err != nil {
@@ -86,12 +91,17 @@ func binary(pkg, name string) (string, error) {
 		_ = os.Remove(tmp.Name())
 		return "", err
 	}
-	built[pkg] = out
+	built[name] = out
 	return out, nil
 }
 
 // Fenced builds the fenced daemon once per test process and returns its path.
 func Fenced() (string, error) { return binary("./cmd/fenced", "fenced") }
+
+// FencedChaos builds the fenced daemon with -tags chaos: with the flags that
+// make a node apply entries unsafely, for the chaos suite's positive
+// controls only.
+func FencedChaos() (string, error) { return binary("./cmd/fenced", "fenced-chaos", "chaos") }
 
 // Fencectl builds the fencectl CLI once per test process and returns its path.
 func Fencectl() (string, error) { return binary("./cmd/fencectl", "fencectl") }

@@ -607,22 +607,49 @@ func (d *Docker) Close() error {
 	return errors.Join(errs...)
 }
 
+// The names of what test processes start in Docker carry the process's
+// pid, so that what a process left behind can be told from what a live one
+// uses: compose projects named by ProjectName (the docker backend's, the
+// docker package's tests'), and images tagged fenced:jepsen-PID-… or
+// fenced:test-PID-….
 var (
-	staleProject = regexp.MustCompile(`^` + dockerPrefix + `(\d+)-[0-9a-f]+_`)
-	staleImage   = regexp.MustCompile(`^fenced:jepsen-(\d+)-[0-9a-f]+$`)
+	staleProject = regexp.MustCompile(`^(?:` + dockerPrefix + `|fencedtest-|fenceddns-)(\d+)-[0-9a-f]+[_-]`)
+	staleImage   = regexp.MustCompile(`^fenced:(?:jepsen|test)-(\d+)-[0-9a-f]+$`)
 )
+
+// ProjectName returns a compose project name of this process, starting
+// with prefix ("fencedtest-", "fenceddns-"): CleanStaleDocker and
+// CleanOwnDocker recognise it.
+func ProjectName(prefix string) string {
+	return fmt.Sprintf("%s%d-%s", prefix, os.Getpid(), randHex(3))
+}
+
+// ImageTag returns an image tag of this process (fenced:test-PID-…).
+func ImageTag() string { return fmt.Sprintf("fenced:test-%d-%s", os.Getpid(), randHex(3)) }
 
 // CleanStaleDocker removes the containers, networks, volumes and images of
 // docker backend runs whose harness process is gone (one killed with -9
 // cannot take its project down).
 func CleanStaleDocker(ctx context.Context, log hclog.Logger) {
+	cleanDocker(ctx, log, func(pid int) bool { return !alive(pid) })
+}
+
+// CleanOwnDocker removes what this process started in Docker: a test
+// binary does it just before its -timeout ends it, since the cleanups of
+// its tests will not run then.
+func CleanOwnDocker(ctx context.Context, log hclog.Logger) {
+	self := os.Getpid()
+	cleanDocker(ctx, log, func(pid int) bool { return pid == self })
+}
+
+func cleanDocker(ctx context.Context, log hclog.Logger, gone func(pid int) bool) {
 	dead := func(name string, re *regexp.Regexp) bool {
 		m := re.FindStringSubmatch(name)
 		if m == nil {
 			return false
 		}
 		pid, _ := strconv.Atoi(m[1])
-		return !alive(pid)
+		return gone(pid)
 	}
 	list := func(args ...string) []string {
 		out, err := dockerCmd(ctx, args...)

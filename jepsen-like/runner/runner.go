@@ -231,7 +231,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 	args = append(args, churnArgs(cfg)...)
 	// The docker backend runs the image (and checks its flags itself).
 	if cfg.Binary == "" && cfg.Backend != "docker" {
-		bin, err := proccluster.Fenced()
+		build := proccluster.Fenced
+		if cfg.Broken == workload.BrokenReclaimNoEpoch {
+			build = proccluster.FencedChaos // the only build with the unsafe flag
+		}
+		bin, err := build()
 		if err != nil {
 			return nil, fmt.Errorf("build fenced: %w", err)
 		}

@@ -110,6 +110,8 @@ type NetworkTransport struct {
 	TimeoutScale int
 
 	msgpackUseNewTimeFormat bool
+
+	checkRPC func(conn net.Conn, header RPCHeader) error
 }
 
 // NetworkTransportConfig encapsulates configuration for the network transport layer.
@@ -167,6 +169,11 @@ type NetworkTransportConfig struct {
 	// go-msgpack v1.1.5 by default). Decoding is not affected, as all
 	// go-msgpack v2.1.0+ decoders know how to decode both formats.
 	MsgpackUseNewTimeFormat bool
+
+	// CheckRPC, when set, is called with each incoming RPC's header and the
+	// connection it arrived on, once decoded and before it is processed. An
+	// error drops the RPC and closes the connection (rpc_check.go).
+	CheckRPC func(conn net.Conn, header RPCHeader) error
 }
 
 // ServerAddressProvider is a target address to which we invoke an RPC when establishing a connection
@@ -235,6 +242,7 @@ func NewNetworkTransportWithConfig(
 		TimeoutScale:            DefaultTimeoutScale,
 		serverAddressProvider:   config.ServerAddressProvider,
 		msgpackUseNewTimeFormat: config.MsgpackUseNewTimeFormat,
+		checkRPC:                config.CheckRPC,
 	}
 
 	// Create the connection context and then start our listener.
@@ -622,8 +630,8 @@ func (n *NetworkTransport) handleConn(connCtx context.Context, conn net.Conn) {
 		default:
 		}
 
-		if err := n.handleCommand(r, dec, enc); err != nil {
-			if err != io.EOF {
+		if err := n.handleCommand(conn, r, dec, enc); err != nil {
+			if err != io.EOF && !errors.Is(err, errRPCRefused) {
 				n.logger.Error("failed to decode incoming command", "error", err)
 			}
 			return
@@ -636,7 +644,7 @@ func (n *NetworkTransport) handleConn(connCtx context.Context, conn net.Conn) {
 }
 
 // handleCommand is used to decode and dispatch a single command.
-func (n *NetworkTransport) handleCommand(r *bufio.Reader, dec *codec.Decoder, enc *codec.Encoder) error {
+func (n *NetworkTransport) handleCommand(conn net.Conn, r *bufio.Reader, dec *codec.Decoder, enc *codec.Encoder) error {
 	getTypeStart := time.Now()
 
 	// Get the rpc type
@@ -718,6 +726,9 @@ func (n *NetworkTransport) handleCommand(r *bufio.Reader, dec *codec.Decoder, en
 	}
 
 	metrics.MeasureSinceWithLabels([]string{"raft", "net", "rpcDecode"}, decodeStart, labels)
+	if err := n.checkIncoming(conn, rpc.Command); err != nil {
+		return err
+	}
 
 	processStart := time.Now()
 

@@ -1,55 +1,25 @@
 // The fenced client: endpoints tried in turn, retries only where safe.
 
-import { randomBytes } from 'node:crypto';
+import { newRequestId } from './ids.js';
 import { FencingToken } from './token.js';
 import { FencedError, UnavailableError, UnknownOutcomeError } from './errors.js';
 import { FencedLease } from './lease.js';
+import { Transport, TransportError, endpointURL, isLoopback } from './transport.js';
+import { durationText, parseDuration } from './duration.js';
+import { FencedWatch } from './watch.js';
+import { FencedElection } from './election.js';
+
+export { durationText, parseDuration, newRequestId };
 
 const LEADER_HEADER = 'x-fenced-leader';
 
 // Codes that say the request was not served: another node may serve it.
 const SAFE_TO_RETRY = new Set(['not_leader', 'not_ready', 'not_member', 'busy', 'shutting_down', 'unavailable']);
 
-/** A random request id for an acquire. */
-export function newRequestId() { return randomBytes(12).toString('hex'); }
-
-/** Go duration text for milliseconds. */
-export function durationText(ms) {
-  if (typeof ms === 'string') return ms;
-  const n = Math.round(ms);
-  return n % 1000 === 0 ? `${n / 1000}s` : `${n}ms`;
-}
-
-const UNITS = { ns: 1e-6, us: 1e-3, 'µs': 1e-3, ms: 1, s: 1000, m: 60000, h: 3600000 };
-
-/** Milliseconds in Go duration text ("1m30s"); throws if it is not one. */
-export function parseDuration(text) {
-  let s = String(text);
-  let sign = 1;
-  if (s.startsWith('-')) { sign = -1; s = s.slice(1); }
-  if (s === '0') return 0;
-  const re = /^([0-9]+(?:\.[0-9]+)?)(ns|us|µs|ms|s|m|h)/;
-  let total = 0;
-  if (!s) throw new TypeError(`not a duration: ${text}`);
-  while (s) {
-    const m = re.exec(s);
-    if (!m) throw new TypeError(`not a duration: ${text}`);
-    total += Number(m[1]) * UNITS[m[2]];
-    s = s.slice(m[0].length);
-  }
-  return sign * total;
-}
-
 function grantOf(d) {
   const token = FencingToken.parse(d.token);
   if (!token) throw new FencedError(`the server sent a malformed token: ${d.token}`, { code: 'malformed_answer' });
-  return { key: d.key, holder: d.holder, token, ttlMs: parseDuration(d.ttl), renewed: Boolean(d.renewed) };
-}
-
-/** A connection that was never made: the request cannot have been served. */
-function notSent(err) {
-  const code = err?.cause?.code ?? err?.code;
-  return code === 'ECONNREFUSED' || code === 'EHOSTUNREACH' || code === 'ENETUNREACH' || code === 'EADDRNOTAVAIL';
+  return { key: d.key, holder: d.holder, token, ttlMs: parseDuration(d.ttl), renewed: Boolean(d.renewed), value: d.value ?? '' };
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -75,11 +45,30 @@ function anySignal(signals) {
  * deadline, and only then thrown as UnknownOutcomeError: never as a failure.
  */
 export class FencedClient {
-  constructor({ endpoints, token, timeoutMs = 30000, attemptTimeoutMs = 5000 } = {}) {
+  /**
+   * ca, cert, key: PEM (strings or Buffers) as node:https takes them: the
+   * CA that signs the nodes' certificates, and a client certificate for
+   * clusters that ask for one (mutual TLS). With any of them every endpoint
+   * is reached with https, as the Go client's WithTLS does. token (a bearer
+   * token) goes over https, or over plain http to this machine only, unless
+   * insecure is true (a network the caller trusts).
+   */
+  constructor({ endpoints, token, timeoutMs = 30000, attemptTimeoutMs = 5000, ca, cert, key, insecure = false } = {}) {
     const list = typeof endpoints === 'string' ? endpoints.split(',') : endpoints ?? [];
-    this.endpoints = list.map((e) => e.trim()).filter(Boolean)
-      .map((e) => (e.includes('://') ? e : `http://${e}`).replace(/\/+$/, ''));
+    if (!Array.isArray(list)) throw new TypeError('endpoints: an array of "host:port" or URLs, or one comma-separated string');
+    if ((cert === undefined) !== (key === undefined)) throw new TypeError('cert and key go together: a client certificate needs its key');
+    const tls = ca !== undefined || cert !== undefined ? Object.fromEntries(Object.entries({ ca, cert, key }).filter(([, v]) => v !== undefined)) : undefined;
+    this.endpoints = list.map((e) => String(e).trim()).filter(Boolean).map((e) => endpointURL(e, tls !== undefined));
     if (this.endpoints.length === 0) throw new TypeError('no endpoints');
+    if (token && !insecure) {
+      // A bearer token over plain http can be read off the wire: only to
+      // this machine (a development node), or when the caller says so.
+      const plain = this.endpoints.filter((e) => e.startsWith('http://') && !isLoopback(e));
+      if (plain.length > 0) {
+        throw new TypeError(`refusing to send the bearer token over plain http to ${plain.join(', ')}: use https:// endpoints (or ca), or pass insecure: true to send it in clear`);
+      }
+    }
+    this.transport = new Transport(tls);
     this.bearer = token;
     this.timeoutMs = timeoutMs;
     // A node that accepts connections but never answers (frozen) would
@@ -90,14 +79,17 @@ export class FencedClient {
   }
 
   /** Takes key for holder; rejects with code "held" (err.heldBy) when
-   * someone else has it. */
-  async acquire(key, holder, { ttl, wait, requestId, lockDelay, signal } = {}) {
+   * someone else has it. value (at most 1 KiB of text) is published with
+   * the grant; an acquire by the holder of the grant replaces it and keeps
+   * the token. */
+  async acquire(key, holder, { ttl, wait, requestId, lockDelay, signal, value, timeoutMs } = {}) {
     const body = { key, holder, request_id: requestId ?? newRequestId() };
+    if (value) body.value = value;
     if (ttl !== undefined) body.ttl = durationText(ttl);
     if (wait) body.wait = durationText(wait);
     if (lockDelay) body.lock_delay = durationText(lockDelay);
     const waitMs = wait ? parseDuration(body.wait) : 0;
-    return grantOf(await this.#do('POST', '/v1/acquire', body, { write: true, signal, extraMs: waitMs, timeoutMs: this.timeoutMs + waitMs }));
+    return grantOf(await this.#do('POST', '/v1/acquire', body, { write: true, signal, extraMs: waitMs, timeoutMs: timeoutMs ?? this.timeoutMs + waitMs }));
   }
 
   /** Extends one grant's lease; the answer carries the server's TTL. */
@@ -156,8 +148,22 @@ export class FencedClient {
    * before the server could grant the key to anyone else, and when the
    * caller's signal aborts. Release it with release().
    */
-  async lease(key, { ttl = 10000, holder, signal, wait, marginMs } = {}) {
-    return FencedLease.acquire(this, key, { ttl, holder: holder ?? `js-${newRequestId()}`, signal, wait, marginMs });
+  async lease(key, { ttl = 10000, holder, signal, wait, marginMs, value } = {}) {
+    return FencedLease.acquire(this, key, { ttl, holder: holder ?? `js-${newRequestId()}`, signal, wait, marginMs, value });
+  }
+
+  /**
+   * The changes of key, or of every key with prefix (neither: every key),
+   * from the current state or after log index from: an async iterator of
+   * events. See FencedWatch.
+   */
+  watch({ key, prefix, from, progressMs, signal } = {}) {
+    return new FencedWatch(this, { key, prefix, from, progressMs, signal });
+  }
+
+  /** The candidate holder in the election named by key name. See FencedElection. */
+  election(name, { holder, ttl = 10000, marginMs, value } = {}) {
+    return new FencedElection(this, name, { holder: holder ?? `js-${newRequestId()}`, ttl, marginMs, value });
   }
 
   /**
@@ -197,7 +203,10 @@ export class FencedClient {
       try {
         return await this.#once(ep, method, path, data, Math.min(end - Date.now(), this.attemptTimeoutMs + extraMs), signal);
       } catch (err) {
-        last = err;
+        // An attempt cut short by the deadline says less than the failure
+        // before it (a TLS alert, a refused connection): that one is kept
+        // as the reason.
+        if (!(last && err instanceof TransportError && (err.code === 'ABORT_ERR' || err.code === 'AbortError') && Date.now() >= end)) last = err;
         if (err instanceof FencedError) {
           if (err.code === 'outcome_unknown') unknown = true;
           else if (!SAFE_TO_RETRY.has(err.code)) {
@@ -208,15 +217,15 @@ export class FencedClient {
             }
             throw err;
           }
-        } else if (!(err?.name === 'TypeError' || err?.name === 'AbortError' || err?.name === 'TimeoutError' || err?.name === 'SyntaxError')) {
+        } else if (err instanceof TransportError) {
+          if (err.sent && write) unknown = true;
+        } else {
           throw err; // not a failure of the network or the node: a bug
-        } else if (!notSent(err) && write) {
-          unknown = true;
         }
       }
       if (signal?.aborted || Date.now() >= end) {
-        if (unknown) throw new UnknownOutcomeError(`outcome unknown: ${last?.message}`);
-        throw new UnavailableError(`cluster unavailable: ${last?.message}`);
+        if (unknown) throw new UnknownOutcomeError(`outcome unknown: ${last?.message}`, { cause: last });
+        throw new UnavailableError(`cluster unavailable: ${last?.message}`, { cause: last });
       }
       if ((attempt + 1) % this.endpoints.length === 0) {
         await sleep(Math.max(0, Math.min(backoff, end - Date.now())));
@@ -231,16 +240,19 @@ export class FencedClient {
     const headers = { accept: 'application/json' };
     if (data !== undefined) headers['content-type'] = 'application/json';
     if (this.bearer) headers.authorization = `Bearer ${this.bearer}`;
-    const resp = await fetch(endpoint + path, { method, body: data, headers, signal: anySignal(signals) });
-    const text = await resp.text();
-    this.#learnLeader(resp.headers.get(LEADER_HEADER), endpoint);
+    const resp = await this.transport.request(endpoint + path, { method, body: data, headers, signal: anySignal(signals) });
+    const text = resp.text;
+    this.#learnLeader(resp.headers[LEADER_HEADER], endpoint);
     let out = null;
     try { out = text ? JSON.parse(text) : {}; } catch { /* not JSON */ }
-    if (!resp.ok) {
+    if (resp.status < 200 || resp.status > 299) {
       const code = out?.code || `http_${resp.status}`;
       throw new FencedError(`${out?.message ?? text.slice(0, 200)} (${code})`, { code, status: resp.status, body: out ?? {} });
     }
     if (out === null || typeof out !== 'object') throw new Error(`${endpoint}: the answer is not a JSON object`);
     return out;
   }
+
+  /** Closes idle connections (the client stays usable). */
+  close() { this.transport.close(); }
 }

@@ -3,8 +3,8 @@
 
 /** A refusal of the server or a failure to reach it. */
 export class FencedError extends Error {
-  constructor(message, { code = '', status = 0, body = {} } = {}) {
-    super(message);
+  constructor(message, { code = '', status = 0, body = {}, cause } = {}) {
+    super(message, cause === undefined ? undefined : { cause });
     this.name = 'FencedError';
     this.code = code;
     this.status = status;
@@ -37,4 +37,15 @@ export class StaleTokenError extends Error {
     this.token = token;
     this.highest = highest;
   }
+}
+
+/** The election does not lead (never campaigned, resigned, or lost it);
+ * nothing was published. */
+export class NotLeadingError extends FencedError {
+  constructor(message, opts = {}) { super(message, { code: 'not_leading', ...opts }); this.name = 'NotLeadingError'; }
+}
+
+/** Nobody holds the election's key. */
+export class NoLeaderError extends FencedError {
+  constructor(message, opts = {}) { super(message, { code: 'no_leader', ...opts }); this.name = 'NoLeaderError'; }
 }

@@ -17,8 +17,15 @@ export class FenceGuard {
 
   /** Admits token for key (raising the fence) or throws StaleTokenError. */
   admit(key, token) {
-    const t = token instanceof FencingToken ? token : FencingToken.parse(String(token));
-    if (!t) throw new StaleTokenError(`malformed fencing token for ${key}: refused`, { key, token });
+    // Text, bigints and safe integers only: String() of an object, or of a
+    // number past 2^53 that already lost its low digits, could spell a
+    // valid token by accident.
+    const t = token instanceof FencingToken ? token
+      : typeof token === 'string' || typeof token === 'bigint' || Number.isSafeInteger(token) ? FencingToken.parse(String(token)) : null;
+    if (!t) {
+      throw new StaleTokenError(`malformed fencing token for ${key}: ${typeof token === 'string' ? JSON.stringify(token) : String(token)} is not `
+        + 'decimal text of 1..2^63-1 without leading zeros and with a non-zero seq: refused', { key, token });
+    }
     const cur = this.#highest.get(key);
     if (cur !== undefined && t.value < cur) {
       throw new StaleTokenError(`token ${t} for ${key} is lower than ${cur}: refused`, { key, token: t, highest: cur });

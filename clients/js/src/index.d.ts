@@ -1,14 +1,23 @@
 // Types of fenced-client (hand-written).
 
-/** A fencing token: an unsigned 64-bit integer kept as bigint, sent as decimal text. */
+/** The highest token, 2^63-1. */
+export declare const MAX_TOKEN: bigint;
+
+/** Anything a token compares with: a FencingToken, a bigint, a safe integer or strict decimal text. */
+export type TokenLike = FencingToken | bigint | number | string;
+
+/** A fencing token (epoch<<32 | seq): kept as bigint, sent as decimal text. */
 export declare class FencingToken {
+  /** Throws RangeError unless 1 <= value <= 2^63-1 with a non-zero seq; TypeError unless a bigint. */
   constructor(value: bigint);
   readonly value: bigint;
-  /** ASCII decimal digits only (/^\d+$/), else null. */
+  /** The strict decimal text fenced takes (fence.Parse: ASCII digits, no sign or leading zero, at most 2^63-1, seq not 0), else null. */
   static parse(text: string): FencingToken | null;
-  /** -1, 0 or 1. */
-  compare(other: FencingToken | bigint): -1 | 0 | 1;
-  equals(other: FencingToken | bigint): boolean;
+  /** -1, 0 or 1; throws TypeError for anything that is not a TokenLike. */
+  compare(other: TokenLike): -1 | 0 | 1;
+  equals(other: TokenLike): boolean;
+  /** Strictly higher than other: a later grant. */
+  isNewerThan(other: TokenLike): boolean;
   readonly epoch: bigint;
   readonly seq: bigint;
   toString(): string;
@@ -25,6 +34,8 @@ export interface Grant {
   /** The TTL the server answered, in milliseconds. */
   ttlMs: number;
   renewed: boolean;
+  /** What the holder published with the grant ('' when nothing). */
+  value: string;
 }
 
 export interface Verdict {
@@ -43,6 +54,13 @@ export interface ClientOptions {
   timeoutMs?: number;
   /** The most one attempt on one node may take (default 5000). */
   attemptTimeoutMs?: number;
+  /** PEM of the CA that signs the nodes' certificates (node:https's ca). With ca or cert, every endpoint is https. */
+  ca?: string | Buffer | Array<string | Buffer>;
+  /** PEM of a client certificate (mutual TLS), with its key. */
+  cert?: string | Buffer | Array<string | Buffer>;
+  key?: string | Buffer | Array<string | Buffer>;
+  /** Send token over plain http to other hosts than this one (default false: only https, or a loopback address). */
+  insecure?: boolean;
 }
 
 export interface LeaseOptions {
@@ -51,6 +69,8 @@ export interface LeaseOptions {
   signal?: AbortSignal;
   wait?: Duration;
   marginMs?: number;
+  /** Published with the grant. */
+  value?: string;
 }
 
 /** A lease: the signal warns the holder; the resource checks the token. */
@@ -64,6 +84,8 @@ export declare class FencedLease implements FencedLeaseLike {
   readonly holder: string;
   readonly token: FencingToken;
   readonly grant: Grant;
+  /** The request id of the acquire that made the grant. */
+  readonly requestId: string;
   /** Aborts before the server could grant the key to anyone else. */
   readonly signal: AbortSignal;
   /** performance.now() time until which the lease is known to be held. */
@@ -80,7 +102,7 @@ export interface TokenSource {
 export declare class FencedClient {
   constructor(options: ClientOptions);
   readonly endpoints: string[];
-  acquire(key: string, holder: string, options?: { ttl?: Duration; wait?: Duration; requestId?: string; lockDelay?: Duration; signal?: AbortSignal }): Promise<Grant>;
+  acquire(key: string, holder: string, options?: { ttl?: Duration; wait?: Duration; requestId?: string; lockDelay?: Duration; signal?: AbortSignal; value?: string; timeoutMs?: number }): Promise<Grant>;
   renew(key: string, holder: string, token: FencingToken | string, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<Grant>;
   release(key: string, holder: string, token: FencingToken | string, options?: { signal?: AbortSignal }): Promise<unknown>;
   verify(key: string, token: FencingToken | string, options?: { holder?: string; signal?: AbortSignal; timeoutMs?: number }): Promise<Verdict>;
@@ -88,11 +110,105 @@ export declare class FencedClient {
   status(): Promise<Record<string, unknown>>;
   lease(key: string, options?: LeaseOptions): Promise<FencedLease>;
   tokenSource(options?: { holder?: string; ttl?: Duration; wait?: Duration }): TokenSource;
+  watch(options?: WatchOptions): FencedWatch;
+  election(name: string, options?: ElectionOptions): FencedElection;
+  /** Closes idle connections; the client stays usable. */
+  close(): void;
+}
+
+export interface WatchOptions {
+  /** One key; or prefix (every key starting with it; neither: every key). */
+  key?: string;
+  prefix?: string;
+  /** Resume after this log index; absent: start with the current state. */
+  from?: number;
+  /** How often a quiet stream confirms it is current; three of them without a byte and the stream is resumed elsewhere. */
+  progressMs?: number;
+  signal?: AbortSignal;
+}
+
+export interface WatchEvent {
+  /** A change (granted, renewed, released, force_released, expired, lock_delay_ended, handed_off), or state, sync, reset, error. */
+  type: string;
+  /** The log index of the change. */
+  index: number;
+  key?: string;
+  holder?: string;
+  token?: FencingToken | null;
+  state?: string;
+  ttlMs?: number | null;
+  lockDelayMs?: number | null;
+  prevHolder?: string;
+  prevToken?: FencingToken | null;
+  ended?: string;
+  /** Of reset (lagged, restored, compacted) and error. */
+  reason?: string;
+  value?: string;
+}
+
+export declare class FencedWatch implements AsyncIterableIterator<WatchEvent> {
+  /** The id of the last event delivered: `from` for a later watch. */
+  readonly lastIndex: number;
+  /** The FencedError of a watch refused for good. */
+  readonly error: FencedError | null;
+  /** The last failure of a stream, resumed elsewhere since. */
+  readonly lastError: Error | null;
+  next(): Promise<IteratorResult<WatchEvent>>;
+  return(value?: unknown): Promise<IteratorResult<WatchEvent>>;
+  [Symbol.asyncIterator](): FencedWatch;
+  close(): void;
+}
+
+export interface ElectionOptions {
+  holder?: string;
+  /** The TTL of the leader's grant, in milliseconds (default 10000). */
+  ttl?: number;
+  marginMs?: number;
+  /** Published with the leadership. */
+  value?: string;
+}
+
+/** An election's leader as observed; holder '' when nobody leads. */
+export interface Leader {
+  name: string;
+  holder: string;
+  token: FencingToken | null;
+  value: string;
+  index: number;
+}
+
+export declare class LeaderObservation implements AsyncIterableIterator<Leader> {
+  readonly error: FencedError | null;
+  next(): Promise<IteratorResult<Leader>>;
+  return(value?: unknown): Promise<IteratorResult<Leader>>;
+  [Symbol.asyncIterator](): LeaderObservation;
+  close(): void;
+}
+
+export declare class FencedElection {
+  readonly name: string;
+  readonly holder: string;
+  readonly value: string;
+  readonly lease: FencedLease | null;
+  /** The term of office, or null. */
+  readonly token: FencingToken | null;
+  /** Aborts when the leadership is lost or resigned; aborted when not leading. */
+  readonly signal: AbortSignal;
+  leading(): boolean;
+  /** The signal bounds the campaign, not the leadership it won. */
+  campaign(options?: { signal?: AbortSignal }): Promise<FencedElection>;
+  /** Rejects with NotLeadingError, publishing nothing, when not leading. */
+  proclaim(value: string): Promise<void>;
+  /** Rejects with NoLeaderError when nobody leads. */
+  leader(): Promise<Leader>;
+  observe(options?: { signal?: AbortSignal }): LeaderObservation;
+  resign(): Promise<void>;
 }
 
 export declare class FenceGuard {
-  admit(key: string, token: FencingToken | string): FencingToken;
-  write<T>(key: string, token: FencingToken | string, write: () => T): T;
+  /** token: a FencingToken, strict decimal text, a bigint or a safe integer; anything else throws StaleTokenError. */
+  admit(key: string, token: FencingToken | string | bigint | number): FencingToken;
+  write<T>(key: string, token: FencingToken | string | bigint | number, write: () => T): T;
   highest(key: string): FencingToken | null;
 }
 
@@ -104,6 +220,8 @@ export declare class FencedError extends Error {
 }
 export declare class UnavailableError extends FencedError {}
 export declare class UnknownOutcomeError extends FencedError {}
+export declare class NotLeadingError extends FencedError {}
+export declare class NoLeaderError extends FencedError {}
 export declare class StaleTokenError extends Error {
   readonly code: 'stale_token';
   readonly key: string;

@@ -1,7 +1,9 @@
 // fenced-client: a client of the fenced fencing-token coordinator, Node
 // built-ins only.
-export { FencingToken } from './token.js';
+export { FencingToken, MAX_TOKEN } from './token.js';
 export { FencedClient, newRequestId, parseDuration, durationText } from './client.js';
 export { FencedLease } from './lease.js';
+export { FencedWatch } from './watch.js';
+export { FencedElection, LeaderObservation } from './election.js';
 export { FenceGuard } from './guard.js';
-export { FencedError, UnavailableError, UnknownOutcomeError, StaleTokenError } from './errors.js';
+export { FencedError, UnavailableError, UnknownOutcomeError, StaleTokenError, NotLeadingError, NoLeaderError } from './errors.js';

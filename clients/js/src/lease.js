@@ -2,6 +2,10 @@
 
 import { performance } from 'node:perf_hooks';
 import { FencedError } from './errors.js';
+import { newRequestId } from './ids.js';
+
+/** The key of FencedLease's method that ends it without a request. */
+export const LOSE = Symbol('fenced.lease.lose');
 
 const RETRY = new Set(['not_leader', 'not_ready', 'not_member', 'busy', 'shutting_down', 'unavailable', 'outcome_unknown']);
 
@@ -39,10 +43,16 @@ export class FencedLease {
     }
   }
 
-  static async acquire(client, key, { ttl, holder, signal, wait, marginMs }) {
-    signal?.throwIfAborted();
+  /** signal ends the acquire and, later, the lease; acquireSignal, when
+   * given instead, ends the acquire alone. */
+  static async acquire(client, key, { ttl, holder, signal, wait, marginMs, value, acquireSignal = signal }) {
+    acquireSignal?.throwIfAborted();
+    // The acquire's request id stays with the grant: an acquire with it
+    // again (FencedElection.proclaim) updates this grant while it lives and
+    // is refused once it ended, never answered with a new grant.
+    const requestId = newRequestId();
     let sent = performance.now();
-    let g = await client.acquire(key, holder, { ttl, wait, signal });
+    let g = await client.acquire(key, holder, { ttl, wait, signal: acquireSignal, requestId, value });
     if (performance.now() - sent > g.ttlMs / 3) {
       // A waited acquire may return long after it was sent; the lease is
       // only known to run from the send, so renew to count from now.
@@ -55,6 +65,7 @@ export class FencedLease {
       }
     }
     const lease = new FencedLease(client, g, { marginMs, signal });
+    lease.requestId = requestId;
     lease.#renewed(sent, g.ttlMs);
     lease.#schedule(g.ttlMs / 3);
     return lease;
@@ -123,6 +134,10 @@ export class FencedLease {
       this.#schedule(Math.min(this.#ttlMs / 3, 100));
     }
   }
+
+  /** Ends the lease here without a request (the grant is known to have
+   * ended). For the election, not part of the public API. */
+  [LOSE](reason) { this.#lose(reason); }
 
   #lose(reason) {
     if (this.#stopped) return;

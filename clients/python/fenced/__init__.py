@@ -10,15 +10,17 @@ library only.
 """
 
 from .client import Client, Grant, KeyInfo, Verdict, new_request_id
-from .errors import (BadRequest, Expired, FencedError, Held, LeaseLost, NotHolder, Refused, StaleToken, Unavailable,
-                     UnknownKey, UnknownOutcome)
+from .election import Election, Leader, Observation
+from .errors import (BadRequest, Expired, FencedError, Held, LeaseLost, NoLeader, NotHolder, NotLeading, Refused, StaleToken,
+                     Unavailable, UnknownKey, UnknownOutcome)
 from .lease import Lease
-from .token import MalformedToken, Token
+from .token import MAX_TOKEN, MalformedToken, Token
+from .watch import Watch, WatchEvent
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "Client", "Grant", "KeyInfo", "Verdict", "Lease", "Token", "MalformedToken", "new_request_id",
+    "Client", "Grant", "KeyInfo", "Verdict", "Lease", "Watch", "WatchEvent", "Token", "MalformedToken", "MAX_TOKEN", "new_request_id",
     "FencedError", "Held", "NotHolder", "StaleToken", "Expired", "UnknownKey", "BadRequest", "Unavailable",
-    "UnknownOutcome", "LeaseLost", "Refused",
+    "UnknownOutcome", "LeaseLost", "Refused", "Election", "Leader", "Observation", "NotLeading", "NoLeader",
 ]

@@ -1,8 +1,9 @@
 """The fenced client: endpoints tried in turn, retries only where safe."""
 
 import http.client
+import ipaddress
 import json
-import os
+import re
 import socket
 import threading
 import time
@@ -10,8 +11,13 @@ import urllib.parse
 from dataclasses import dataclass
 from typing import Optional
 
+from .durations import _duration, parse_duration
+from .election import Election
 from .errors import BadRequest, FencedError, Unavailable, UnknownOutcome, error_of
+from .ids import new_request_id
+from .lease import Lease
 from .token import Token
+from .watch import Watch
 
 __all__ = ["Client", "Grant", "Verdict", "KeyInfo", "new_request_id"]
 
@@ -19,46 +25,6 @@ LEADER_HEADER = "X-Fenced-Leader"
 
 # Codes that say the request was not served: another node may serve it.
 _SAFE_TO_RETRY = frozenset({"not_leader", "not_ready", "not_member", "busy", "shutting_down", "unavailable"})
-
-
-def new_request_id():
-    """A random request id for an acquire."""
-    return os.urandom(12).hex()
-
-
-def _duration(seconds):
-    """Go duration text for a number of seconds ("10s", "250ms")."""
-    if isinstance(seconds, str):
-        return seconds
-    ms = round(float(seconds) * 1000)
-    if ms % 1000 == 0:
-        return "%ds" % (ms // 1000)
-    return "%dms" % ms
-
-
-def parse_duration(text):
-    """Seconds in Go duration text ("1m30s", "250ms"); ValueError if not one."""
-    units = {"ns": 1e-9, "us": 1e-6, "\u00b5s": 1e-6, "ms": 1e-3, "s": 1.0, "m": 60.0, "h": 3600.0}
-    s, total, sign = text, 0.0, 1.0
-    if s.startswith("-"):
-        sign, s = -1.0, s[1:]
-    if s == "0":
-        return 0.0
-    if not s:
-        raise ValueError("not a duration: %r" % text)
-    while s:
-        i = 0
-        while i < len(s) and (s[i].isdigit() or s[i] == "."):
-            i += 1
-        j = i
-        while j < len(s) and not (s[j].isdigit() or s[j] == "."):
-            j += 1
-        num, unit = s[:i], s[i:j]
-        if not num or unit not in units:
-            raise ValueError("not a duration: %r" % text)
-        total += float(num) * units[unit]
-        s = s[j:]
-    return sign * total
 
 
 @dataclass(frozen=True)
@@ -70,11 +36,12 @@ class Grant:
     token: Token
     ttl: float
     renewed: bool = False
+    value: str = ""
 
     @classmethod
     def of(cls, d):
         return cls(key=d["key"], holder=d["holder"], token=Token.parse(d["token"]), ttl=parse_duration(d["ttl"]),
-                   renewed=bool(d.get("renewed", False)))
+                   renewed=bool(d.get("renewed", False)), value=d.get("value", ""))
 
 
 @dataclass(frozen=True)
@@ -89,16 +56,64 @@ class Verdict:
 
 @dataclass(frozen=True)
 class KeyInfo:
-    """One key's state."""
+    """One key's state. ``index`` is the log index of its last change;
+    ``value`` what its holder published."""
     key: str
     holder: str
     token: Token
     state: str
     ttl: float
+    index: int = 0
+    value: str = ""
+
+
+# A bare endpoint: a host name, an IPv4 address or a bracketed IPv6 one,
+# and an optional port. Anything else without "://" is more likely a
+# mistyped URL ("htps:/host") than a host.
+_HOST_PORT = re.compile(r"(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9._-]+)(?::[0-9]{1,5})?")
+
+
+def _endpoint(e, tls):
+    """The URL of an endpoint as given; ValueError when it is not one the
+    client can reach. A scheme other than http or https is an error, never a
+    guess: "htps://host" read as plain http would send in clear what was
+    meant for TLS."""
+    if "://" in e:
+        scheme, rest = e.split("://", 1)
+        if scheme.lower() not in ("http", "https"):
+            raise ValueError("endpoint %r: unknown scheme %r (use http:// or https://)" % (e, scheme))
+        e = scheme.lower() + "://" + rest
+    elif _HOST_PORT.fullmatch(e):
+        e = "http://" + e
+    else:
+        raise ValueError("endpoint %r is neither host:port nor an http(s):// URL" % (e,))
+    u = urllib.parse.urlsplit(e)
+    try:
+        port = u.port
+    except ValueError:
+        port = None
+        u = None
+    if u is None or not u.hostname or (port is None and u.netloc.rsplit("]", 1)[-1].count(":")) or u.query or u.fragment:
+        raise ValueError("endpoint %r is not a URL the client can reach (host, optional port and path)" % (e,))
+    if tls and u.scheme == "http":
+        e = "https://" + e[len("http://"):]
+    return e.rstrip("/")
 
 
 class _NotSent(Exception):
     """The request never reached a server (no connection)."""
+
+
+def _loopback(endpoint):
+    """Whether an http(s) endpoint names this machine: localhost or a
+    loopback address, where a token in clear leaves no host."""
+    host = urllib.parse.urlsplit(endpoint).hostname or ""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class Client:
@@ -113,19 +128,28 @@ class Client:
     the deadline, and then raised as UnknownOutcome.
     """
 
-    def __init__(self, endpoints, token=None, timeout=30.0, ssl_context=None, attempt_timeout=5.0):
+    def __init__(self, endpoints, token=None, timeout=30.0, ssl_context=None, attempt_timeout=5.0, insecure=False):
+        """endpoints: "host:port" or http(s) URLs, a list or one
+        comma-separated string. With ssl_context every endpoint is reached
+        with https (as the Go client's WithTLS). A bearer token is sent only
+        over https or to a loopback address (a development node), unless
+        insecure=True says plain http to other hosts is meant (a trusted
+        network): anyone on the path of a plain request can read the token and
+        act as its owner."""
         if isinstance(endpoints, str):
             endpoints = endpoints.split(",")
         self._endpoints = []
         for e in endpoints:
             e = e.strip()
-            if not e:
-                continue
-            if "://" not in e:
-                e = "http://" + e
-            self._endpoints.append(e.rstrip("/"))
+            if e:
+                self._endpoints.append(_endpoint(e, tls=ssl_context is not None))
         if not self._endpoints:
             raise ValueError("no endpoints")
+        if token and not insecure:
+            plain = [e for e in self._endpoints if e.startswith("http://") and not _loopback(e)]
+            if plain:
+                raise ValueError("refusing to send a bearer token over plain http to %s: use https:// endpoints (or an "
+                                 "ssl_context), or pass insecure=True to send it in clear" % ", ".join(plain))
         self._token = token
         self._timeout = timeout
         # A node that accepts connections but never answers (frozen by
@@ -143,11 +167,15 @@ class Client:
 
     # -- operations -------------------------------------------------------
 
-    def acquire(self, key, holder, ttl=None, wait=None, request_id=None, lock_delay=None, timeout=None):
+    def acquire(self, key, holder, ttl=None, wait=None, request_id=None, lock_delay=None, timeout=None, value=None):
         """Take key for holder and return the Grant. Raises Held (``held_by``)
         when someone else has it. A retry after an unknown outcome keeps the
-        request id, so one call never makes two grants."""
+        request id, so one call never makes two grants. ``value`` (at most
+        1 KiB of text) is published with the grant; an acquire by the
+        holder of the grant replaces it and keeps the token."""
         body = {"key": key, "holder": holder, "request_id": request_id or new_request_id()}
+        if value:
+            body["value"] = value
         if ttl is not None:
             body["ttl"] = _duration(ttl)
         if wait:
@@ -208,17 +236,28 @@ class Client:
     def key(self, key):
         """One key's state, read linearizably; raises UnknownKey."""
         d = self._do("GET", "/v1/keys/" + urllib.parse.quote(key, safe=""), None, write=False)
-        return KeyInfo(d["key"], d["holder"], Token.parse(d["token"]), d["state"], parse_duration(d["ttl"]))
+        return KeyInfo(d["key"], d["holder"], Token.parse(d["token"]), d["state"], parse_duration(d["ttl"]),
+                       int(d.get("index", 0)), d.get("value", ""))
 
     def status(self):
         """The status of the first node that answers (a dict)."""
         return self._do("GET", "/v1/cluster", None, write=False)
 
-    def lease(self, key, ttl=10.0, holder=None, wait=None, margin=None):
+    def lease(self, key, ttl=10.0, holder=None, wait=None, margin=None, value=None):
         """A Lease on key, to use with ``with``: acquired on entry, kept alive
         in the background, released on exit. See Lease."""
-        from .lease import Lease
-        return Lease(self, key, ttl=ttl, holder=holder, wait=wait, margin=margin)
+        return Lease(self, key, ttl=ttl, holder=holder, wait=wait, margin=margin, value=value)
+
+    def election(self, name, holder=None, ttl=10.0, margin=None, value=""):
+        """The candidate holder in the election named by key name. See
+        Election."""
+        return Election(self, name, holder=holder, ttl=ttl, margin=margin, value=value)
+
+    def watch(self, key=None, prefix=None, start=None, progress=None):
+        """Follow the changes of key, or of every key with prefix (neither:
+        every key), from the current state or after log index start. A
+        Watch: iterate it, close it. See Watch."""
+        return Watch(self, key=key, prefix=prefix, start=start, progress=progress)
 
     # -- transport --------------------------------------------------------
 
@@ -283,15 +322,27 @@ class Client:
                 time.sleep(max(0.0, min(backoff, deadline - time.monotonic())))
                 backoff = min(2 * backoff, 0.5)
 
+    def _connection(self, endpoint, connect_timeout):
+        """An unconnected connection to endpoint, and the endpoint's path
+        (the prefix of every request path)."""
+        u = urllib.parse.urlsplit(endpoint)
+        if u.scheme == "https":
+            return http.client.HTTPSConnection(u.hostname, u.port, timeout=connect_timeout, context=self._ssl), u.path
+        return http.client.HTTPConnection(u.hostname, u.port, timeout=connect_timeout), u.path
+
+    def _authorize(self, headers):
+        if self._token:
+            headers["Authorization"] = "Bearer " + self._token
+
+    def _answered(self, endpoint):
+        """Prefer endpoint next time: it served."""
+        self._learn_leader("", endpoint)
+
     def _once(self, endpoint, method, path, data, deadline):
         """One request. Raises _NotSent when no connection was made, so the
         request cannot have been served."""
-        u = urllib.parse.urlsplit(endpoint)
         remaining = max(0.05, deadline - time.monotonic())
-        if u.scheme == "https":
-            conn = http.client.HTTPSConnection(u.hostname, u.port, timeout=min(remaining, 2.0), context=self._ssl)
-        else:
-            conn = http.client.HTTPConnection(u.hostname, u.port, timeout=min(remaining, 2.0))
+        conn, base = self._connection(endpoint, min(remaining, 2.0))
         try:
             try:
                 conn.connect()
@@ -301,9 +352,8 @@ class Client:
             headers = {"Accept": "application/json"}
             if data is not None:
                 headers["Content-Type"] = "application/json"
-            if self._token:
-                headers["Authorization"] = "Bearer " + self._token
-            conn.request(method, u.path + path, body=data, headers=headers)
+            self._authorize(headers)
+            conn.request(method, base + path, body=data, headers=headers)
             resp = conn.getresponse()
             raw = resp.read()
             self._learn_leader(resp.getheader(LEADER_HEADER, ""), endpoint)

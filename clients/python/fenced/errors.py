@@ -3,7 +3,7 @@ success becomes a FencedError whose ``code`` is the wire code."""
 
 __all__ = [
     "FencedError", "Held", "NotHolder", "StaleToken", "Expired", "UnknownKey",
-    "BadRequest", "Unavailable", "UnknownOutcome", "LeaseLost", "Refused",
+    "BadRequest", "Unavailable", "UnknownOutcome", "LeaseLost", "Refused", "NotLeading", "NoLeader",
 ]
 
 
@@ -75,6 +75,17 @@ class LeaseLost(FencedError):
 class Refused(FencedError):
     """A resource refused a write whose token is lower than one it saw."""
     code = "refused"
+
+
+class NotLeading(FencedError):
+    """The Election does not lead (never campaigned, resigned, or lost it).
+    Nothing was published."""
+    code = "not_leading"
+
+
+class NoLeader(FencedError):
+    """Nobody holds the election's key."""
+    code = "no_leader"
 
 
 _BY_CODE = {c.code: c for c in (Held, NotHolder, StaleToken, Expired, UnknownKey, BadRequest, Unavailable, UnknownOutcome)}

@@ -3,8 +3,8 @@
 import threading
 import time
 
-from .client import new_request_id
 from .errors import Expired, FencedError, LeaseLost, StaleToken
+from .ids import new_request_id
 
 __all__ = ["Lease"]
 
@@ -32,7 +32,7 @@ class Lease:
     Use it with ``with``: acquire on entry, release on exit.
     """
 
-    def __init__(self, client, key, ttl=10.0, holder=None, wait=None, margin=None):
+    def __init__(self, client, key, ttl=10.0, holder=None, wait=None, margin=None, value=None):
         if margin is not None and (margin < 0 or margin >= ttl):
             raise ValueError("margin %r must be in [0, ttl)" % (margin,))
         self._client = client
@@ -40,6 +40,11 @@ class Lease:
         self.holder = holder or "py-" + new_request_id()
         self._ttl_asked = ttl
         self._wait = wait
+        self._value = value
+        # The acquire's request id stays with the grant: an acquire with it
+        # again (Election.proclaim) updates this grant while it lives and is
+        # refused once it ended, never answered with a new grant.
+        self.request_id = new_request_id()
         self._margin = margin
         self.lost = threading.Event()
         self.error = None
@@ -70,7 +75,8 @@ class Lease:
     def acquire(self):
         """Take the key and start the keepalive."""
         sent = time.monotonic()
-        g = self._client.acquire(self.key, self.holder, ttl=self._ttl_asked, wait=self._wait)
+        g = self._client.acquire(self.key, self.holder, ttl=self._ttl_asked, wait=self._wait, request_id=self.request_id,
+                                 value=self._value)
         if time.monotonic() - sent > g.ttl / 3:
             # A waited acquire may return long after it was sent; the lease
             # is only known to run from the send, so renew to count from now.

@@ -29,6 +29,33 @@ def fenced_binary():
     return _BIN
 
 
+_CTL = None
+
+
+def fencectl_binary():
+    """FENCECTL_BIN, or a fencectl built once from the module root (for
+    `fencectl tls init`)."""
+    global _CTL
+    if os.environ.get("FENCECTL_BIN"):
+        return os.environ["FENCECTL_BIN"]
+    if _CTL is None:
+        out = os.path.join(tempfile.mkdtemp(prefix="fencectl-bin-"), "fencectl")
+        go = shutil.which("go") or "/usr/local/go/bin/go"
+        env = dict(os.environ, GOFLAGS=os.environ.get("GOFLAGS", "-mod=mod"))
+        subprocess.run([go, "build", "-o", out, "./cmd/fencectl"], cwd=ROOT, check=True, env=env)
+        _CTL = out
+    return _CTL
+
+
+def make_tls(nodes):
+    """A CA and the certificates of `fencectl tls init` for nodes, in a new
+    directory the caller removes."""
+    d = tempfile.mkdtemp(prefix="fenced-tls-")
+    subprocess.run([fencectl_binary(), "tls", "init", "--dir", d, "--nodes", ",".join(nodes)], check=True,
+                   stdout=subprocess.DEVNULL)
+    return d
+
+
 def free_addrs(n):
     socks, out = [], []
     for _ in range(n):
@@ -41,11 +68,14 @@ def free_addrs(n):
     return out
 
 
-def get(addr, path, timeout=2.0):
+def get(addr, path, timeout=2.0, ssl_context=None, headers=None):
     host, port = addr.rsplit(":", 1)
-    c = http.client.HTTPConnection(host, int(port), timeout=timeout)
+    if ssl_context is not None:
+        c = http.client.HTTPSConnection(host, int(port), timeout=timeout, context=ssl_context)
+    else:
+        c = http.client.HTTPConnection(host, int(port), timeout=timeout)
     try:
-        c.request("GET", path)
+        c.request("GET", path, headers=headers or {})
         r = c.getresponse()
         return r.status, json.loads(r.read() or b"{}")
     finally:
@@ -81,7 +111,7 @@ class Node:
         log = open(os.path.join(self.cluster.dir, self.id + ".log"), "ab")
         self.proc = subprocess.Popen(
             [fenced_binary(), "--id", self.id, "--data-dir", self.dir, "--http-addr", self.http, "--raft-addr", self.raft,
-             "--peers", peers, "--heartbeat-timeout", "500ms", "--election-timeout", "500ms"],
+             "--peers", peers, "--heartbeat-timeout", "500ms", "--election-timeout", "500ms"] + self.cluster.args(self),
             stdout=log, stderr=log)
         log.close()
 
@@ -98,9 +128,15 @@ class Node:
 
 
 class Cluster:
-    """n fenced nodes bootstrapped together; stop() ends them."""
+    """n fenced nodes bootstrapped together; stop() ends them.
 
-    def __init__(self, n=1):
+    args(node) gives a node's extra flags (TLS, tokens); probe is the
+    ssl_context and headers the harness reads a node's status with."""
+
+    def __init__(self, n=1, args=None, probe_ssl=None, probe_headers=None):
+        self.args = args or (lambda node: [])
+        self.probe_ssl = probe_ssl
+        self.probe_headers = probe_headers
         self.dir = tempfile.mkdtemp(prefix="fenced-py-")
         addrs = free_addrs(2 * n)
         self.nodes = [Node(self, i, addrs[2 * i], addrs[2 * i + 1]) for i in range(n)]
@@ -118,7 +154,7 @@ class Cluster:
             if n.proc.poll() is not None:
                 continue
             try:
-                status, st = get(n.http, "/v1/cluster", timeout=0.5)
+                status, st = get(n.http, "/v1/cluster", timeout=0.5, ssl_context=self.probe_ssl, headers=self.probe_headers)
             except OSError:
                 continue
             if status == 200 and st.get("state") == "Leader" and st.get("ready"):

@@ -19,6 +19,14 @@ from fenced.sqlite import SQLiteFence  # noqa: E402
 
 from tests.harness import ROOT, Cluster, get, poll  # noqa: E402
 
+# CI runs `python3 -m unittest tests.test_client`: the other modules' cases
+# run from here.
+from tests.test_election import ElectionTest, ObserveAfterResetTest, ObserverRulesTest  # noqa: E402,F401
+from tests.test_package import PackageTest, ReadmeTest  # noqa: E402,F401
+from tests.test_security import EndpointRulesTest, TLSClusterTest  # noqa: E402,F401
+from tests.test_tokens import SharedTokenCasesTest  # noqa: E402,F401
+from tests.test_watch import CompactedHistoryTest, OneNodeWatchTest, ThreeNodeWatchTest  # noqa: E402,F401
+
 
 class TokenTest(unittest.TestCase):
     def test_strict_parse(self):

@@ -1,0 +1,14 @@
+//go:build chaos
+
+package main
+
+import "github.com/spf13/pflag"
+
+// registerUnsafe adds, to a binary built with -tags chaos only, the flags
+// that change how this node applies log entries: nodes that disagree on
+// them diverge, so a production binary does not have them. The chaos
+// suite's positive controls use them to prove its checkers fail.
+func registerUnsafe(fs *pflag.FlagSet, o *options) {
+	fs.BoolVar(&o.reclaimIgnoresEpoch, "unsafe-reclaim-ignores-epoch", false, "reclaim keys without the epoch rule, so tokens can go back (a positive control for the chaos suite only; same on every node)")
+	fs.Uint64Var(&o.maxSeq, "max-seq", 0, "lower the per-epoch grant limit per key (testing only; same on every node)")
+}
