@@ -100,6 +100,22 @@ func TestSSEEventsOfOneEntryCarryOneID(t *testing.T) {
 	if strings.Join(got, "\n") != strings.Join(want, "\n") {
 		t.Fatalf("frames:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
+	// A stream whose identity may not read the entry's last key puts the
+	// id on the last one it sends.
+	rec = httptest.NewRecorder()
+	sw = &sseWriter{cache: &frameCache{}, w: rec, rc: http.NewResponseController(rec), readable: func(key string) bool { return key != "b" }}
+	sw.events(fsm.Batch{Events: []fsm.Event{
+		{Index: 9, Type: fsm.EventDeleted, Key: "a", Holder: "h", Token: 5},
+		{Index: 9, Type: fsm.EventDeleted, Key: "b", Holder: "h", Token: 6},
+	}})
+	got = nil
+	_ = readSSE(strings.NewReader(rec.Body.String()), func(id, name string, data []byte) error {
+		got = append(got, fmt.Sprintf("%s %s %s", id, name, data))
+		return nil
+	})
+	if len(got) != 1 || got[0] != "9"+want[0] {
+		t.Fatalf("frames of a stream that may not read b: %q", got)
+	}
 }
 
 // gate is a proxy in front of a node that the test can shut: while shut, it
