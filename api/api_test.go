@@ -36,7 +36,14 @@ type testNode struct {
 	url  string
 }
 
-func startCluster(t *testing.T, size int) []*testNode {
+func startCluster(t testing.TB, size int) []*testNode {
+	t.Helper()
+	return startClusterWith(t, size, nil)
+}
+
+// startClusterWith is startCluster with each node's configuration edited
+// by tweak first.
+func startClusterWith(t testing.TB, size int, tweak func(*cluster.Config)) []*testNode {
 	t.Helper()
 	raftAddrs := testutil.FreeAddrs(t, size)
 	var peers []cluster.Peer
@@ -51,11 +58,15 @@ func startCluster(t *testing.T, size int) []*testNode {
 			t.Fatal(err)
 		}
 		log := hclog.New(&hclog.LoggerOptions{Name: p.ID, Level: hclog.Error})
-		n, err := cluster.New(cluster.Config{
+		cfg := cluster.Config{
 			ID: p.ID, DataDir: filepath.Join(base, p.ID), RaftBind: p.Addr, HTTPAdvertise: ln.Addr().String(), Peers: peers,
 			HeartbeatTimeout: 800 * time.Millisecond, ElectionTimeout: 800 * time.Millisecond, LeaderLeaseTimeout: 400 * time.Millisecond,
 			Logger: log,
-		})
+		}
+		if tweak != nil {
+			tweak(&cfg)
+		}
+		n, err := cluster.New(cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -79,7 +90,7 @@ func startCluster(t *testing.T, size int) []*testNode {
 	return out
 }
 
-func leaderOf(t *testing.T, nodes []*testNode) (lead *testNode, follower *testNode) {
+func leaderOf(t testing.TB, nodes []*testNode) (lead *testNode, follower *testNode) {
 	t.Helper()
 	testutil.Eventually(t, 10*time.Second, func() error {
 		lead, follower = nil, nil

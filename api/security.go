@@ -76,6 +76,14 @@ type ServerOptions struct {
 	// Credentials, when set, reports the state of the credentials in use
 	// (tokens digest, last reload and its error) in GET /v1/cluster.
 	Credentials func() *cluster.CredentialStatus
+	// WatchWriteTimeout ends a watch stream whose watcher did not read
+	// for that long (one write waited it); DefaultWatchWriteTimeout when
+	// zero.
+	WatchWriteTimeout time.Duration
+	// CORSOrigins are the origins whose pages may watch and read keys
+	// through a browser (as ParseCORSOrigins returns them; "*" is any
+	// origin, without credentials); none when empty.
+	CORSOrigins []string
 }
 
 // AuthEnabled reports whether requests must be authenticated.
@@ -108,6 +116,10 @@ func NewSecureServer(node Node, log hclog.Logger, o ServerOptions) *Server {
 		sec.log = o.Log
 	}
 	s.sec = sec
+	if o.WatchWriteTimeout > 0 {
+		s.watchWriteTimeout = o.WatchWriteTimeout
+	}
+	s.corsPolicy = newCORSPolicy(o.CORSOrigins)
 	return s
 }
 
@@ -168,7 +180,11 @@ func (s *Server) admit(w *statusWriter, r *http.Request) (*http.Request, bool) {
 	}
 	// A refused request is counted in the metrics under its route.
 	refuse := func(err error) (*http.Request, bool) {
-		writeErr(w, err)
+		if pattern == "GET /v1/watch" {
+			refuseWatch(w, err) // a limit: a stream an EventSource retries
+		} else {
+			writeErr(w, err)
+		}
 		r.Pattern = pattern
 		return r, false
 	}

@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 	"unicode"
 	"unicode/utf8"
@@ -68,6 +69,15 @@ type Server struct {
 	sec     *security // authentication and limits; nil: none (NewSecureServer sets it)
 	backups backupAuth
 	frames  frameCache // encoded watch events (watch.go)
+	// watchWriteTimeout bounds the wait for one write of a watch stream
+	// (ServerOptions.WatchWriteTimeout).
+	watchWriteTimeout time.Duration
+	// watching counts the watch streams being served.
+	watching atomic.Int64
+	// checks shares the streams' checks with the leader (watch_check.go).
+	checks indexChecks
+	// corsPolicy lets pages of other origins read (cors.go); nil: none.
+	corsPolicy *corsPolicy
 }
 
 // NewServer returns the API server of node.
@@ -83,7 +93,8 @@ func NewServer(node Node, log hclog.Logger) *Server {
 				IdleConnTimeout:     60 * time.Second,
 			},
 		},
-		mux: http.NewServeMux(),
+		mux:               http.NewServeMux(),
+		watchWriteTimeout: DefaultWatchWriteTimeout,
 	}
 	if n, ok := node.(interface{ ID() string }); ok {
 		if id := n.ID(); id != "" {
@@ -103,6 +114,10 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	setLeader(w.Header(), s.node.Leader)
 	sw := &statusWriter{ResponseWriter: w, status: http.StatusOK, leader: s.node.Leader}
+	if s.cors(sw, r) {
+		metrics.Requests.WithLabelValues("OPTIONS (preflight)", strconv.Itoa(sw.status)).Inc()
+		return
+	}
 	r, ok := s.admit(sw, r)
 	if ok {
 		s.mux.ServeHTTP(sw, r)

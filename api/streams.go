@@ -19,8 +19,9 @@ type streamLimits struct {
 
 // streams bounds the watches and blocking reads of each client identity (of
 // each IP address, when anonymous) with ServerOptions.MaxStreamsPerIdentity;
-// over it the request is refused with 429 too_many_watches. A plain read
-// of a key passes through uncounted.
+// over it the request is refused with 429 too_many_watches (a watch with a
+// stream that says so, which a browser's EventSource retries). A plain
+// read of a key passes through uncounted.
 func (s *Server) streams(h http.HandlerFunc) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		if !longLived(r) {
@@ -28,6 +29,10 @@ func (s *Server) streams(h http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		done, err := s.openStream(r)
+		if err != nil && r.URL.Path == "/v1/watch" {
+			refuseWatch(w, err) // a stream an EventSource retries, not a 429 that ends it
+			return
+		}
 		if err != nil {
 			writeErr(w, err)
 			return

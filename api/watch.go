@@ -8,20 +8,22 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/fenced/fenced/acl"
 	"github.com/fenced/fenced/client"
-
 	"github.com/fenced/fenced/cluster"
 	"github.com/fenced/fenced/fsm"
+	"github.com/fenced/fenced/metrics"
 )
 
 // ErrCompacted: a watch asked for history the node no longer holds (HTTP
 // 410, code "compacted"). Read the current state and watch from its index.
 var ErrCompacted = fsm.ErrCompacted
+
+// DefaultWatchWriteTimeout is how long a watch stream waits for one write
+// to a watcher that does not read before it ends the stream.
+const DefaultWatchWriteTimeout = 10 * time.Second
 
 // watchNode is what watches need of a node beyond Node.
 type watchNode interface {
@@ -40,6 +42,10 @@ func (s *Server) watchNode() (watchNode, error) {
 }
 
 func watchEventOf(ev fsm.Event) client.WatchEvent {
+	if ev.Type == fsm.EventDeleted {
+		// The key is gone: its last grant, and no state of its own.
+		return client.WatchEvent{Type: client.WatchDeleted, Index: ev.Index, Key: ev.Key, Holder: ev.Holder, Token: ev.Token, State: client.StateAbsent}
+	}
 	we := client.WatchEvent{Type: string(ev.Type), Index: ev.Index, Key: ev.Key, Holder: ev.Holder, Token: ev.Token, State: ev.State.String(),
 		TTL: ev.TTL.String(), PrevHolder: ev.PrevHolder, PrevToken: ev.PrevToken, Ended: string(ev.Ended), Value: ev.Value}
 	if ev.LockDelay > 0 {
@@ -185,6 +191,11 @@ func (s *Server) leaderReadIndex(ctx context.Context, r *http.Request) (uint64, 
 	if err != nil {
 		return 0, err
 	}
+	// A leader that is gone does not answer: give up as soon as another
+	// one is known, as a forwarded request does.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	go s.cancelOnLeaderChange(ctx, cancel, lid)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/v1/watch/index", nil)
 	if err != nil {
 		return 0, err
@@ -244,8 +255,10 @@ func parseWatch(r *http.Request) (watchRequest, error) {
 
 // watch serves GET /v1/watch as server-sent events. Any node serves it, from
 // its own applied state, once it applied the index a linearizable read
-// would be served at; every progress interval it confirms again with the
-// leader and sends a sync event, and it ends the stream when it cannot.
+// would be served at (a check that began after the request came); every
+// progress interval that passes without an event it confirms again (with a
+// check that began since it last sent anything) and sends a sync event,
+// and it ends the stream when it cannot.
 func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	wr, err := parseWatch(r)
 	if err != nil {
@@ -266,12 +279,23 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 	}
 	wn, err := s.watchNode()
 	if err != nil {
-		writeErr(w, err)
+		refuseWatch(w, err)
 		return
 	}
-	ctx := r.Context()
-	if _, err := s.readIndex(ctx, r, wn); err != nil {
-		writeErr(w, err)
+	ctx, arrived := r.Context(), time.Now()
+	check := func(ctx context.Context) (uint64, error) { return s.readIndex(ctx, r, wn) }
+	idx, err := s.checks.get(ctx, arrived, check)
+	if err != nil {
+		refuseWatch(w, err)
+		return
+	}
+	if !wr.fresh && wr.from > idx {
+		// No node served an id after the commit index the check found,
+		// which it took after this request came: this one is from
+		// another cluster, or from before a restore. What lies between
+		// cannot be told, so nothing is claimed current.
+		writeErr(w, fmt.Errorf("%w: index %d is after the cluster's commit index %d (an id from another cluster, or from before a restore); watch again without it",
+			fsm.ErrFuture, wr.from, idx))
 		return
 	}
 	var state []fsm.KeyState
@@ -284,15 +308,26 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer sub.Close()
-	w.Header().Set("Content-Type", "text/event-stream")
-	w.Header().Set("Cache-Control", "no-cache")
-	w.Header().Set("X-Accel-Buffering", "no")
+	s.watching.Add(1)
+	metrics.WatchStreams.Inc()
+	defer func() {
+		s.watching.Add(-1)
+		metrics.WatchStreams.Dec()
+	}()
+	sseHeader(w)
 	w.WriteHeader(http.StatusOK)
-	sw := &sseWriter{cache: &s.frames, w: w, rc: http.NewResponseController(w), readable: readable}
+	sw := &sseWriter{cache: &s.frames, w: w, rc: http.NewResponseController(w), timeout: s.watchWriteTimeout, readable: readable}
+	defer sw.end(s.log)
+	sw.retry(0)
 	for _, k := range state {
 		if readable == nil || readable(k.Key) {
 			sw.event("", client.WatchState, watchStateOf(k, wr.from))
 		}
+	}
+	if wr.fresh && wr.exact && len(state) == 0 {
+		// Said, not left to be inferred from silence: a watcher that
+		// resyncs learns that the key it knew is gone.
+		sw.event("", client.WatchState, client.WatchEvent{Type: client.WatchState, Index: wr.from, Key: wr.match, State: client.StateAbsent})
 	}
 	if !s.sendPoll(sw, sub) {
 		return
@@ -329,12 +364,16 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 				quiet.Reset(wr.progress - since)
 				continue
 			}
-			// Quiet: confirm this node is current, then say so.
+			// Quiet: confirm this node is current, then say so. Any
+			// check of this node's that began since this stream last
+			// sent anything will do: the streams of a node share them.
 			pctx, cancel := context.WithTimeout(ctx, wr.progress)
-			_, err := s.readIndex(pctx, r, wn)
+			_, err := s.checks.get(pctx, sent, check)
 			cancel()
 			if err != nil {
 				s.log.Debug("watch ends: cannot confirm it is current", "error", err)
+				metrics.WatchEnded.WithLabelValues("unconfirmed").Inc()
+				sw.unavailable(err)
 				return
 			}
 			if !s.sendPoll(sw, sub) {
@@ -344,6 +383,35 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 			quiet.Reset(wr.progress)
 		}
 	}
+}
+
+// refuseWatch answers a watch the node cannot serve. A refusal that may
+// pass (no leader, not ready, a limit: 503 or 429) is a stream that says so
+// and ends: a browser's EventSource stops for good on any other answer than
+// 200 text/event-stream, and reconnects after this one. Others (bad
+// parameters, credentials, a resume that cannot be served) are the JSON
+// error, which ends an EventSource as they should.
+func refuseWatch(w http.ResponseWriter, err error) {
+	code, status := codeOf(err)
+	if status != http.StatusServiceUnavailable && status != http.StatusTooManyRequests {
+		writeErr(w, err)
+		return
+	}
+	metrics.Refusals.WithLabelValues(code).Inc()
+	sseHeader(w)
+	w.WriteHeader(http.StatusOK)
+	sw := &sseWriter{w: w, rc: http.NewResponseController(w)}
+	sw.retry(retryHint(err))
+	sw.unavailable(err)
+}
+
+// retryHint returns the wait a limit asks for, or 0.
+func retryHint(err error) time.Duration {
+	var h interface{ RetryAfterHint() time.Duration }
+	if errors.As(err, &h) {
+		return h.RetryAfterHint()
+	}
+	return 0
 }
 
 // sendPoll sends what the subscription buffered and a sync event.
@@ -356,119 +424,4 @@ func (s *Server) sendPoll(sw *sseWriter, sub *fsm.Sub) bool {
 	sw.events(b)
 	sw.event(strconv.FormatUint(b.Through, 10), client.WatchSync, client.WatchEvent{Type: client.WatchSync, Index: b.Through})
 	return sw.flush()
-}
-
-// sseWriter writes server-sent events and remembers the first error.
-type sseWriter struct {
-	cache *frameCache
-	w     http.ResponseWriter
-	rc    *http.ResponseController
-	err   error
-	// readable, when set, is the key ACL's test of the keys the stream's
-	// identity may read: the events of other keys are not sent.
-	readable func(key string) bool
-}
-
-func (sw *sseWriter) event(id, name string, v client.WatchEvent) {
-	if sw.err != nil {
-		return
-	}
-	data, err := json.Marshal(v)
-	if err != nil {
-		sw.err = err
-		return
-	}
-	var b []byte
-	if id != "" {
-		b = append(b, "id: "+id+"\n"...)
-	}
-	b = append(b, "event: "+name+"\ndata: "...)
-	b = append(b, data...)
-	b = append(b, "\n\n"...)
-	_, sw.err = sw.w.Write(b)
-}
-
-func (sw *sseWriter) events(b fsm.Batch) bool {
-	for _, ev := range b.Events {
-		if sw.err != nil {
-			break
-		}
-		if sw.readable != nil && !sw.readable(ev.Key) {
-			continue
-		}
-		_, sw.err = sw.w.Write(sw.cache.frame(ev))
-	}
-	return sw.err == nil
-}
-
-// frameCache keeps the encoded frames of recent events: a thousand watchers
-// of one key get the same bytes, encoded once. The newest frame is read
-// without the lock, as every watcher of a busy key asks for it at once.
-type frameCache struct {
-	newest atomic.Pointer[cachedFrame]
-	mu     sync.Mutex
-	frames map[uint64][]byte
-	order  []uint64 // indexes in insertion order, for eviction
-}
-
-type cachedFrame struct {
-	index uint64
-	b     []byte
-}
-
-const frameCacheSize = 1024
-
-func (c *frameCache) frame(ev fsm.Event) []byte {
-	if f := c.newest.Load(); f != nil && f.index == ev.Index {
-		return f.b
-	}
-	c.mu.Lock()
-	b, ok := c.frames[ev.Index]
-	c.mu.Unlock()
-	if ok {
-		return b
-	}
-	data, _ := json.Marshal(watchEventOf(ev)) // a WatchEvent always encodes
-	b = make([]byte, 0, len(data)+64)
-	b = append(b, "id: "+strconv.FormatUint(ev.Index, 10)+"\nevent: "+string(ev.Type)+"\ndata: "...)
-	b = append(b, data...)
-	b = append(b, "\n\n"...)
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.frames == nil {
-		c.frames = make(map[uint64][]byte, frameCacheSize)
-	}
-	if cached, ok := c.frames[ev.Index]; ok {
-		return cached
-	}
-	if len(c.order) >= frameCacheSize {
-		delete(c.frames, c.order[0])
-		c.order = c.order[1:]
-	}
-	c.frames[ev.Index] = b
-	c.order = append(c.order, ev.Index)
-	if f := c.newest.Load(); f == nil || f.index < ev.Index {
-		c.newest.Store(&cachedFrame{index: ev.Index, b: b})
-	}
-	return b
-}
-
-func (sw *sseWriter) flush() bool {
-	if sw.err == nil {
-		sw.err = sw.rc.Flush()
-	}
-	return sw.err == nil
-}
-
-// reset tells the watcher the stream ends and it must resync.
-func (sw *sseWriter) reset(err error) {
-	reason := "closed"
-	switch {
-	case errors.Is(err, fsm.ErrLagged):
-		reason = "lagged"
-	case errors.Is(err, fsm.ErrReset):
-		reason = "restored"
-	}
-	sw.event("", client.WatchReset, client.WatchEvent{Type: client.WatchReset, Reason: reason})
-	sw.flush()
 }

@@ -389,8 +389,9 @@ func TestElectionCampaignObserveProclaimResign(t *testing.T) {
 	}
 }
 
-// stalledWriter is a response writer whose writes after the first block
-// until gate is closed: a watcher that stopped reading.
+// stalledWriter is a response writer whose writes after the first sync
+// event block until gate is closed: a watcher that stopped reading once
+// its stream started.
 type stalledWriter struct {
 	h       http.Header
 	gate    chan struct{}
@@ -398,7 +399,7 @@ type stalledWriter struct {
 	once    sync.Once
 	mu      sync.Mutex
 	buf     strings.Builder
-	writes  int
+	synced  bool
 }
 
 func (w *stalledWriter) Header() http.Header { return w.h }
@@ -407,10 +408,10 @@ func (w *stalledWriter) FlushError() error   { return nil }
 
 func (w *stalledWriter) Write(p []byte) (int, error) {
 	w.mu.Lock()
-	w.writes++
-	n := w.writes
+	stall := w.synced
+	w.synced = w.synced || strings.Contains(string(p), "event: sync")
 	w.mu.Unlock()
-	if n > 1 {
+	if stall {
 		w.once.Do(func() { close(w.stalled) })
 		<-w.gate
 	}

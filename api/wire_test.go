@@ -53,6 +53,8 @@ func TestWatchEventsAreTheClients(t *testing.T) {
 			State: fsm.Held, PrevHolder: "h0", PrevToken: tok, Ended: fsm.EventExpired}),
 			client.WatchEvent{Type: client.WatchHandedOff, Index: 47, Key: "jobs/a", Holder: "h1", Token: tok + 1, State: "held", TTL: "1m0s", LockDelay: "1s",
 				PrevHolder: "h0", PrevToken: tok, Ended: client.WatchExpired}},
+		{watchEventOf(fsm.Event{Index: 52, Type: fsm.EventDeleted, Key: "jobs/a", Holder: "h1", Token: tok + 1}),
+			client.WatchEvent{Type: client.WatchDeleted, Index: 52, Key: "jobs/a", Holder: "h1", Token: tok + 1, State: client.StateAbsent}},
 		{watchStateOf(fsm.KeyState{Key: "k", Holder: "h", Token: tok, State: fsm.Held, TTL: time.Second}, 41),
 			client.WatchEvent{Type: client.WatchState, Index: 41, Key: "k", Holder: "h", Token: tok, State: "held", TTL: "1s"}},
 	} {

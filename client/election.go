@@ -210,7 +210,9 @@ func (e *Election) Leader(ctx context.Context) (Leader, error) {
 // Observe reports the leader, and every change of it (a new leader, a new
 // value, no leader), until ctx ends. It never reports a leader whose token
 // is lower than one it reported: after a reconnection to a node that lags,
-// an older leadership is skipped, not reported again.
+// an older leadership is skipped, not reported again. After a resync (the
+// stream could not be resumed) it reports the leader the current state
+// shows, or that nobody leads when the key is gone (reclaimed).
 func (e *Election) Observe(ctx context.Context) <-chan Leader {
 	out := make(chan Leader, 16)
 	go func() {
@@ -235,11 +237,33 @@ func (e *Election) Observe(ctx context.Context) <-chan Leader {
 type observer struct {
 	last Leader
 	seen bool
+	// resync is set by a reset until the sync that ends the resync;
+	// stated says whether a state of the key came meanwhile.
+	resync, stated bool
 }
 
 func (o *observer) next(name string, ev WatchEvent) (Leader, bool) {
 	switch ev.Type {
-	case WatchSync, WatchReset, WatchError:
+	case WatchReset:
+		// The stream starts over from the current state: whatever
+		// happened meanwhile (the leader resigned, the key was reclaimed)
+		// is in the state that comes before the next sync.
+		o.resync, o.stated = true, false
+		return Leader{}, false
+	case WatchState:
+		o.stated = true
+	case WatchSync:
+		if !o.resync {
+			return Leader{}, false
+		}
+		o.resync = false
+		if o.stated {
+			return Leader{}, false
+		}
+		// A resync without a state of the key (a server that does not
+		// send an absent state): the key does not exist.
+		return o.none(name, ev.Index, 0)
+	case WatchError:
 		return Leader{}, false
 	case WatchLockDelayEnded:
 		// The key may be granted again: news for candidates, not for
@@ -247,10 +271,29 @@ func (o *observer) next(name string, ev WatchEvent) (Leader, bool) {
 		// before the stream's state), which said there was no leader.
 		return Leader{}, false
 	}
+	if ev.State == StateAbsent {
+		// Deleted (reclaimed), or absent when the stream started.
+		return o.none(name, ev.Index, ev.Token)
+	}
 	l := Leader{Name: name, Token: ev.Token, Index: ev.Index}
 	if ev.State == "held" {
 		l.Holder, l.Value = ev.Holder, ev.Value
 	}
+	return o.report(l)
+}
+
+// none reports that nobody leads any more, keeping the highest token seen.
+// A key that is absent before any leader was reported says nothing new: an
+// observer reports leaders, and that one ended.
+func (o *observer) none(name string, index uint64, tok fence.Token) (Leader, bool) {
+	if !o.seen {
+		return Leader{}, false
+	}
+	return o.report(Leader{Name: name, Token: max(tok, o.last.Token), Index: index})
+}
+
+// report returns l unless it says nothing new, or goes back.
+func (o *observer) report(l Leader) (Leader, bool) {
 	if o.seen && (l.Token < o.last.Token || l.Token == o.last.Token && l.Holder == o.last.Holder && l.Value == o.last.Value) {
 		return Leader{}, false
 	}

@@ -232,13 +232,16 @@ type KeepaliveResult struct {
 
 // WatchEvent is one event of a watch stream (the data of a server-sent
 // event, whose name is Type). Changes of keys (Watch* below: granted,
-// renewed, released, force_released, expired, lock_delay_ended, handed_off)
-// carry the key's grant after the change; lock_delay_ended names the
-// expired grant whose lock-delay ran out, with no new grant; "state" gives
-// a key's current state when a stream starts without a resume index;
-// "sync" says every change up to Index was sent; "reset" says the stream
-// ends and the watcher must resync from a fresh read (Reason: lagged,
-// restored).
+// renewed, released, force_released, expired, lock_delay_ended, handed_off,
+// deleted) carry the key's grant after the change; lock_delay_ended names
+// the expired grant whose lock-delay ran out, with no new grant; deleted
+// names the last grant of a key a reclamation forgot (State StateAbsent);
+// "state" gives a key's current state when a stream starts without a
+// resume index (StateAbsent for a watched key that does not exist); "sync"
+// says every change up to Index was sent; "reset" says the stream ends and
+// the watcher must resync from a fresh read (Reason: lagged, restored, or
+// the client's own compacted); "unavailable" says the node cannot serve
+// the stream now (Reason: the error code).
 type WatchEvent struct {
 	Type      string      `json:"type"`
 	Index     uint64      `json:"index"`
@@ -283,11 +286,22 @@ const (
 	WatchDeleted = "deleted"
 )
 
+// StateAbsent is the State of a key that does not exist: in a deleted
+// event, and in the state event that a fresh watch of one key sends when
+// the key does not exist.
+const StateAbsent = "absent"
+
 // Watch event types beyond the changes of a key.
 const (
 	WatchState = "state"
 	WatchSync  = "sync"
 	WatchReset = "reset"
+	// WatchUnavailable: the node cannot serve a stream yet (no leader, not
+	// ready, a limit; Reason is the error code) and ends the stream; try
+	// again later, or another node. A node answers so instead of a 503 or
+	// a 429, which would stop a browser's EventSource for good. The Go
+	// client does not deliver it: it moves on to another endpoint.
+	WatchUnavailable = "unavailable"
 	// WatchError is the Go client's last event of a watch the cluster
 	// refused for good; Reason says why. Servers never send it.
 	WatchError = "error"

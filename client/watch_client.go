@@ -47,11 +47,16 @@ type WatchOptions struct {
 // watch the cluster refuses for good (bad parameters, credentials) ends with
 // one "error" event whose Reason says why.
 // It reconnects by itself, to any endpoint, resuming after the last index it
-// delivered. When the server cannot resume (the history was compacted, the
-// watcher lagged, the state was restored) it delivers a "reset" event, then
-// the current state again as "state" events and a "sync": whoever builds a
-// view from the events starts over at a reset. Events of a key arrive in log
-// order; the tokens of its grants strictly increase.
+// delivered; a node that cannot serve a stream yet (an "unavailable" event,
+// or a 503) is not reported, only asked again later or passed over. When the
+// server cannot resume (the history was compacted or replaced by a restore,
+// the index is after the cluster's, the watcher lagged, the state was
+// restored) it delivers a "reset" event, then the current state again as
+// "state" events and a "sync": whoever builds a view from the events starts
+// over at a reset. Events of a key arrive in log order; the tokens of its
+// grants strictly increase. The deleted events of one reclamation share an
+// index; they are delivered once the last of them (the one with the entry's
+// id) came, so a stream cut among them delivers each once all the same.
 func (c *Client) Watch(ctx context.Context, o WatchOptions) <-chan WatchEvent {
 	out := make(chan WatchEvent, 64)
 	go func() {
@@ -152,11 +157,16 @@ func (c *Client) watchOnce(ctx context.Context, endpoint string, o WatchOptions,
 		}
 		return 0, e
 	}
-	c.learnLeader("", "", "", endpoint)
 	var (
 		last uint64
 		dec  eventDecoder
 		ev   WatchEvent // one for the stream: decoding into it allocates nothing
+		// held keeps the events of an entry until the one with its id:
+		// a stream cut among them is resumed from before the entry,
+		// which sends them all again.
+		held []WatchEvent
+		// served is set by the first event of a stream the node serves.
+		served bool
 	)
 	sr := newSSEReader(resp.Body)
 	for {
@@ -169,9 +179,30 @@ func (c *Client) watchOnce(ctx context.Context, endpoint string, o WatchOptions,
 			return last, fmt.Errorf("watch: bad event %q: %w", name, err)
 		}
 		ev.Type = eventName(name)
-		if ev.Type == WatchReset {
+		switch ev.Type {
+		case WatchReset:
 			return last, c.emitReset(ctx, out, ev.Reason)
+		case WatchUnavailable:
+			// The node cannot serve a stream now; another may.
+			return last, &Error{Status: StatusOfCode(ev.Reason),
+				ErrorResponse: ErrorResponse{Code: ev.Reason, Message: "the node cannot serve a watch now"}}
 		}
+		if !served {
+			served = true
+			c.learnLeader("", "", "", endpoint)
+		}
+		if len(id) == 0 && isChange(ev.Type) {
+			held = append(held, ev)
+			continue
+		}
+		for _, h := range held {
+			select {
+			case out <- h:
+			case <-ctx.Done():
+				return last, ctx.Err()
+			}
+		}
+		held = held[:0]
 		select {
 		case out <- ev:
 		case <-ctx.Done():
@@ -185,6 +216,17 @@ func (c *Client) watchOnce(ctx context.Context, endpoint string, o WatchOptions,
 			last = n
 		}
 	}
+}
+
+// isChange reports whether an event of type t is a change of a key (each
+// carries its entry's index as its id, or, among the many events of one
+// entry, the last does).
+func isChange(t string) bool {
+	switch t {
+	case WatchState, WatchSync, WatchReset, WatchError, WatchUnavailable:
+		return false
+	}
+	return true
 }
 
 // idleTimer calls a function when it was not touched for a while. A touch

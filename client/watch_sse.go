@@ -155,6 +155,8 @@ func eventName(b []byte) string {
 		return WatchSync
 	case WatchReset:
 		return WatchReset
+	case WatchUnavailable:
+		return WatchUnavailable
 	case "held":
 		return "held"
 	case "lagged":

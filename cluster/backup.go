@@ -262,8 +262,12 @@ func (n *Node) restorePlan(meta BackupMeta, img *fsm.Image, term, lastIndex uint
 	// The image becomes a state of this cluster's log: its applied index is
 	// this log's, not the one the backup had where it was taken, so raft
 	// keeps its own index and the FSM never reports an index raft has not
-	// reached.
-	img.Applied = lastIndex
+	// reached. It is one past the last entry: raft installs the snapshot
+	// after that entry, and a watcher that saw the state at the last entry
+	// and resumes from there is refused (it would miss the restore). The
+	// feed moves the label up again past any entry raft appended meanwhile
+	// (fsm.Feed.anchor).
+	img.Applied = lastIndex + 1
 	img.ClusterID = n.fsm.ClusterID()
 	img.Members = n.fsm.Members()
 	for i, k := range img.Keys {

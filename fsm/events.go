@@ -3,6 +3,7 @@ package fsm
 import (
 	"context"
 	"errors"
+	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -40,8 +41,10 @@ const (
 	// EventHandedOff: the grant ended (Ended says how) and the first waiter
 	// got the key in the same entry; Prev* name the ended grant.
 	EventHandedOff EventType = "handed_off"
-	// EventDeleted: the key was forgotten (reclaimed). Reserved for the
-	// command that reclaims keys; no command emits it yet.
+	// EventDeleted: a reclamation forgot the key, whose last grant had
+	// ended: Holder and Token name that grant, State is 0 (no state). One
+	// entry forgets many keys: its events share its index, in the
+	// entry's order.
 	EventDeleted EventType = "deleted"
 )
 
@@ -98,9 +101,6 @@ func change(cmd Command, res *Result, index uint64) (Event, bool) {
 		}
 		return eventOf(EventLockDelayEnded, res.Key, index), true
 	default:
-		// A reclamation forgets keys whose last grant already ended (their
-		// end was an event); it is not reported yet: one entry forgets many
-		// keys, and a stream's ids are one per log index (see WATCH.md).
 		return Event{}, false
 	}
 	if !res.Changed {
@@ -123,6 +123,11 @@ var (
 	// ErrCompacted: the history a subscription needs (from its index on) is
 	// no longer held; read the current state and watch from its index.
 	ErrCompacted = errors.New("fsm: the watch history from that index is no longer held")
+	// ErrFuture: a subscription asked for the changes after an index this
+	// node has not applied (an id kept from another cluster, or from
+	// before a restore): what it would skip cannot be told. It is a kind
+	// of ErrCompacted (errors.Is): resync from a fresh read.
+	ErrFuture error = futureError{}
 	// ErrLagged: the watcher fell too far behind and its buffer was dropped;
 	// it skipped nothing, but must resync from a fresh read.
 	ErrLagged = errors.New("fsm: the watcher fell too far behind")
@@ -133,6 +138,15 @@ var (
 	ErrClosed = errors.New("fsm: subscription closed")
 )
 
+type futureError struct{}
+
+func (futureError) Error() string {
+	return "fsm: the watch index is after the last entry this node applied"
+}
+
+// Is makes a future index a kind of compacted history.
+func (futureError) Is(target error) bool { return target == ErrCompacted }
+
 // Defaults of a Feed.
 const (
 	// DefaultHistory is the number of recent events a node keeps for
@@ -141,6 +155,11 @@ const (
 	// DefaultPending is how many undelivered events a watcher may have
 	// beyond its initial backlog before it is told it lagged.
 	DefaultPending = 4096
+	// catchupChunk is how many events of the history a subscription that
+	// resumes from the past reads per poll, under the feed's lock: the
+	// apply path, which publishes under that lock, waits for at most this
+	// many, however long the backlog.
+	catchupChunk = 1024
 )
 
 // Feed is the FSM's event feed: a bounded ring of recent events and the
@@ -154,6 +173,14 @@ type Feed struct {
 	n     int // events held
 	since uint64
 	last  atomic.Uint64
+	// gen counts resets: a subscription still taking its backlog from the
+	// history notices a reset by it.
+	gen uint64
+	// unanchored is set from a reset until the first entry after it is
+	// applied (anchor); read without the lock on the apply path.
+	unanchored atomic.Bool
+	// chunk bounds the events a catching-up subscription reads per poll.
+	chunk int
 	// noted is the index of the last command entry applied to the state,
 	// written under the FSM's lock (see KeysAt).
 	noted   atomic.Uint64
@@ -166,7 +193,7 @@ type Feed struct {
 }
 
 func newFeed() *Feed {
-	return &Feed{ring: make([]Event, DefaultHistory), pending: DefaultPending,
+	return &Feed{ring: make([]Event, DefaultHistory), pending: DefaultPending, chunk: catchupChunk,
 		byKey: make(map[string]map[*Sub]struct{}), prefixed: make(map[*Sub]struct{})}
 }
 
@@ -228,9 +255,46 @@ func (fd *Feed) Since() uint64 {
 	return fd.since
 }
 
-// note appends the change a command made, if any, to changes.
+// anchor is told of each entry applied (its index, whatever its type)
+// while the FSM's lock is held. The first one after a reset moves the start
+// of the history up to the index before it: the state was replaced by a
+// snapshot whose own label may be lower than indexes some node served
+// before it (a backup restored into a running cluster labels its state
+// with an index of this log, while raft puts the snapshot after every entry
+// it had), and every entry between the snapshot and this one changed no
+// key. A watcher that resumes from any index served before the snapshot is
+// then refused, and one from the restored state's own indexes is not.
+func (fd *Feed) anchor(index uint64) {
+	if !fd.unanchored.Load() {
+		return
+	}
+	fd.mu.Lock()
+	defer fd.mu.Unlock()
+	if !fd.unanchored.Swap(false) {
+		return
+	}
+	if index == 0 || index-1 <= fd.since {
+		return
+	}
+	fd.since = index - 1
+	if fd.last.Load() < fd.since {
+		fd.last.Store(fd.since)
+	}
+	if fd.noted.Load() < fd.since {
+		fd.noted.Store(fd.since)
+	}
+}
+
+// note appends the changes a command made, if any, to changes: one for
+// most, one per forgotten key for a reclamation.
 func (fd *Feed) note(changes []Event, cmd Command, res *Result, index uint64) []Event {
 	fd.noted.Store(index)
+	if _, ok := cmd.(Reclaim); ok && res != nil && res.Reclaim != nil {
+		for _, k := range res.Reclaim.Forgotten {
+			changes = append(changes, Event{Index: index, Type: EventDeleted, Key: k.Key, Holder: k.Holder, Token: k.Token})
+		}
+		return changes
+	}
 	if ev, ok := change(cmd, res, index); ok {
 		changes = append(changes, ev)
 	}
@@ -242,13 +306,28 @@ func (fd *Feed) note(changes []Event, cmd Command, res *Result, index uint64) []
 func (fd *Feed) publish(changes []Event, last uint64) {
 	fd.mu.Lock()
 	defer fd.mu.Unlock()
-	for _, ev := range changes {
-		fd.push(ev)
-		for s := range fd.byKey[ev.Key] {
-			fd.offer(s, ev)
+	for len(changes) > 0 {
+		// The changes of one entry (a reclamation's are many) reach a
+		// watcher together: a poll never takes part of an entry.
+		n := 1
+		for n < len(changes) && changes[n].Index == changes[0].Index {
+			n++
+		}
+		entry := changes[:n]
+		changes = changes[n:]
+		for _, ev := range entry {
+			fd.push(ev)
+			// A key is changed once per entry: its watchers get one event.
+			for s := range fd.byKey[ev.Key] {
+				fd.offer(s, ev)
+			}
 		}
 		for s := range fd.prefixed {
-			fd.offer(s, ev)
+			if len(entry) == 1 {
+				fd.offer(s, entry[0])
+			} else if !s.offerAll(entry) {
+				fd.remove(s)
+			}
 		}
 	}
 	if last > fd.last.Load() {
@@ -261,6 +340,15 @@ func (fd *Feed) offer(s *Sub, ev Event) {
 	if s.matches(ev) && !s.offer(ev) {
 		fd.remove(s)
 	}
+}
+
+// at returns the i-th oldest event of the history. The caller holds fd.mu.
+func (fd *Feed) at(i int) Event { return fd.ring[(fd.start+i)%len(fd.ring)] }
+
+// after returns the position in the history of the first event after index
+// (fd.n when none). The history is in log order. The caller holds fd.mu.
+func (fd *Feed) after(index uint64) int {
+	return sort.Search(fd.n, func(i int) bool { return fd.ring[(fd.start+i)%len(fd.ring)].Index > index })
 }
 
 func (fd *Feed) push(ev Event) {
@@ -280,11 +368,14 @@ func (fd *Feed) push(ev Event) {
 
 // reset empties the history after the state was replaced (a snapshot was
 // restored, or the FSM was emptied) at index applied; every subscription
-// ends with ErrReset.
+// ends with ErrReset. The history then starts at applied until the first
+// entry after the replaced state is applied (see anchor).
 func (fd *Feed) reset(applied uint64) {
 	fd.mu.Lock()
 	defer fd.mu.Unlock()
 	fd.start, fd.n, fd.since = 0, 0, applied
+	fd.unanchored.Store(true)
+	fd.gen++
 	fd.last.Store(applied)
 	fd.noted.Store(applied)
 	for _, set := range fd.byKey {
@@ -302,22 +393,89 @@ func (fd *Feed) reset(applied uint64) {
 // Subscribe starts a subscription to the changes of keys with prefix (or of
 // the key itself when exact) made by entries after index from. The events
 // after from that the history holds are its first events. It fails with
-// ErrCompacted when the history no longer reaches back to from.
+// ErrCompacted when the history no longer reaches back to from, and with
+// ErrFuture when from is after the last entry applied (wait until the
+// node applied an index before subscribing from it).
+//
+// It copies nothing under the feed's lock: a subscription with a backlog
+// holds a cursor into the history and takes the backlog a chunk per poll,
+// then joins the live feed once it reached the newest event.
 func (fd *Feed) Subscribe(prefix string, exact bool, from uint64) (*Sub, error) {
 	fd.mu.Lock()
 	defer fd.mu.Unlock()
 	if from < fd.since {
 		return nil, ErrCompacted
 	}
-	s := &Sub{feed: fd, prefix: prefix, exact: exact, from: from, pending: fd.pending, wake: make(chan struct{}, 1)}
-	for i := 0; i < fd.n; i++ {
-		if ev := fd.ring[(fd.start+i)%len(fd.ring)]; ev.Index > from && s.matches(ev) {
-			s.buf = append(s.buf, ev)
+	if from > fd.last.Load() {
+		// Also while a replaced state awaits its first entry (anchor):
+		// no index after its own was served from it yet.
+		return nil, ErrFuture
+	}
+	s := &Sub{feed: fd, prefix: prefix, exact: exact, from: from, pending: fd.pending, wake: make(chan struct{}, 1),
+		cursor: from, gen: fd.gen}
+	if fd.n == 0 || fd.at(fd.n-1).Index <= from {
+		s.goLive()
+	} else {
+		s.signal() // a backlog to take: the first poll starts on it
+	}
+	return s, nil
+}
+
+// goLive makes s hear of new events from publish. The caller holds fd.mu.
+func (s *Sub) goLive() {
+	s.live.Store(true)
+	s.mu.Lock()
+	s.max = s.pending
+	s.mu.Unlock()
+	s.feed.add(s)
+}
+
+// catchUp takes the next chunk of s's backlog from the history into buf,
+// and joins the live feed when it reached the newest event. The chunk never
+// ends inside the events of one entry, so every batch ends at an entry's
+// end.
+func (s *Sub) catchUp(buf []Event) (Batch, error) {
+	fd := s.feed
+	fd.mu.Lock()
+	defer fd.mu.Unlock()
+	s.mu.Lock()
+	err := s.err
+	s.mu.Unlock()
+	switch {
+	case err != nil:
+		return Batch{}, err
+	case s.gen != fd.gen:
+		s.fail(ErrReset)
+		return Batch{}, ErrReset
+	case s.cursor < fd.since:
+		// The history moved past what it had yet to take.
+		s.fail(ErrLagged)
+		return Batch{}, ErrLagged
+	}
+	i := fd.after(s.cursor)
+	end := min(fd.n, i+max(fd.chunk, 1))
+	for end < fd.n && fd.at(end).Index == fd.at(end-1).Index {
+		end++
+	}
+	out := buf[:0]
+	for j := i; j < end; j++ {
+		if ev := fd.at(j); s.matches(ev) {
+			out = append(out, ev)
 		}
 	}
-	s.max = len(s.buf) + fd.pending
-	fd.add(s)
-	return s, nil
+	if end > i {
+		s.cursor = fd.at(end - 1).Index
+	}
+	through := s.cursor
+	if end == fd.n {
+		// Publish takes the same lock: no event falls between the
+		// history read and the live feed.
+		s.goLive()
+		through = max(through, fd.last.Load())
+	} else {
+		s.signal()
+	}
+	return Batch{Events: out, Through: through}, nil
 }
 
 // Changed reports whether the history holds a change of key after index
@@ -351,6 +509,13 @@ type Sub struct {
 	wake   chan struct{}
 	// pending bounds the buffer once the initial backlog was taken.
 	pending int
+	// live is set once the subscription took its backlog from the history
+	// and hears of new events from publish. Before, cursor is the index
+	// through which it took the history, and gen the feed's generation it
+	// started in. Only the poller moves them, under the feed's lock.
+	live   atomic.Bool
+	cursor uint64
+	gen    uint64
 
 	mu  sync.Mutex
 	max int
@@ -381,6 +546,37 @@ func (s *Sub) offer(ev Event) bool {
 		return false
 	}
 	s.buf = append(s.buf, ev)
+	s.signal()
+	return true
+}
+
+// offerAll buffers the events of one entry that s follows, all or none;
+// false when the watcher lagged and the subscription ended.
+func (s *Sub) offerAll(entry []Event) bool {
+	n := 0
+	for _, ev := range entry {
+		if s.matches(ev) {
+			n++
+		}
+	}
+	if n == 0 {
+		return true
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.err != nil {
+		return false
+	}
+	if len(s.buf)+n > s.max {
+		s.buf, s.err = nil, ErrLagged
+		s.signal()
+		return false
+	}
+	for _, ev := range entry {
+		if s.matches(ev) {
+			s.buf = append(s.buf, ev)
+		}
+	}
 	s.signal()
 	return true
 }
@@ -436,6 +632,9 @@ func (s *Sub) Poll() (Batch, error) { return s.PollInto(nil) }
 // events of its previous batch, once done with them, so that buffering an
 // event for each of a thousand watchers allocates nothing.
 func (s *Sub) PollInto(buf []Event) (Batch, error) {
+	if !s.live.Load() {
+		return s.catchUp(buf)
+	}
 	// Last is read before the buffer: every event up to it is buffered by
 	// now.
 	through := max(s.feed.Last(), s.from)

@@ -206,3 +206,115 @@ func TestValueIsKeptEncodedAndSnapshotted(t *testing.T) {
 		t.Fatalf("snapshot without values: version %d, %v", buf.Bytes()[4], err)
 	}
 }
+
+// TestResumeFromBeforeARestoredStateIsRefused: a state restored from a
+// snapshot labelled with a lower index than entries this node applied
+// before (a backup restored while entries were being appended: raft puts
+// the snapshot after them) refuses every resume from the indexes served
+// before it, both before and after the first entry that follows it, and
+// serves the restored state's own indexes.
+func TestResumeFromBeforeARestoredStateIsRefused(t *testing.T) {
+	a := &applier{f: New(Config{})}
+	for i := 0; i < 5; i++ {
+		a.at(1, Acquire{Key: "k", Holder: "h", TTL: time.Duration(i+1) * time.Second})
+	}
+	img := a.f.Image()
+	img.Applied = 3 // labelled before entries 4 and 5, which it replaces
+	var buf bytes.Buffer
+	if err := img.Encode(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.f.Restore(nopCloser{bytes.NewReader(buf.Bytes())}); err != nil {
+		t.Fatal(err)
+	}
+	for _, from := range []uint64{4, 5} {
+		if _, err := a.f.Feed().Subscribe("", false, from); !errors.Is(err, ErrCompacted) {
+			t.Fatalf("resume from %d, served before the restore: %v, want ErrCompacted", from, err)
+		}
+	}
+	if _, cut := a.f.KeysAt("", false); cut != 3 {
+		t.Fatalf("the restored state's index is %d, want 3", cut)
+	}
+	// Raft put the snapshot at 7; the next entry is 8.
+	a.index = 7
+	a.at(2, Acquire{Key: "other", Holder: "h", TTL: time.Second})
+	for _, from := range []uint64{3, 4, 5, 6} {
+		if _, err := a.f.Feed().Subscribe("", false, from); !errors.Is(err, ErrCompacted) {
+			t.Fatalf("resume from %d, before the snapshot raft placed at 7: %v, want ErrCompacted", from, err)
+		}
+	}
+	s, err := a.f.Feed().Subscribe("", false, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := drain(t, s); len(b.Events) != 1 || b.Events[0].Index != 8 {
+		t.Fatalf("resume from 7: %+v", b)
+	}
+}
+
+// TestSubscribeFromAFutureIndexIsRefused: an index after the last entry the
+// node applied names a change the node has not seen (an id kept from
+// another cluster, or from before a restore); a subscription from it would
+// skip every change up to it, so it is refused.
+func TestSubscribeFromAFutureIndexIsRefused(t *testing.T) {
+	a := &applier{f: New(Config{})}
+	a.at(1, Acquire{Key: "k", Holder: "h", TTL: time.Second})
+	if _, err := a.f.Feed().Subscribe("k", true, 999999); !errors.Is(err, ErrCompacted) || !errors.Is(err, ErrFuture) {
+		t.Fatalf("subscribe from 999999 at index 1: %v, want ErrFuture (a kind of ErrCompacted)", err)
+	}
+	if _, err := a.f.Feed().Subscribe("k", true, 1); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestReclaimTellsEachForgottenKey: a reclamation entry that forgets keys is
+// a deleted event per key it forgot, in the entry's order, all with the
+// entry's index and the last grant of the key; a key it kept is no event. A
+// prefix watcher takes the events of one entry in one poll, never split.
+func TestReclaimTellsEachForgottenKey(t *testing.T) {
+	a := &applier{f: New(Config{})}
+	grants := map[string]*Result{}
+	for _, k := range []string{"r/a", "r/b", "r/c", "r/held"} {
+		grants[k] = a.at(1, Acquire{Key: k, Holder: "h-" + k, TTL: time.Second})
+		if k != "r/held" {
+			a.at(1, Release{Key: k, Holder: "h-" + k, Token: grants[k].Key.Token})
+		}
+	}
+	s, err := a.f.Feed().Subscribe("r/", false, a.index)
+	if err != nil {
+		t.Fatal(err)
+	}
+	exact, _ := a.f.Feed().Subscribe("r/b", true, a.index)
+	res := a.at(2, Reclaim{Keys: []ReclaimKey{
+		{Key: "r/b", Token: grants["r/b"].Key.Token},
+		{Key: "r/held", Token: grants["r/held"].Key.Token}, // held: kept
+		{Key: "r/a", Token: grants["r/a"].Key.Token},
+		{Key: "r/c", Token: grants["r/c"].Key.Token + 1}, // not its token: kept
+	}})
+	if res.Reclaim == nil || res.Reclaim.Reclaimed != 2 {
+		t.Fatalf("reclaim: %+v", res.Reclaim)
+	}
+	b := drain(t, s)
+	if len(b.Events) != 2 {
+		t.Fatalf("events of the reclamation: %+v", b.Events)
+	}
+	for i, k := range []string{"r/b", "r/a"} {
+		ev := b.Events[i]
+		if ev.Type != EventDeleted || ev.Key != k || ev.Index != a.index || ev.Holder != "h-"+k || ev.Token != grants[k].Key.Token {
+			t.Fatalf("event %d: %+v, want %s deleted at %d with its last grant", i, ev, k, a.index)
+		}
+	}
+	if b := drain(t, exact); len(b.Events) != 1 || b.Events[0].Key != "r/b" || b.Events[0].Type != EventDeleted {
+		t.Fatalf("the watcher of r/b: %+v", b.Events)
+	}
+	// A watcher that resumes from before the entry takes it whole, even
+	// with a chunk of one event.
+	a.f.Feed().chunk = 1
+	r, err := a.f.Feed().Subscribe("r/", false, a.index-1)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b := drain(t, r); len(b.Events) != 2 {
+		t.Fatalf("a resume from before the reclamation took %+v in its first poll", b.Events)
+	}
+}

@@ -325,6 +325,9 @@ func (f *FSM) ApplyBatch(logs []*raft.Log) []interface{} {
 	var notices []notice
 	var changes []Event
 	f.mu.Lock()
+	if len(logs) > 0 {
+		f.feed.anchor(logs[0].Index)
+	}
 	for i, l := range logs {
 		if l.Type != raft.LogCommand {
 			continue

@@ -60,6 +60,9 @@ type ReclaimResult struct {
 	Reclaimed, Skipped int
 	// Raised is true when the entry raised the epoch floor.
 	Raised bool
+	// Forgotten holds the last grant of each key forgotten, in the
+	// entry's order: the watchers' deleted events.
+	Forgotten []KeyState
 }
 
 func (c Reclaim) encode(b []byte) []byte {
@@ -108,6 +111,7 @@ func (f *FSM) reclaim(c Reclaim, pos logPos) *Result {
 			continue
 		}
 		f.hist.retire(Retired{Key: rk.Key, RequestID: f.requestID(rk.Key, e), Token: e.token, Owner: OwnerOf(f.holderOf(rk.Key, e))}, f.policy(!c.legacy))
+		rr.Forgotten = append(rr.Forgotten, f.keyState(rk.Key, e))
 		f.forget(rk.Key)
 		rr.Reclaimed++
 	}

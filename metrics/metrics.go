@@ -55,6 +55,11 @@ var (
 		Help: "Batch requests served, by operation (verify, keepalive)."}, []string{"op"})
 	BatchItems = promauto.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "batch_items_total",
 		Help: "Items (checks, holders) in the batch requests served, by operation (verify, keepalive)."}, []string{"op"})
+	WatchStreams = promauto.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "watch_streams",
+		Help: "Watch streams being served by this node."})
+	WatchEnded = promauto.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "watch_streams_ended_total",
+		Help: "Watch streams that ended other than by the watcher, by reason: slow (a write waited the write timeout), gone (the connection failed), lagged, restored, closed, unconfirmed (the node could not confirm it is current)."},
+		[]string{"reason"})
 	Requests = promauto.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "http_requests_total",
 		Help: "HTTP API requests, by route and status code."}, []string{"route", "code"})
 	RaftPeerRefusals = promauto.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "raft_peer_refusals_total",

@@ -4,8 +4,11 @@ import (
 	"bytes"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/fenced/fenced/api"
 )
 
 // TestVersionFlag: --version needs no other flag and skips their checks.
@@ -28,5 +31,38 @@ func TestHelpListsEnvironment(t *testing.T) {
 		if !strings.Contains(b.String(), want) {
 			t.Fatalf("environment usage %q lacks %s", b.String(), want)
 		}
+	}
+}
+
+// TestWatchWriteTimeoutFlag: the watch write timeout defaults to the API's,
+// and a value that would never end a stuck stream is refused.
+func TestWatchWriteTimeoutFlag(t *testing.T) {
+	o, err := parseFlags(nil)
+	if err != nil || o.watchWriteTimeout != api.DefaultWatchWriteTimeout {
+		t.Fatalf("default: %v, %v", o, err)
+	}
+	if o, err := parseFlags([]string{"--watch-write-timeout", "3s"}); err != nil || o.watchWriteTimeout != 3*time.Second {
+		t.Fatalf("3s: %v, %v", o, err)
+	}
+	for _, bad := range []string{"0", "-1s"} {
+		if _, err := parseFlags([]string{"--watch-write-timeout", bad}); err == nil || !strings.Contains(err.Error(), "watch-write-timeout") {
+			t.Fatalf("--watch-write-timeout %s: %v", bad, err)
+		}
+	}
+}
+
+// TestCORSOriginsFlag: --cors-origins is a list of origins, none by
+// default; an entry that is not an origin is refused at startup.
+func TestCORSOriginsFlag(t *testing.T) {
+	o, err := parseFlags(nil)
+	if err != nil || len(o.cors) != 0 {
+		t.Fatalf("default: %v, %v", o.cors, err)
+	}
+	o, err = parseFlags([]string{"--cors-origins", "https://console.example.com, http://127.0.0.1:8080"})
+	if err != nil || strings.Join(o.cors, " ") != "https://console.example.com http://127.0.0.1:8080" {
+		t.Fatalf("two origins: %v, %v", o.cors, err)
+	}
+	if _, err := parseFlags([]string{"--cors-origins", "https://console.example.com/app"}); err == nil || !strings.Contains(err.Error(), "cors-origins") {
+		t.Fatalf("an origin with a path: %v", err)
 	}
 }

@@ -70,6 +70,9 @@ type options struct {
 	pprof                        bool
 	shutdownTimeout              time.Duration
 	readHeaderTimeout, idleTimeo time.Duration
+	watchWriteTimeout            time.Duration
+	corsOrigins                  string
+	cors                         []string // corsOrigins, parsed
 	sec                          securityOptions
 	backup                       backupOptions
 	loaded                       *security // the material sec names, once run loads it
@@ -116,6 +119,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.shutdownTimeout, "shutdown-timeout", 10*time.Second, "how long a graceful shutdown may take")
 	fs.DurationVar(&o.readHeaderTimeout, "http-read-header-timeout", 5*time.Second, "time allowed to read request headers")
 	fs.DurationVar(&o.idleTimeo, "http-idle-timeout", 120*time.Second, "keep-alive idle timeout of HTTP connections")
+	fs.DurationVar(&o.watchWriteTimeout, "watch-write-timeout", api.DefaultWatchWriteTimeout, "how long a watch stream waits for a watcher that does not read before it ends the stream")
+	fs.StringVar(&o.corsOrigins, "cors-origins", "", "origins whose web pages may watch and read keys through a browser, comma-separated (https://console.example.com,...; * for any origin, without credentials); default none")
 	o.sec.register(fs)
 	o.backup.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -132,6 +137,13 @@ func parseFlags(args []string) (*options, error) {
 	}
 	if err := o.dns.check(o, os.Hostname); err != nil {
 		return nil, err
+	}
+	if o.watchWriteTimeout <= 0 {
+		return nil, fmt.Errorf("--watch-write-timeout must be positive, not %v", o.watchWriteTimeout)
+	}
+	var err error
+	if o.cors, err = api.ParseCORSOrigins(o.corsOrigins); err != nil {
+		return nil, fmt.Errorf("--cors-origins: %w", err)
 	}
 	if o.keyRetention < 0 {
 		return nil, fmt.Errorf("--key-retention must not be negative, not %v", o.keyRetention)
@@ -276,7 +288,10 @@ func run(o *options) error {
 		ln.Close()
 		return err
 	}
-	handler := api.NewSecureServer(node, log, sec.apiOptions())
+	apiOpts := sec.apiOptions()
+	apiOpts.WatchWriteTimeout = o.watchWriteTimeout
+	apiOpts.CORSOrigins = o.cors
+	handler := api.NewSecureServer(node, log, apiOpts)
 	handler.SetBackupAuth(backupAuth)
 	if o.pprof {
 		handler.Handle("/debug/pprof/", http.HandlerFunc(pprof.Index))

@@ -48,9 +48,15 @@ func WatchOrder(streams [][]client.WatchEvent) Result {
 	r := Result{Name: "watch-order"}
 	for s, evs := range streams {
 		var last uint64
+		var prev client.WatchEvent
 		for _, ev := range evs {
 			r.Checked++
+			// A reclamation's deleted events share its index, each of
+			// another key.
+			sameEntry := ev.Type == client.WatchDeleted && prev.Type == client.WatchDeleted && ev.Index == prev.Index && ev.Key != prev.Key
+			prev = ev
 			switch {
+			case sameEntry:
 			case isChange(ev) && ev.Index <= last:
 				r.violate("stream %d: %s of %s at index %d after index %d: twice or out of order", s, ev.Type, ev.Key, ev.Index, last)
 			case !isChange(ev) && ev.Type != client.WatchReset && ev.Index < last:
@@ -83,6 +89,8 @@ func WatchTokens(streams [][]client.WatchEvent) Result {
 				last[ev.Key] = ev
 			}
 			switch {
+			case ev.Type == client.WatchState && ev.State == client.StateAbsent:
+				// A key that does not exist (reclaimed): no token.
 			case ev.Type == client.WatchState:
 				if ev.Token < high[ev.Key] {
 					r.violate("stream %d: state of %s has token %s below %s already seen", s, ev.Key, ev.Token, high[ev.Key])
@@ -121,18 +129,23 @@ func ackedGrants(ops []history.Op) map[string]map[fence.Token]string {
 func WatchCommitted(ops []history.Op, streams [][]client.WatchEvent) Result {
 	r := Result{Name: "watch-committed"}
 	acked := ackedGrants(ops)
-	byIndex := map[uint64]client.WatchEvent{}
+	// By index and key: a reclamation's entry is an event per key.
+	type change struct {
+		index uint64
+		key   string
+	}
+	byIndex := map[change]client.WatchEvent{}
 	for s, evs := range streams {
 		for _, ev := range evs {
 			if !isChange(ev) {
 				continue
 			}
 			r.Checked++
-			if prev, ok := byIndex[ev.Index]; ok && prev != ev {
+			if prev, ok := byIndex[change{ev.Index, ev.Key}]; ok && prev != ev {
 				r.violate("stream %d: index %d is %s %s token %s holder %s; another stream got %s %s token %s holder %s",
 					s, ev.Index, ev.Type, ev.Key, ev.Token, ev.Holder, prev.Type, prev.Key, prev.Token, prev.Holder)
 			}
-			byIndex[ev.Index] = ev
+			byIndex[change{ev.Index, ev.Key}] = ev
 			if h, ok := acked[ev.Key][ev.Token]; ok && isGrant(ev) && h != ev.Holder {
 				r.violate("stream %d: grant %s of %s to %s, but the acquire of %s was answered with it", s, ev.Token, ev.Key, ev.Holder, h)
 			}
@@ -160,7 +173,9 @@ func WatchComplete(ops []history.Op, streams [][]client.WatchEvent) Result {
 		from := map[string]fence.Token{}
 		seen := map[string]map[fence.Token]bool{}
 		for _, ev := range evs[start:] {
-			if ev.Type != client.WatchState && !isGrant(ev) {
+			// An absent key's state names no token to count from: the
+			// stream covers it from its next grant.
+			if ev.Type != client.WatchState && !isGrant(ev) || ev.State == client.StateAbsent {
 				continue
 			}
 			if _, ok := from[ev.Key]; !ok {

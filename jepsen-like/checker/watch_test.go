@@ -91,6 +91,23 @@ func TestWatchCheckers(t *testing.T) {
 	if f := failed(Watch(ops, [][]client.WatchEvent{delayed, resynced}, obs)); len(f) != 0 {
 		t.Fatalf("a lock-delay's end after its expiry fails %v", f)
 	}
+	// A reclamation's deleted events share one index; a resync shows a
+	// reclaimed key as absent; neither is a violation. The same key twice
+	// at one index is.
+	reclaimed := append(append([]client.WatchEvent(nil), evs...),
+		releaseEv(11, "k", "c", 2<<32|1),
+		client.WatchEvent{Type: client.WatchDeleted, Index: 12, Key: "j", Holder: "x", Token: 1<<32 | 9, State: client.StateAbsent},
+		client.WatchEvent{Type: client.WatchDeleted, Index: 12, Key: "k", Holder: "c", Token: 2<<32 | 1, State: client.StateAbsent},
+		client.WatchEvent{Type: client.WatchReset, Reason: "lagged"},
+		client.WatchEvent{Type: client.WatchState, Index: 13, Key: "k", State: client.StateAbsent},
+		client.WatchEvent{Type: client.WatchSync, Index: 13})
+	if f := failed(Watch(ops, [][]client.WatchEvent{reclaimed, reclaimed[:len(evs)+3]}, obs)); len(f) != 0 {
+		t.Fatalf("a stream with a reclamation fails %v", f)
+	}
+	twice := append(append([]client.WatchEvent(nil), reclaimed[:len(evs)+3]...), reclaimed[len(evs)+2])
+	if f := failed(Watch(ops, [][]client.WatchEvent{twice}, nil)); !f["watch-order"] {
+		t.Fatalf("a deleted event told twice passes watch-order (failed: %v)", f)
+	}
 	// A reset is a resync, not a violation: the grants before it need not
 	// all be there.
 	reset := append(append([]client.WatchEvent(nil), evs[:3]...), client.WatchEvent{Type: client.WatchReset, Reason: "lagged"},
