@@ -1,12 +1,7 @@
 package workload
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
 	"math/rand"
 	"net"
 	"net/http"
@@ -25,11 +20,13 @@ const BrokenForceReleaseLookup = "force-release-lookup"
 
 // An operator force-releases the current grant of a random key now and then,
 // while asked to (ForceReleases), as an administrator ending a stuck holder
-// would. Done right, it resolves the current token once (a linearizable read
-// of the key) and sends release {key, token, force}: every retry after an
-// unknown outcome names the same grant, so a retry after the first attempt
-// committed and handed the key to a waiter is refused (stale_token), never
-// ending the waiter's grant.
+// would, with a plain HTTP client and no retry logic of the Go client's: it
+// resolves the current token once (a linearizable read of the key), then
+// posts release {key, token, force, request_id} and, after an unknown
+// outcome, posts the very same body again, as a curl loop would. The
+// request id makes the repeat safe: a retry after the first attempt
+// committed (and handed the key to a waiter) is answered with the grant the
+// first ended, never ends the waiter's.
 type operator struct {
 	w      *Workload
 	id     int
@@ -103,7 +100,9 @@ func (o *operator) forceRelease(ctx context.Context, key string) {
 	if o.w.cfg.Broken == BrokenForceReleaseLookup {
 		out, lookedUp, err = o.releaseLookingUp(octx, key, k.Token, att)
 	} else {
-		out, err = o.api.Release(octx, client.ReleaseRequest{Key: key, Token: k.Token, Force: true})
+		req := client.ReleaseRequest{Key: key, Token: k.Token, Force: true, RequestID: client.NewRequestID()}
+		out = &client.ReleaseResponse{}
+		err = postRetrying(octx, o.hc, o.eps, att, "/v1/release", func(int) any { return req }, out)
 	}
 	o.w.rec.Complete(op, func(r *history.Op) {
 		r.HeldBy = k.Holder // whose grant the operator meant to end
@@ -129,73 +128,18 @@ func (o *operator) forceRelease(ctx context.Context, key string) {
 // It reports whether any retry named another token than the first attempt.
 func (o *operator) releaseLookingUp(ctx context.Context, key string, first fence.Token, att *attempts) (*client.ReleaseResponse, bool, error) {
 	tok, other := first, false
-	backoff := 20 * time.Millisecond
-	for i := 0; ; i++ {
+	var out client.ReleaseResponse
+	err := postRetrying(ctx, o.hc, o.eps, att, "/v1/release", func(i int) any {
 		if i > 0 {
 			if k, err := o.api.Key(ctx, key); err == nil {
 				tok = k.Token // "the current token", resolved anew: the bug
 			}
 			other = other || tok != first
 		}
-		var out client.ReleaseResponse
-		err := o.postOnce(ctx, o.eps[i%len(o.eps)], "/v1/release", client.ReleaseRequest{Key: key, Token: tok, Force: true}, &out)
-		if err == nil {
-			return &out, other, nil
-		}
-		// Retry what was not done (503, no connection) or may have been
-		// (504, an answer lost: the transport marked it ambiguous); a
-		// definite answer of the node ends the call.
-		var apiErr *client.Error
-		retry := isDial(err) || att.ambiguous.Load()
-		if errors.As(err, &apiErr) {
-			retry = apiErr.Code == "outcome_unknown" || apiErr.Status == http.StatusServiceUnavailable
-		}
-		if !retry || ctx.Err() != nil {
-			if att.ambiguous.Load() {
-				return nil, other, fmt.Errorf("%w: %w", client.ErrUnknownOutcome, err)
-			}
-			return nil, other, err
-		}
-		select {
-		case <-time.After(backoff):
-		case <-ctx.Done():
-		}
-		backoff = min(2*backoff, 500*time.Millisecond)
-	}
-}
-
-// postOnce sends one request to one endpoint, with no retry: the positive
-// control retries itself.
-func (o *operator) postOnce(ctx context.Context, ep, path string, in, out any) error {
-	body, err := json.Marshal(in)
+		return client.ReleaseRequest{Key: key, Token: tok, Force: true}
+	}, &out)
 	if err != nil {
-		return err
+		return nil, other, err
 	}
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, "http://"+ep+path, bytes.NewReader(body))
-	if err != nil {
-		return err
-	}
-	req.Header.Set("Content-Type", "application/json")
-	resp, err := o.hc.Do(req)
-	if err != nil {
-		return err
-	}
-	defer resp.Body.Close()
-	data, err := io.ReadAll(resp.Body)
-	if err != nil {
-		return err
-	}
-	if resp.StatusCode/100 != 2 {
-		e := &client.Error{Status: resp.StatusCode}
-		if json.Unmarshal(data, &e.ErrorResponse) != nil || e.Code == "" {
-			e.Code, e.Message = fmt.Sprintf("http_%d", resp.StatusCode), string(data)
-		}
-		return e
-	}
-	return json.Unmarshal(data, out)
-}
-
-func isDial(err error) bool {
-	var op *net.OpError
-	return errors.As(err, &op) && op.Op == "dial"
+	return &out, other, nil
 }

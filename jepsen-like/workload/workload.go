@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
+	"net/http"
 	"sync"
 	"time"
 
@@ -218,6 +219,8 @@ type worker struct {
 	// others queue for a key that is free for a moment, as "held" by the
 	// key's previous holder, which no linearization explains.
 	waits bool
+	// raw is the plain HTTP client of the raw renewals (rawHTTP).
+	raw *http.Client
 }
 
 func (w *Workload) newClient(i int) *worker {
@@ -414,7 +417,17 @@ func (w *Workload) tokenForHistory(key string, tok fence.Token) fence.Token {
 func (c *worker) renew(ctx context.Context, tok fence.Token) bool {
 	op := c.w.rec.Invoke(history.Op{Client: c.id, Kind: history.Renew, Key: c.key, Holder: c.holder, Token: tok})
 	octx, cancel := c.opCtx(ctx)
-	_, err := c.cl().Renew(octx, c.key, c.holder, tok)
+	var err error
+	if c.id%3 == 2 {
+		// Every third client renews as a plain HTTP client would: one
+		// body, with its request id, posted again after an unknown
+		// outcome, with none of the Go client's retry rules.
+		actx, att := withAttempts(octx)
+		req := client.RenewRequest{Key: c.key, Holder: c.holder, Token: tok, RequestID: client.NewRequestID()}
+		err = postRetrying(actx, c.rawHTTP(), c.eps, att, "/v1/renew", func(int) any { return req }, &client.RenewResponse{})
+	} else {
+		_, err = c.cl().Renew(octx, c.key, c.holder, tok)
+	}
 	cancel()
 	var out history.Outcome
 	var code string
