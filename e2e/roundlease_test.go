@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"errors"
+	"fmt"
 	"testing"
 	"time"
 
@@ -111,10 +112,14 @@ func TestRoundLeaseRoundsAcrossLeaderKill(t *testing.T) {
 	if l.Round <= rounds[len(rounds)-1] {
 		t.Fatalf("after bob stopped, alice got round %d, not above %d", l.Round, rounds[len(rounds)-1])
 	}
-	// bob's adapter learns its lease is gone and fails closed.
-	if l, err := b.Acquire(context.Background(), key); err == nil || l != (roundlease.Lease{}) {
-		t.Fatalf("bob after losing the role: %+v, %v; want an error and the zero Lease", l, err)
-	}
+	// bob's adapter learns its lease is gone (its next renewal is refused)
+	// and fails closed.
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if l, err := b.Acquire(context.Background(), key); err == nil || l != (roundlease.Lease{}) {
+			return fmt.Errorf("bob after losing the role: %+v, %v; want an error and the zero Lease", l, err)
+		}
+		return nil
+	})
 
 	// No cluster at all: an error, never a Lease.
 	for _, n := range c.Nodes {
