@@ -109,6 +109,9 @@ type holderLeases struct {
 type leases struct {
 	log    hclog.Logger
 	expire func(gen uint64, e fsm.Expire, lockDelay time.Duration)
+	// room, if set, says how many more expiries the proposals take now
+	// (fire takes no more leases than that out of the table).
+	room func() int
 	// endDelay, if set, proposes the end of a lock-delay that ran out.
 	endDelay func(gen uint64, e fsm.DelayEnd)
 	// base is the zero of the table's clock: deadlines are kept as
@@ -620,21 +623,48 @@ func (l *leases) armEarliestLocked(t **time.Timer, at *int64, due int64, fire fu
 	*at = due
 }
 
+// fireChunk bounds the leases one pass of fire takes out of the table
+// under its lock: a million leases due at once are taken a chunk at a
+// time, and renewals and grants get the lock in between.
+const fireChunk = 4096
+
 // fire runs when the timer ends: every lease whose deadline passed is
-// forgotten and its expiry proposed; a lease that a renewal moved goes back
-// in the heap at its new deadline.
+// forgotten and its expiry handed to expire; a lease that a renewal moved
+// goes back in the heap at its new deadline. It takes no more leases than
+// room (when set) says the proposals have room for: the others stay in the
+// table, past their deadline (no renewal succeeds then), until the
+// proposals catch up and call fire again.
 func (l *leases) fire(gen uint64) {
-	type ending struct {
-		e         fsm.Expire
-		lockDelay time.Duration
+	for {
+		ends, more := l.takeDue(gen)
+		for _, x := range ends {
+			l.expire(gen, x.e, x.lockDelay)
+		}
+		if !more {
+			return
+		}
 	}
-	var ends []ending
+}
+
+// ending is a lease whose deadline passed, on its way to the log.
+type ending struct {
+	e         fsm.Expire
+	lockDelay time.Duration
+}
+
+// takeDue takes up to a chunk of the leases whose deadline passed out of
+// the table, and reports whether more are due that there is room for.
+func (l *leases) takeDue(gen uint64) (ends []ending, more bool) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.gen != gen || l.timer == nil {
-		l.mu.Unlock()
-		return
+		return nil, false
 	}
 	l.timerAt = 0
+	limit := fireChunk
+	if l.room != nil {
+		limit = min(limit, l.room())
+	}
 	now := l.now()
 	for len(l.heap) > 0 {
 		i := l.heap[0]
@@ -647,6 +677,16 @@ func (l *leases) fire(gen uint64) {
 			r.due = r.deadline
 			l.down(0)
 			continue
+		}
+		if len(ends) >= limit {
+			if limit < fireChunk {
+				// No room: the proposals call fire again when they have
+				// some; a timer now would only find none.
+				l.shrinkLocked()
+				return ends, false
+			}
+			more = true
+			break
 		}
 		e := fsm.Expire{Key: r.keyString(), Token: r.token, Armed: r.armed}
 		lockDelay := l.lockDelayOf(i)
@@ -661,11 +701,10 @@ func (l *leases) fire(gen uint64) {
 		ends = append(ends, ending{e, lockDelay})
 	}
 	l.shrinkLocked()
-	l.resetTimerLocked()
-	l.mu.Unlock()
-	for _, x := range ends {
-		l.expire(gen, x.e, x.lockDelay)
+	if !more {
+		l.resetTimerLocked()
 	}
+	return ends, more
 }
 
 // The heap: a binary min-heap of slab indices by due, each lease knowing

@@ -40,6 +40,8 @@ type Node struct {
 	waiters *waitq
 	confirm *confirmer
 	reclaim reclaimer
+	// expiry proposes the expiries of leases that ran out (expiry.go).
+	expiry expirer
 
 	// ready is the leadership generation whose barrier and lease re-arming
 	// are done; 0 while not leading or not yet ready.
@@ -75,6 +77,7 @@ func New(cfg Config) (*Node, error) {
 	n := &Node{cfg: cfg, log: cfg.Logger.Named("cluster"), waiters: newWaitq(), stop: make(chan struct{})}
 	n.fsm = fsm.New(fsm.Config{MaxSeq: cfg.MaxSeq, Observer: n, ReclaimIgnoresEpoch: cfg.ReclaimIgnoresEpoch})
 	n.leases = newLeases(n.log.Named("leases"), n.proposeExpire, n.proposeDelayEnd)
+	n.leases.room = n.expiry.room
 	n.confirm = &confirmer{verify: func() error { return translateRead(n.wait(n.r().VerifyLeader())) }}
 	store, stopStoreMetrics, err := openStore(cfg.DataDir, cfg.Store, cfg.NoSync, cfg.Logger)
 	if err != nil {
@@ -362,42 +365,6 @@ func (n *Node) Restored() {
 		n.leases.activate(gen, n.fsm.WalkLive, n.fsm.LockDelayed())
 		n.reclaim.activate(gen)
 	}
-}
-
-// proposeExpire ends a grant whose lease ran out, retrying while this node
-// still leads in the same generation: a grant must not stay held forever
-// because one proposal failed.
-func (n *Node) proposeExpire(gen uint64, e fsm.Expire, lockDelay time.Duration) {
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		backoff := 10 * time.Millisecond
-		for n.ready.Load() == gen {
-			cmd := e
-			var next *waiter
-			if lockDelay == 0 { // a lock-delay keeps even waiters out for a while
-				if next = n.waiters.claim(e.Key); next != nil {
-					cmd.Next = next.acquire()
-				}
-			}
-			res, err := n.apply(cmd)
-			n.settleHandoff(e.Key, next, res, err)
-			if err == nil && lockDelay > 0 && !expiredBy(res, e) {
-				n.leases.dropDelay(e.Key) // the holder renewed first: no delay owed
-			}
-			if err == nil {
-				n.log.Debug("lease expired", "key", e.Key, "token", e.Token)
-				return
-			}
-			n.log.Warn("expiry proposal failed", "key", e.Key, "error", err)
-			select {
-			case <-time.After(backoff):
-			case <-n.stop:
-				return
-			}
-			backoff = min(2*backoff, time.Second)
-		}
-	}()
 }
 
 // proposeDelayEnd records in the log that a key's lock-delay ran out on

@@ -56,15 +56,7 @@ func (n *Node) requireReady() (uint64, error) {
 // apply proposes a command and returns the FSM's result.
 func (n *Node) apply(cmd fsm.Command) (*fsm.Result, error) {
 	defer metrics.ObserveApply(commandName(cmd), time.Now())
-	f := n.r().Apply(fsm.Encode(cmd), n.cfg.ApplyTimeout)
-	if err := n.wait(f); err != nil {
-		return nil, translate(err)
-	}
-	res, ok := f.Response().(*fsm.Result)
-	if !ok {
-		return nil, fmt.Errorf("unexpected apply response %T", f.Response())
-	}
-	return res, nil
+	return n.applied(n.r().Apply(fsm.Encode(cmd), n.cfg.ApplyTimeout))
 }
 
 func commandName(c fsm.Command) string {
