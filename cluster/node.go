@@ -75,6 +75,7 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.Named("cluster"), waiters: newWaitq(), stop: make(chan struct{})}
+	n.reclaim.kick = make(chan struct{}, 1)
 	n.fsm = fsm.New(fsm.Config{MaxSeq: cfg.MaxSeq, Observer: n, ReclaimIgnoresEpoch: cfg.ReclaimIgnoresEpoch})
 	n.leases = newLeases(n.log.Named("leases"), n.proposeExpire, n.proposeDelayEnd)
 	n.leases.room = n.expiry.room
@@ -286,6 +287,7 @@ func (n *Node) establish(r *raft.Raft, gen uint64, gained time.Time) {
 		return
 	}
 	metrics.IsLeader.Set(1)
+	n.reclaim.requestScan() // the counts of ended keys per identity are whole after it
 	n.log.Info("leader ready", "generation", gen, "term", r.CurrentTerm())
 	n.registerSelf(r, gen)
 }
@@ -332,6 +334,9 @@ func (n *Node) registerSelf(r *raft.Raft, gen uint64) {
 // Granted implements fsm.Observer.
 func (n *Node) Granted(k fsm.KeyState, renewed bool) {
 	n.leases.granted(k)
+	if !renewed {
+		n.reclaim.granted(k)
+	}
 	if n.ready.Load() != 0 {
 		if renewed {
 			metrics.Renewals.WithLabelValues("acquire").Inc()
@@ -364,6 +369,7 @@ func (n *Node) Restored() {
 	if gen := n.ready.Load(); gen != 0 {
 		n.leases.activate(gen, n.fsm.WalkLive, n.fsm.LockDelayed())
 		n.reclaim.activate(gen)
+		n.reclaim.requestScan()
 	}
 }
 
