@@ -146,7 +146,7 @@ func (n *Node) runExpiries(gen uint64) {
 	backoff := 10 * time.Millisecond
 	settled, expired := 0, 0
 	for {
-		if len(inflight) < expiryWindow && n.ready.Load() == gen {
+		if len(inflight) < expiryWindow && n.awaitReady(gen) {
 			if n.expiry.backlog() < fireChunk {
 				n.leases.fire(gen) // room again: the table hands over the leases it kept
 			}
@@ -182,6 +182,23 @@ func (n *Node) runExpiries(gen uint64) {
 		}
 		backoff = min(2*backoff, time.Second)
 	}
+}
+
+// awaitReady reports whether generation gen is ready, waiting while it is
+// being established: a new leader arms its leases before it is ready, and a
+// lease counted from an earlier takeover may be due at once.
+func (n *Node) awaitReady(gen uint64) bool {
+	for n.ready.Load() != gen {
+		if n.gen.Load() != gen {
+			return false
+		}
+		select {
+		case <-time.After(10 * time.Millisecond):
+		case <-n.stop:
+			return false
+		}
+	}
+	return true
 }
 
 // proposal is one expiry in raft: its future, and the waiter its entry

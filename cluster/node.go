@@ -40,6 +40,9 @@ type Node struct {
 	waiters *waitq
 	confirm *confirmer
 	reclaim reclaimer
+	// takeovers are the takeover barriers this node applied, and when
+	// (takeovers.go).
+	takeovers takeovers
 	// expiry proposes the expiries of leases that ran out (expiry.go).
 	expiry expirer
 
@@ -79,6 +82,9 @@ func New(cfg Config) (*Node, error) {
 	n.fsm = fsm.New(fsm.Config{MaxSeq: cfg.MaxSeq, Observer: n, ReclaimIgnoresEpoch: cfg.ReclaimIgnoresEpoch})
 	n.leases = newLeases(n.log.Named("leases"), n.proposeExpire, n.proposeDelayEnd)
 	n.leases.room = n.expiry.room
+	if !cfg.LeaseRearmFull {
+		n.leases.takeoverAt = n.takeovers.after
+	}
 	n.confirm = &confirmer{verify: func() error { return translateRead(n.wait(n.r().VerifyLeader())) }}
 	store, stopStoreMetrics, err := openStore(cfg.DataDir, cfg.Store, cfg.NoSync, cfg.Logger)
 	if err != nil {
@@ -260,9 +266,12 @@ func (n *Node) revoke() {
 // shorten a lease.
 func (n *Node) establish(r *raft.Raft, gen uint64, gained time.Time) {
 	defer n.wg.Done()
+	var barrier uint64
 	for n.gen.Load() == gen {
-		err := n.wait(r.Apply(fsm.Encode(fsm.Barrier{}), n.cfg.ApplyTimeout))
+		f := r.Apply(fsm.Encode(fsm.Barrier{}), n.cfg.ApplyTimeout)
+		err := n.wait(f)
 		if err == nil {
+			barrier = f.Index()
 			break
 		}
 		n.log.Warn("barrier failed", "error", err)
@@ -272,7 +281,7 @@ func (n *Node) establish(r *raft.Raft, gen uint64, gained time.Time) {
 	}
 	// The re-arm overlaps the takeover wait: its leases count from the
 	// wait's end, as if armed then, and nothing is served before it.
-	n.leases.activateFrom(gen, gained.Add(takeoverWait), n.fsm.WalkLive, n.fsm.LockDelayed())
+	n.leases.activateAt(gen, gained.Add(takeoverWait), n.touchBelow(barrier), n.fsm.WalkLive, n.fsm.LockDelayed())
 	if !n.waitTakeover(gen, gained) {
 		n.leases.deactivateGen(gen)
 		return
@@ -346,6 +355,28 @@ func (n *Node) Granted(k fsm.KeyState, renewed bool) {
 	}
 }
 
+// Touched implements fsm.Toucher: a Touch entry renewed k, which now runs a
+// full TTL from now with its new Armed index.
+func (n *Node) Touched(k fsm.KeyState) {
+	n.leases.granted(k)
+}
+
+// BarrierApplied implements fsm.TakeoverObserver.
+func (n *Node) BarrierApplied(index, term uint64) {
+	n.takeovers.barrier(index, term, time.Now())
+}
+
+// touchBelow is the index below which (inclusive) a leadership whose
+// takeover barrier is at index renews a lease through a Touch entry: the
+// barrier's, or 0 (never) for the positive control that re-arms every
+// lease for a full TTL at every election.
+func (n *Node) touchBelow(index uint64) uint64 {
+	if n.cfg.LeaseRearmFull {
+		return 0
+	}
+	return max(index, 1)
+}
+
 // Ended implements fsm.Observer.
 func (n *Node) Ended(k fsm.KeyState) {
 	if h := n.hook().ended; h != nil {
@@ -366,8 +397,10 @@ func (n *Node) Ended(k fsm.KeyState) {
 // Restored implements fsm.Observer. A leader never installs a snapshot from a
 // peer; if its state is replaced anyway, the lease table follows the new state.
 func (n *Node) Restored() {
+	n.takeovers.reset()
 	if gen := n.ready.Load(); gen != 0 {
-		n.leases.activate(gen, n.fsm.WalkLive, n.fsm.LockDelayed())
+		// Every grant of the new state is renewed through a touch first.
+		n.leases.activateAt(gen, time.Time{}, n.touchBelow(n.fsm.Applied()), n.fsm.WalkLive, n.fsm.LockDelayed())
 		n.reclaim.activate(gen)
 		n.reclaim.requestScan()
 	}

@@ -12,6 +12,10 @@ var (
 		Help: "Ended keys forgotten by reclamation entries this node proposed as leader."})
 	ReclaimPending = promauto.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "keys_reclaim_pending",
 		Help: "Ended keys the leader tracks until their retention passes (one per key, its latest end)."})
+	// LeaseTouches counts the grants renewed through a Touch entry: the
+	// first renewal of each grant after an election.
+	LeaseTouches = promauto.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "lease_touches_total",
+		Help: "Grants whose first renewal after an election was written to the log (a touch), so a later leader counts their leases from it."})
 	// EndedKeyRefusals counts the acquires of new key names refused because
 	// their identity had --max-ended-keys-per-identity ended keys kept.
 	EndedKeyRefusals = promauto.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "ended_keys_limit_refusals_total",
