@@ -857,7 +857,7 @@ func (l *leases) renewLease(key, holder string, tok fence.Token) (fsm.KeyState, 
 	if r.token != tok || l.holders[r.holder].holder != holder || r.deadline <= now {
 		return fsm.KeyState{}, time.Time{}, renewRefused
 	}
-	if r.armed <= l.touchBelow {
+	if l.touchBelow != 0 && r.armed <= l.touchBelow {
 		return fsm.KeyState{}, time.Time{}, renewTouch
 	}
 	r.deadline = now + int64(r.ttl())
@@ -879,7 +879,7 @@ func (l *leases) renewHolder(holder string, may func(key string) bool) ([]Renewe
 	for i := l.holders[h].first; i != none; {
 		r := l.rec(i)
 		if r.deadline > now && (may == nil || may(r.keyString())) {
-			if r.armed <= l.touchBelow {
+			if l.touchBelow != 0 && r.armed <= l.touchBelow {
 				touch = append(touch, fsm.TouchKey{Key: r.keyString(), Token: r.token})
 			} else {
 				r.deadline = now + int64(r.ttl())
