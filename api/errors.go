@@ -62,6 +62,7 @@ var wireErrors = []struct {
 	{"request_timeout", ErrBodyTimeout},
 	{"too_many_keys", cluster.ErrTooManyKeys},
 	{"too_many_waiters", cluster.ErrTooManyWaiters},
+	{"too_many_ended_keys", cluster.ErrTooManyEndedKeys},
 	{"too_many_watches", client.ErrTooManyWatches},
 }
 

@@ -645,7 +645,7 @@ func (k *contract) documents(c contractCall, code string) bool {
 	codes := map[int][]string{
 		404: {"unknown_key"},
 		409: {"held", "not_holder", "stale_token", "expired", "grant_ended", "no_lease", "lock_delay"},
-		429: {"rate_limited", "too_many_keys", "too_many_waiters"},
+		429: {"rate_limited", "too_many_keys", "too_many_waiters", "too_many_ended_keys"},
 	}
 	allowed, listed := codes[c.status]
 	if !listed {
@@ -654,7 +654,7 @@ func (k *contract) documents(c contractCall, code string) bool {
 	// Only an acquire is refused because the key is held, delayed or a
 	// limit is reached; only a grant's own operations because of its state.
 	switch code {
-	case "held", "lock_delay", "too_many_keys", "too_many_waiters":
+	case "held", "lock_delay", "too_many_keys", "too_many_waiters", "too_many_ended_keys":
 		return c.path == "/v1/acquire"
 	case "unknown_key":
 		return c.path != "/v1/acquire" && c.path != "/v1/keepalive"

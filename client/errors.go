@@ -56,6 +56,11 @@ var (
 	// the acquire (HTTP 429); nothing was done.
 	ErrTooManyKeys    = errors.New("too many keys held by this holder")
 	ErrTooManyWaiters = errors.New("too many acquires waiting for this key")
+	// ErrTooManyEndedKeys: the identity has as many ended keys kept as the
+	// cluster allows (--max-ended-keys-per-identity); an acquire of a new
+	// key name is refused until the retention reclaims some (taking one of
+	// its ended keys again is not refused).
+	ErrTooManyEndedKeys = errors.New("too many ended keys kept for this identity")
 	// ErrTooManyWatches: the identity has as many watches and blocking
 	// reads open on the node as it may (HTTP 429); close one first.
 	ErrTooManyWatches = errors.New("too many watches and blocking reads open")
@@ -120,6 +125,7 @@ var codes = []struct {
 	{"request_timeout", http.StatusRequestTimeout, ErrBodyTimeout},
 	{"too_many_keys", http.StatusTooManyRequests, ErrTooManyKeys},
 	{"too_many_waiters", http.StatusTooManyRequests, ErrTooManyWaiters},
+	{"too_many_ended_keys", http.StatusTooManyRequests, ErrTooManyEndedKeys},
 	{"too_many_watches", http.StatusTooManyRequests, ErrTooManyWatches},
 }
 

@@ -88,6 +88,13 @@ type Config struct {
 	// KeyRetention is how long the leader keeps a key after its last grant
 	// ended before it reclaims the key (reclaim.go); 0 never reclaims.
 	KeyRetention time.Duration
+	// LeaseRearmFull makes a new leader re-arm every live lease for a full
+	// TTL from its takeover, as if no earlier takeover had happened, and
+	// renew every lease without a Touch entry: the positive control of the
+	// bound on a dead holder's lease under changing leaders (a lease whose
+	// holder stopped renewing is kept for as long as leaders keep
+	// changing). Never set it outside such a test.
+	LeaseRearmFull bool
 	// ReclaimIgnoresEpoch is fsm.Config.ReclaimIgnoresEpoch: a positive
 	// control for the chaos suite, never for production.
 	ReclaimIgnoresEpoch bool

@@ -109,6 +109,18 @@ type holderLeases struct {
 type leases struct {
 	log    hclog.Logger
 	expire func(gen uint64, e fsm.Expire, lockDelay time.Duration)
+	// takeoverAt, if set, returns when this node applied the first
+	// takeover after a log index (takeovers.after): a re-armed lease whose
+	// grant was armed before an earlier takeover runs out a full TTL after
+	// that takeover, not after this one (activateAt).
+	takeoverAt func(armed uint64) (time.Time, bool)
+	// touchBelow is the index of this leadership's takeover barrier: a
+	// lease armed at or before it is renewed through a Touch entry first
+	// (renewLease). 0: never.
+	touchBelow uint64
+	// room, if set, says how many more expiries the proposals take now
+	// (fire takes no more leases than that out of the table).
+	room func() int
 	// endDelay, if set, proposes the end of a lock-delay that ran out.
 	endDelay func(gen uint64, e fsm.DelayEnd)
 	// base is the zero of the table's clock: deadlines are kept as
@@ -199,10 +211,24 @@ func (l *leases) activate(gen uint64, walk walkFunc, lockDelayed []fsm.KeyState)
 // out its takeover (renewal.go), and its leases must run a full TTL from
 // the end of that wait, as if it had re-armed them then.
 func (l *leases) activateFrom(gen uint64, from time.Time, walk walkFunc, lockDelayed []fsm.KeyState) {
+	l.activateAt(gen, from, 0, walk, lockDelayed)
+}
+
+// activateAt is activateFrom for the leadership whose takeover barrier is
+// at index barrier (0: none known, every lease gets a full TTL and no
+// renewal needs a touch). With takeoverAt set, a lease whose grant was
+// armed before an earlier takeover ends a full TTL (and the takeover wait)
+// after this node applied that takeover, if that is sooner: no leader
+// since then renewed it without a Touch entry, so its holder's last
+// acknowledged renewal came before that takeover's barrier plus
+// renewWindow (cluster/DESIGN.md, "Re-arming after an election").
+func (l *leases) activateAt(gen uint64, from time.Time, barrier uint64, walk walkFunc, lockDelayed []fsm.KeyState) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.stopLocked()
 	l.gen = gen
+	l.touchBelow = barrier
+	cut := 0
 	start := l.now()
 	now := start
 	if !from.IsZero() {
@@ -219,7 +245,10 @@ func (l *leases) activateFrom(gen uint64, from time.Time, walk walkFunc, lockDel
 			hs[j] = l.hash(batch[j].Key)
 		}
 		for j := range batch[:nb] {
-			l.insertHashedLocked(batch[j], hs[j], now) // the heap is put in order below
+			i := l.insertHashedLocked(batch[j], hs[j], now) // the heap is put in order below
+			if barrier != 0 && l.takeoverAt != nil && l.shortenLocked(i, batch[j].Armed) {
+				cut++
+			}
 		}
 		clear(batch[:nb]) // no grant's strings kept past the walk
 		nb = 0
@@ -239,8 +268,25 @@ func (l *leases) activateFrom(gen uint64, from time.Time, walk walkFunc, lockDel
 	for _, k := range lockDelayed {
 		l.startDelayLocked(k.Key, k.Token, now+int64(k.LockDelay))
 	}
-	l.log.Info("leases re-armed for a full TTL", "generation", gen, "live", l.n, "took", time.Duration(l.now()-start),
-		"from_in", time.Duration(now-start))
+	l.log.Info("leases re-armed", "generation", gen, "live", l.n, "counted_from_an_earlier_takeover", cut,
+		"took", time.Duration(l.now()-start), "from_in", time.Duration(now-start))
+}
+
+// shortenLocked ends lease i, armed at log index armed, a full TTL and the
+// takeover wait after the first takeover since armed, when that is before
+// its deadline; it reports whether it did.
+func (l *leases) shortenLocked(i int32, armed uint64) bool {
+	at, ok := l.takeoverAt(armed)
+	if !ok {
+		return false
+	}
+	r := l.rec(i)
+	end := int64(at.Sub(l.base)) + int64(takeoverWait) + int64(r.ttl())
+	if end >= r.deadline {
+		return false
+	}
+	r.deadline, r.due = end, end
+	return true
 }
 
 // reserveLocked sizes an empty table for n leases.
@@ -620,21 +666,48 @@ func (l *leases) armEarliestLocked(t **time.Timer, at *int64, due int64, fire fu
 	*at = due
 }
 
+// fireChunk bounds the leases one pass of fire takes out of the table
+// under its lock: a million leases due at once are taken a chunk at a
+// time, and renewals and grants get the lock in between.
+const fireChunk = 4096
+
 // fire runs when the timer ends: every lease whose deadline passed is
-// forgotten and its expiry proposed; a lease that a renewal moved goes back
-// in the heap at its new deadline.
+// forgotten and its expiry handed to expire; a lease that a renewal moved
+// goes back in the heap at its new deadline. It takes no more leases than
+// room (when set) says the proposals have room for: the others stay in the
+// table, past their deadline (no renewal succeeds then), until the
+// proposals catch up and call fire again.
 func (l *leases) fire(gen uint64) {
-	type ending struct {
-		e         fsm.Expire
-		lockDelay time.Duration
+	for {
+		ends, more := l.takeDue(gen)
+		for _, x := range ends {
+			l.expire(gen, x.e, x.lockDelay)
+		}
+		if !more {
+			return
+		}
 	}
-	var ends []ending
+}
+
+// ending is a lease whose deadline passed, on its way to the log.
+type ending struct {
+	e         fsm.Expire
+	lockDelay time.Duration
+}
+
+// takeDue takes up to a chunk of the leases whose deadline passed out of
+// the table, and reports whether more are due that there is room for.
+func (l *leases) takeDue(gen uint64) (ends []ending, more bool) {
 	l.mu.Lock()
+	defer l.mu.Unlock()
 	if l.gen != gen || l.timer == nil {
-		l.mu.Unlock()
-		return
+		return nil, false
 	}
 	l.timerAt = 0
+	limit := fireChunk
+	if l.room != nil {
+		limit = min(limit, l.room())
+	}
 	now := l.now()
 	for len(l.heap) > 0 {
 		i := l.heap[0]
@@ -647,6 +720,16 @@ func (l *leases) fire(gen uint64) {
 			r.due = r.deadline
 			l.down(0)
 			continue
+		}
+		if len(ends) >= limit {
+			if limit < fireChunk {
+				// No room: the proposals call fire again when they have
+				// some; a timer now would only find none.
+				l.shrinkLocked()
+				return ends, false
+			}
+			more = true
+			break
 		}
 		e := fsm.Expire{Key: r.keyString(), Token: r.token, Armed: r.armed}
 		lockDelay := l.lockDelayOf(i)
@@ -661,11 +744,10 @@ func (l *leases) fire(gen uint64) {
 		ends = append(ends, ending{e, lockDelay})
 	}
 	l.shrinkLocked()
-	l.resetTimerLocked()
-	l.mu.Unlock()
-	for _, x := range ends {
-		l.expire(gen, x.e, x.lockDelay)
+	if !more {
+		l.resetTimerLocked()
 	}
+	return ends, more
 }
 
 // The heap: a binary min-heap of slab indices by due, each lease knowing
@@ -737,42 +819,76 @@ func (l *leases) live(key string, tok fence.Token) (time.Time, bool) {
 	return l.at(r.deadline), true
 }
 
-// renew extends a live lease of holder for a full TTL from now.
+// renewal is what a renewal of a lease came to.
+type renewal uint8
+
+const (
+	// renewRefused: no live lease of that grant and holder.
+	renewRefused renewal = iota
+	// renewDone: the lease runs a full TTL from now.
+	renewDone
+	// renewTouch: the lease is live, but armed before this leadership's
+	// takeover: it is renewed only through a Touch entry (renewLease).
+	renewTouch
+)
+
+// renew extends a live lease of holder for a full TTL from now; false
+// also when the lease must be touched first.
 func (l *leases) renew(key, holder string, tok fence.Token) (fsm.KeyState, time.Time, bool) {
+	k, deadline, r := l.renewLease(key, holder, tok)
+	return k, deadline, r == renewDone
+}
+
+// renewLease extends a live lease of holder for a full TTL from now,
+// unless it was armed at or before this leadership's takeover: a later
+// leader would not know of a renewal of it that the log does not record,
+// and would count its lease from an earlier takeover, so it is renewed
+// only once a Touch entry moved its Armed index past the takeover
+// (renewTouch; the first renewal of each grant after an election).
+func (l *leases) renewLease(key, holder string, tok fence.Token) (fsm.KeyState, time.Time, renewal) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	i := l.lookup(key)
 	if i == none {
-		return fsm.KeyState{}, time.Time{}, false
+		return fsm.KeyState{}, time.Time{}, renewRefused
 	}
 	r := l.rec(i)
 	now := l.now()
 	if r.token != tok || l.holders[r.holder].holder != holder || r.deadline <= now {
-		return fsm.KeyState{}, time.Time{}, false
+		return fsm.KeyState{}, time.Time{}, renewRefused
+	}
+	if l.touchBelow != 0 && r.armed <= l.touchBelow {
+		return fsm.KeyState{}, time.Time{}, renewTouch
 	}
 	r.deadline = now + int64(r.ttl())
-	return l.state(i), l.at(r.deadline), true
+	return l.state(i), l.at(r.deadline), renewDone
 }
 
-// renewHolder extends every live lease of a holder.
-func (l *leases) renewHolder(holder string, may func(key string) bool) []RenewedLease {
+// renewHolder extends every live lease of a holder, and returns apart the
+// live ones that must be touched first (renewLease).
+func (l *leases) renewHolder(holder string, may func(key string) bool) ([]RenewedLease, []fsm.TouchKey) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.now()
 	h, ok := l.byHolder[holder]
 	if !ok {
-		return nil
+		return nil, nil
 	}
 	out := make([]RenewedLease, 0, l.holders[h].n)
+	var touch []fsm.TouchKey
 	for i := l.holders[h].first; i != none; {
 		r := l.rec(i)
 		if r.deadline > now && (may == nil || may(r.keyString())) {
-			r.deadline = now + int64(r.ttl())
-			out = append(out, RenewedLease{Key: l.state(i), Deadline: l.at(r.deadline)})
+			if l.touchBelow != 0 && r.armed <= l.touchBelow {
+				touch = append(touch, fsm.TouchKey{Key: r.keyString(), Token: r.token})
+			} else {
+				r.deadline = now + int64(r.ttl())
+				out = append(out, RenewedLease{Key: l.state(i), Deadline: l.at(r.deadline)})
+			}
 		}
 		i = r.next
 	}
-	return out
+	return out, touch
 }
 
 // state returns the grant of lease i. The caller holds l.mu.

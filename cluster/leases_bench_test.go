@@ -140,7 +140,7 @@ func BenchmarkLeaseRenewHolder(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
-		if len(l.renewHolder(holders[i%len(holders)], nil)) != 4 {
+		if ls, _ := l.renewHolder(holders[i%len(holders)], nil); len(ls) != 4 {
 			b.Fatal("keepalive renewed other than four leases")
 		}
 	}

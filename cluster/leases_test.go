@@ -85,7 +85,8 @@ func TestLeaseTableExpiresEachLeaseOnceAfterItsDeadline(t *testing.T) {
 			notBefore[k.Key] = dl
 		}
 	}
-	for _, r := range l.renewHolder("h3", nil) {
+	renewed, _ := l.renewHolder("h3", nil)
+	for _, r := range renewed {
 		if !released[r.Key.Key] {
 			notBefore[r.Key.Key] = r.Deadline
 		}

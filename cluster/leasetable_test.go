@@ -277,7 +277,7 @@ func runLeaseModel(t *testing.T, seed int64, steps int) {
 			}
 		case op < 68: // keepalive
 			h := holders[rng.Intn(len(holders))]
-			got := l.renewHolder(h, nil)
+			got, _ := l.renewHolder(h, nil)
 			want := 0
 			for _, g := range m.grants {
 				if g.armed && g.k.Holder == h && g.deadline > m.now {

@@ -4,6 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/fenced/fenced/fsm"
+	"github.com/fenced/fenced/metrics"
 )
 
 // Limits keep one client from hurting the others. The leader enforces them
@@ -24,12 +27,22 @@ type Limits struct {
 	// MaxWaitersPerIdentity bounds the acquires one identity has queued,
 	// over all keys.
 	MaxWaitersPerIdentity int
+	// MaxEndedKeysPerIdentity bounds the ended keys (released or expired,
+	// kept with their values until reclaimed) of one identity: the
+	// authenticated client identity (AcquireArgs.Owner), or else the
+	// holder's name up to its first "/" (fsm.OwnerOf). An acquire of a key
+	// name the state does not hold is refused while the identity has that
+	// many; acquiring one of its ended keys again is not (it adds none).
+	MaxEndedKeysPerIdentity int
 }
 
 // Limit refusals: nothing was proposed. Retrying later may succeed.
 var (
 	ErrTooManyKeys    = errors.New("too many keys held by this holder")
 	ErrTooManyWaiters = errors.New("too many acquires waiting for this key")
+	// ErrTooManyEndedKeys refuses an acquire of a new key name by an
+	// identity that has Limits.MaxEndedKeysPerIdentity ended keys kept.
+	ErrTooManyEndedKeys = errors.New("too many ended keys kept for this identity")
 )
 
 // LimitError is a refusal because of a limit, with a hint of when to try
@@ -79,13 +92,50 @@ func (n *Node) checkLimits(a AcquireArgs) error {
 		return &LimitError{Err: ErrTooManyWaiters, Limit: l.MaxWaitersPerIdentity, RetryAfter: time.Second,
 			Detail: fmt.Sprintf("identity %q already has as many acquires waiting as it may, over all keys", a.Owner)}
 	}
-	return nil
+	return n.checkEndedKeys(a)
+}
+
+// checkEndedKeys refuses an acquire of a key name the state does not hold
+// when the identity it is counted against has as many ended keys kept as
+// it may: each keeps its name and value (up to 1 KiB) for the retention,
+// and a client that invents key names would otherwise grow the state
+// without bound. Taking one of its ended keys again adds none, and is let
+// through. The count is the leader's list of ended keys (reclaim.go),
+// whole once a new leader's first scan is done.
+func (n *Node) checkEndedKeys(a AcquireArgs) error {
+	limit := n.cfg.Limits.MaxEndedKeysPerIdentity
+	if limit <= 0 {
+		return nil
+	}
+	if _, exists := n.fsm.Get(a.Key); exists {
+		return nil
+	}
+	id := endedIdentity(a)
+	if n.reclaim.endedBy(id) < limit {
+		return nil
+	}
+	retry := time.Minute
+	if n.cfg.KeyRetention > 0 {
+		retry = reclaimInterval(n.cfg.KeyRetention)
+	}
+	metrics.EndedKeyRefusals.Inc()
+	return &LimitError{Err: ErrTooManyEndedKeys, Limit: limit, RetryAfter: retry,
+		Detail: fmt.Sprintf("identity %q has as many ended keys kept as it may: reuse one, or wait for the retention to reclaim them", id)}
+}
+
+// endedIdentity is who an acquire's ended keys are counted against: the
+// authenticated identity, or else the holder's name up to its first "/".
+func endedIdentity(a AcquireArgs) string {
+	if a.Owner != "" {
+		return a.Owner
+	}
+	return fsm.OwnerOf(a.Holder)
 }
 
 // apply reports whether any limit could refuse a.
 func (l Limits) apply(a AcquireArgs) bool {
 	waits, owner := a.Wait > 0, a.Owner != ""
-	return l.MaxKeysPerHolder > 0 || (owner && l.MaxKeysPerIdentity > 0) ||
+	return l.MaxKeysPerHolder > 0 || (owner && l.MaxKeysPerIdentity > 0) || l.MaxEndedKeysPerIdentity > 0 ||
 		(waits && (l.MaxWaitersPerKey > 0 || (owner && l.MaxWaitersPerIdentity > 0)))
 }
 

@@ -40,6 +40,11 @@ type Node struct {
 	waiters *waitq
 	confirm *confirmer
 	reclaim reclaimer
+	// takeovers are the takeover barriers this node applied, and when
+	// (takeovers.go).
+	takeovers takeovers
+	// expiry proposes the expiries of leases that ran out (expiry.go).
+	expiry expirer
 
 	// ready is the leadership generation whose barrier and lease re-arming
 	// are done; 0 while not leading or not yet ready.
@@ -73,8 +78,13 @@ func New(cfg Config) (*Node, error) {
 		return nil, err
 	}
 	n := &Node{cfg: cfg, log: cfg.Logger.Named("cluster"), waiters: newWaitq(), stop: make(chan struct{})}
+	n.reclaim.kick = make(chan struct{}, 1)
 	n.fsm = fsm.New(fsm.Config{MaxSeq: cfg.MaxSeq, Observer: n, ReclaimIgnoresEpoch: cfg.ReclaimIgnoresEpoch})
 	n.leases = newLeases(n.log.Named("leases"), n.proposeExpire, n.proposeDelayEnd)
+	n.leases.room = n.expiry.room
+	if !cfg.LeaseRearmFull {
+		n.leases.takeoverAt = n.takeovers.after
+	}
 	n.confirm = &confirmer{verify: func() error { return translateRead(n.wait(n.r().VerifyLeader())) }}
 	store, stopStoreMetrics, err := openStore(cfg.DataDir, cfg.Store, cfg.NoSync, cfg.Logger)
 	if err != nil {
@@ -256,9 +266,12 @@ func (n *Node) revoke() {
 // shorten a lease.
 func (n *Node) establish(r *raft.Raft, gen uint64, gained time.Time) {
 	defer n.wg.Done()
+	var barrier uint64
 	for n.gen.Load() == gen {
-		err := n.wait(r.Apply(fsm.Encode(fsm.Barrier{}), n.cfg.ApplyTimeout))
+		f := r.Apply(fsm.Encode(fsm.Barrier{}), n.cfg.ApplyTimeout)
+		err := n.wait(f)
 		if err == nil {
+			barrier = f.Index()
 			break
 		}
 		n.log.Warn("barrier failed", "error", err)
@@ -268,7 +281,7 @@ func (n *Node) establish(r *raft.Raft, gen uint64, gained time.Time) {
 	}
 	// The re-arm overlaps the takeover wait: its leases count from the
 	// wait's end, as if armed then, and nothing is served before it.
-	n.leases.activateFrom(gen, gained.Add(takeoverWait), n.fsm.WalkLive, n.fsm.LockDelayed())
+	n.leases.activateAt(gen, gained.Add(takeoverWait), n.touchBelow(barrier), n.fsm.WalkLive, n.fsm.LockDelayed())
 	if !n.waitTakeover(gen, gained) {
 		n.leases.deactivateGen(gen)
 		return
@@ -283,6 +296,7 @@ func (n *Node) establish(r *raft.Raft, gen uint64, gained time.Time) {
 		return
 	}
 	metrics.IsLeader.Set(1)
+	n.reclaim.requestScan() // the counts of ended keys per identity are whole after it
 	n.log.Info("leader ready", "generation", gen, "term", r.CurrentTerm())
 	n.registerSelf(r, gen)
 }
@@ -329,6 +343,9 @@ func (n *Node) registerSelf(r *raft.Raft, gen uint64) {
 // Granted implements fsm.Observer.
 func (n *Node) Granted(k fsm.KeyState, renewed bool) {
 	n.leases.granted(k)
+	if !renewed {
+		n.reclaim.granted(k)
+	}
 	if n.ready.Load() != 0 {
 		if renewed {
 			metrics.Renewals.WithLabelValues("acquire").Inc()
@@ -336,6 +353,28 @@ func (n *Node) Granted(k fsm.KeyState, renewed bool) {
 			metrics.Grants.Inc()
 		}
 	}
+}
+
+// Touched implements fsm.Toucher: a Touch entry renewed k, which now runs a
+// full TTL from now with its new Armed index.
+func (n *Node) Touched(k fsm.KeyState) {
+	n.leases.granted(k)
+}
+
+// BarrierApplied implements fsm.TakeoverObserver.
+func (n *Node) BarrierApplied(index, term uint64) {
+	n.takeovers.barrier(index, term, time.Now())
+}
+
+// touchBelow is the index below which (inclusive) a leadership whose
+// takeover barrier is at index renews a lease through a Touch entry: the
+// barrier's, or 0 (never) for the positive control that re-arms every
+// lease for a full TTL at every election.
+func (n *Node) touchBelow(index uint64) uint64 {
+	if n.cfg.LeaseRearmFull {
+		return 0
+	}
+	return max(index, 1)
 }
 
 // Ended implements fsm.Observer.
@@ -358,46 +397,13 @@ func (n *Node) Ended(k fsm.KeyState) {
 // Restored implements fsm.Observer. A leader never installs a snapshot from a
 // peer; if its state is replaced anyway, the lease table follows the new state.
 func (n *Node) Restored() {
+	n.takeovers.reset()
 	if gen := n.ready.Load(); gen != 0 {
-		n.leases.activate(gen, n.fsm.WalkLive, n.fsm.LockDelayed())
+		// Every grant of the new state is renewed through a touch first.
+		n.leases.activateAt(gen, time.Time{}, n.touchBelow(n.fsm.Applied()), n.fsm.WalkLive, n.fsm.LockDelayed())
 		n.reclaim.activate(gen)
+		n.reclaim.requestScan()
 	}
-}
-
-// proposeExpire ends a grant whose lease ran out, retrying while this node
-// still leads in the same generation: a grant must not stay held forever
-// because one proposal failed.
-func (n *Node) proposeExpire(gen uint64, e fsm.Expire, lockDelay time.Duration) {
-	n.wg.Add(1)
-	go func() {
-		defer n.wg.Done()
-		backoff := 10 * time.Millisecond
-		for n.ready.Load() == gen {
-			cmd := e
-			var next *waiter
-			if lockDelay == 0 { // a lock-delay keeps even waiters out for a while
-				if next = n.waiters.claim(e.Key); next != nil {
-					cmd.Next = next.acquire()
-				}
-			}
-			res, err := n.apply(cmd)
-			n.settleHandoff(e.Key, next, res, err)
-			if err == nil && lockDelay > 0 && !expiredBy(res, e) {
-				n.leases.dropDelay(e.Key) // the holder renewed first: no delay owed
-			}
-			if err == nil {
-				n.log.Debug("lease expired", "key", e.Key, "token", e.Token)
-				return
-			}
-			n.log.Warn("expiry proposal failed", "key", e.Key, "error", err)
-			select {
-			case <-time.After(backoff):
-			case <-n.stop:
-				return
-			}
-			backoff = min(2*backoff, time.Second)
-		}
-	}()
 }
 
 // proposeDelayEnd records in the log that a key's lock-delay ran out on

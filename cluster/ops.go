@@ -56,15 +56,7 @@ func (n *Node) requireReady() (uint64, error) {
 // apply proposes a command and returns the FSM's result.
 func (n *Node) apply(cmd fsm.Command) (*fsm.Result, error) {
 	defer metrics.ObserveApply(commandName(cmd), time.Now())
-	f := n.r().Apply(fsm.Encode(cmd), n.cfg.ApplyTimeout)
-	if err := n.wait(f); err != nil {
-		return nil, translate(err)
-	}
-	res, ok := f.Response().(*fsm.Result)
-	if !ok {
-		return nil, fmt.Errorf("unexpected apply response %T", f.Response())
-	}
-	return res, nil
+	return n.applied(n.r().Apply(fsm.Encode(cmd), n.cfg.ApplyTimeout))
 }
 
 func commandName(c fsm.Command) string {
@@ -461,8 +453,14 @@ func (n *Node) Renew(ctx context.Context, key, holder string, tok fence.Token) (
 	if err := n.confirmRenewal(ctx); err != nil {
 		return fsm.KeyState{}, time.Time{}, err
 	}
-	k, deadline, ok := n.leases.renew(key, holder, tok)
-	if !ok {
+	k, deadline, r := n.leases.renewLease(key, holder, tok)
+	if r == renewTouch {
+		if err := n.touch([]fsm.TouchKey{{Key: key, Token: tok}}); err != nil {
+			return fsm.KeyState{}, time.Time{}, err
+		}
+		k, deadline, r = n.leases.renewLease(key, holder, tok)
+	}
+	if r != renewDone {
 		return fsm.KeyState{}, time.Time{}, n.whyNoLease(key, holder, tok)
 	}
 	metrics.Renewals.WithLabelValues("renew").Inc()
@@ -492,16 +490,40 @@ func (n *Node) Keepalive(ctx context.Context, holder string, may func(key string
 	if err := n.confirmRenewal(ctx); err != nil {
 		return nil, err
 	}
-	return n.renewHolder(holder, may), nil
+	return n.renewHolder(holder, may)
 }
 
 // renewHolder renews a holder's live leases once this node proved it leads
 // (confirmRenewal): the part of a keepalive that Keepalive and
-// KeepaliveBatch share.
-func (n *Node) renewHolder(holder string, may func(key string) bool) []RenewedLease {
-	ls := n.leases.renewHolder(holder, may)
+// KeepaliveBatch share. The leases armed before this leadership's takeover
+// are touched first, in as few entries as hold them.
+func (n *Node) renewHolder(holder string, may func(key string) bool) ([]RenewedLease, error) {
+	ls, touch := n.leases.renewHolder(holder, may)
+	if len(touch) > 0 {
+		if err := n.touch(touch); err != nil {
+			return nil, err
+		}
+		ls, _ = n.leases.renewHolder(holder, may)
+	}
 	metrics.Renewals.WithLabelValues("keepalive").Add(float64(len(ls)))
-	return ls
+	return ls, nil
+}
+
+// touch renews grants through Touch entries of at most fsm.MaxTouchBatch
+// keys: the first renewal of a grant after an election (leases.renewLease).
+// Applied, each renewed grant is re-armed in the lease table for a full TTL
+// (Node.Touched).
+func (n *Node) touch(keys []fsm.TouchKey) error {
+	for len(keys) > 0 {
+		batch := keys[:min(len(keys), fsm.MaxTouchBatch)]
+		keys = keys[len(batch):]
+		res, err := n.apply(fsm.Touch{Keys: batch})
+		if err != nil {
+			return err
+		}
+		metrics.LeaseTouches.Add(float64(res.Touched))
+	}
+	return nil
 }
 
 // confirmReady checks that this node is a ready leader and confirms with a

@@ -117,9 +117,10 @@ func TestReclaimableSkipsWaitersAndLockDelay(t *testing.T) {
 	if _, err := n.Acquire(ctx, AcquireArgs{Key: "again", Holder: "h2", TTL: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
-	cands, kept := n.reclaimable([]endedKey{free, waited, delayed, again})
-	if len(cands) != 1 || cands[0].key != "free" || len(kept) != 2 || kept[0].key != "waited" || kept[1].key != "delayed" {
-		t.Fatalf("candidates %+v, kept back %+v", cands, kept)
+	cands, kept, gone := n.reclaimable([]endedKey{free, waited, delayed, again})
+	if len(cands) != 1 || cands[0].key != "free" || len(kept) != 2 || kept[0].key != "waited" || kept[1].key != "delayed" ||
+		len(gone) != 1 || gone[0].key != "again" {
+		t.Fatalf("candidates %+v, kept back %+v, gone %+v", cands, kept, gone)
 	}
 }
 
@@ -204,16 +205,24 @@ func TestReclaimBackupRestore(t *testing.T) {
 	}
 }
 
-// A new leader queues the keys that ended before its takeover at its first
-// scan, keeps the ends recorded since, and nothing is due before the
-// retention passed from the moment it learned of them.
+// A new leader lists the keys that ended before its takeover at its first
+// scan (those still ended when it lists them), keeps the ends recorded
+// since, and nothing is due before the retention passed from the moment it
+// learned of them. Due keys stay listed until forgotten.
 func TestReclaimerScanAndDue(t *testing.T) {
 	var rc reclaimer
 	rc.ended(fsm.KeyState{Key: "before-activation", Token: 1}) // not leading: ignored
 	rc.activate(7)
-	rc.ended(fsm.KeyState{Key: "since", Token: 2})
-	rc.scan(7, func() []fsm.ReclaimKey { return []fsm.ReclaimKey{{Key: "inherited", Token: 3}} })
-	rc.scan(7, func() []fsm.ReclaimKey { t.Fatal("scanned twice"); return nil })
+	rc.ended(fsm.KeyState{Key: "since", Holder: "a/1", Token: 2})
+	state := map[string]fsm.KeyState{
+		"inherited": {Key: "inherited", Holder: "b/1", Token: 3, State: fsm.Expired},
+		"regranted": {Key: "regranted", Holder: "b/2", Token: 5, State: fsm.Held},
+	}
+	get := func(k string) (fsm.KeyState, bool) { ks, ok := state[k]; return ks, ok }
+	rc.scan(7, func() []fsm.ReclaimKey {
+		return []fsm.ReclaimKey{{Key: "inherited", Token: 3}, {Key: "regranted", Token: 4}, {Key: "since", Token: 1}}
+	}, get)
+	rc.scan(7, func() []fsm.ReclaimKey { t.Fatal("scanned twice"); return nil }, get)
 	if due := rc.takeDue(7, time.Now().Add(-time.Hour)); len(due) != 0 {
 		t.Fatalf("due before the retention: %+v", due)
 	}
@@ -221,16 +230,19 @@ func TestReclaimerScanAndDue(t *testing.T) {
 		t.Fatalf("another generation took %+v", due)
 	}
 	due := rc.takeDue(7, time.Now())
-	got := map[string]bool{}
-	for _, d := range due {
-		got[d.key] = true
-	}
-	if len(due) != 2 || !got["since"] || !got["inherited"] {
+	if len(due) != 2 || due[0].key != "since" || due[0].token != 2 || due[1].key != "inherited" {
 		t.Fatalf("due: %+v", due)
 	}
-	rc.keepBack(7, due[:1])
-	if again := rc.takeDue(7, time.Now().Add(-time.Hour)); len(again) != 1 {
-		t.Fatalf("kept-back keys not looked at again: %+v", again)
+	if rc.endedBy("a") != 1 || rc.endedBy("b") != 1 {
+		t.Fatalf("per identity: a %d, b %d", rc.endedBy("a"), rc.endedBy("b"))
+	}
+	rc.forget(7, due[1:])
+	if again := rc.takeDue(7, time.Now()); len(again) != 1 || again[0].key != "since" {
+		t.Fatalf("after forgetting one: %+v", again)
+	}
+	rc.granted(fsm.KeyState{Key: "since", Holder: "a/1", Token: 6})
+	if rc.pending() != 0 || rc.endedBy("a") != 0 {
+		t.Fatalf("a key granted again stays listed: %d", rc.pending())
 	}
 	rc.deactivate()
 	rc.ended(fsm.KeyState{Key: "after", Token: 4})

@@ -51,7 +51,11 @@ func (n *Node) KeepaliveBatch(ctx context.Context, holders []string, may func(ke
 	}
 	out := make([][]RenewedLease, len(holders))
 	for i, h := range holders {
-		out[i] = n.renewHolder(h, may)
+		ls, err := n.renewHolder(h, may)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = ls
 	}
 	return out, nil
 }

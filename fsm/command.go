@@ -74,7 +74,7 @@ var ErrCorrupt = errors.New("fsm: corrupt command")
 
 // Command is one change of the replicated state. It is implemented by
 // Acquire, Release, Expire, SetMember, DelMember, Barrier, SetClusterID,
-// Reclaim and DelayEnd.
+// Reclaim, DelayEnd and Touch.
 type Command interface {
 	encode(b []byte) []byte
 }
@@ -265,6 +265,8 @@ func Decode(b []byte) (Command, error) {
 		c = d.reclaim(b[1])
 	case typeDelayEnd:
 		c = d.delayEnd()
+	case typeTouch:
+		c = d.touch()
 	default:
 		return nil, fmt.Errorf("%w: unknown type %d", ErrCorrupt, b[0])
 	}

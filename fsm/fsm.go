@@ -208,6 +208,8 @@ type Result struct {
 	Next *Result
 	// Reclaim says what a Reclaim entry did; nil for other commands.
 	Reclaim *ReclaimResult
+	// Touched is the number of grants a Touch entry renewed.
+	Touched int
 	// Recalled is true when a release's request id had been applied
 	// already: Key names the grant that first release ended (its key,
 	// token and state); nothing changed and nothing was handed off.
@@ -311,6 +313,11 @@ type notice struct {
 	key     KeyState
 	granted bool
 	renewed bool
+	// touched marks a Touch's renewal (Toucher).
+	touched bool
+	// barrier marks a Barrier entry, at key.Index in term key.Armed
+	// (TakeoverObserver).
+	barrier bool
 }
 
 // Apply applies one committed entry.
@@ -387,6 +394,16 @@ func (f *FSM) deliver(notices []notice) {
 		return
 	}
 	for _, e := range notices {
+		if e.barrier {
+			if o, ok := f.obs.(TakeoverObserver); ok {
+				o.BarrierApplied(e.key.Index, e.key.Armed)
+			}
+			continue
+		}
+		if t, ok := f.obs.(Toucher); ok && e.touched {
+			t.Touched(e.key)
+			continue
+		}
 		if e.granted {
 			f.obs.Granted(e.key, e.renewed)
 		} else {
@@ -453,7 +470,7 @@ func (f *FSM) apply(cmd Command, pos logPos, notices []notice) (*Result, []notic
 		delete(f.members, c.ID)
 		return &Result{Changed: true}, notices
 	case Barrier:
-		return &Result{}, notices
+		return &Result{}, append(notices, notice{key: KeyState{Index: pos.index, Armed: pos.term}, barrier: true})
 	case SetClusterID:
 		if f.clusterID == "" {
 			f.clusterID = c.ID
@@ -464,6 +481,8 @@ func (f *FSM) apply(cmd Command, pos logPos, notices []notice) (*Result, []notic
 		return f.reclaim(c, pos), notices
 	case DelayEnd:
 		return f.delayEnd(c), notices
+	case Touch:
+		return f.touch(c, pos, notices)
 	}
 	panic(fmt.Sprintf("fsm: unhandled command %T", cmd))
 }

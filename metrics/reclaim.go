@@ -11,7 +11,18 @@ var (
 	KeysReclaimed = promauto.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "keys_reclaimed_total",
 		Help: "Ended keys forgotten by reclamation entries this node proposed as leader."})
 	ReclaimPending = promauto.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "keys_reclaim_pending",
-		Help: "Ended keys the leader tracks until their retention passes."})
+		Help: "Ended keys the leader tracks until their retention passes (one per key, its latest end)."})
+	// LeaseTouches counts the grants renewed through a Touch entry: the
+	// first renewal of each grant after an election.
+	LeaseTouches = promauto.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "lease_touches_total",
+		Help: "Grants whose first renewal after an election was written to the log (a touch), so a later leader counts their leases from it."})
+	// EndedKeyRefusals counts the acquires of new key names refused because
+	// their identity had --max-ended-keys-per-identity ended keys kept.
+	EndedKeyRefusals = promauto.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "ended_keys_limit_refusals_total",
+		Help: "Acquires of new key names refused because their identity had as many ended keys kept as it may."})
+	// EndedKeysMaxIdentity is the most ended keys one identity has kept.
+	EndedKeysMaxIdentity = promauto.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "ended_keys_max_per_identity",
+		Help: "The most ended keys any one identity has kept, on the leader (see --max-ended-keys-per-identity)."})
 	EpochBumps = promauto.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "reclaim_epoch_bumps_total",
 		Help: "Epoch floor raises made by reclamation entries this node proposed as leader."})
 	EpochsLeft = promauto.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "epochs_left",

@@ -65,6 +65,7 @@ type options struct {
 	maxSeq                       uint64
 	keyRetention                 time.Duration
 	reclaimIgnoresEpoch          bool
+	leaseRearmFull               bool
 	noSync                       bool
 	leaveOnTerminate             bool
 	pprof                        bool
@@ -281,7 +282,7 @@ func run(o *options) error {
 		Peers: peers, Bootstrap: o.dev, HeartbeatTimeout: o.heartbeat, ElectionTimeout: o.election,
 		SnapshotThreshold: o.snapshotThreshold, SnapshotInterval: o.snapshotInterval, TrailingLogs: o.trailingLogs, Store: o.raftStore, MaxSeq: o.maxSeq, NoSync: o.noSync,
 		RaftServerTLS: raftServerTLS, RaftClientTLS: raftClientTLS, Limits: sec.limits(),
-		KeyRetention: o.keyRetention, ReclaimIgnoresEpoch: o.reclaimIgnoresEpoch,
+		KeyRetention: o.keyRetention, ReclaimIgnoresEpoch: o.reclaimIgnoresEpoch, LeaseRearmFull: o.leaseRearmFull,
 		Logger: log,
 	})
 	if err != nil {

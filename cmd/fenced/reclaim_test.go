@@ -28,7 +28,7 @@ func TestKeyRetentionFlag(t *testing.T) {
 // entries differently from the others (a cluster whose nodes differ
 // diverges) are not in a production build.
 func TestNoUnsafeApplyFlagsInProduction(t *testing.T) {
-	for _, f := range []string{"--unsafe-reclaim-ignores-epoch", "--max-seq=5"} {
+	for _, f := range []string{"--unsafe-reclaim-ignores-epoch", "--unsafe-lease-rearm-full", "--max-seq=5"} {
 		if _, err := parseFlags([]string{f}); err == nil || !strings.Contains(err.Error(), "unknown flag") {
 			t.Errorf("%s: %v; want an unknown flag", f, err)
 		}

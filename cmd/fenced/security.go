@@ -53,6 +53,7 @@ type securityOptions struct {
 
 	maxKeysPerHolder, maxWaitersPerKey        int
 	maxKeysPerIdentity, maxWaitersPerIdentity int
+	maxEndedKeysPerIdentity                   int
 	maxWatchesPerIdentity                     int
 	rateLimit                                 float64
 	rateBurst                                 int
@@ -76,6 +77,7 @@ func (s *securityOptions) register(fs *pflag.FlagSet) {
 	fs.IntVar(&s.maxWaitersPerKey, "max-waiters-per-key", 1000, "acquires that may wait for one key (0: no limit)")
 	fs.IntVar(&s.maxKeysPerIdentity, "max-keys-per-identity", 10000, "live grants the holders of one client identity may have together, whatever holder names it uses (0: no limit; admins are not counted)")
 	fs.IntVar(&s.maxWaitersPerIdentity, "max-waiters-per-identity", 1000, "acquires one client identity may have waiting, over all keys (0: no limit; admins are not counted)")
+	fs.IntVar(&s.maxEndedKeysPerIdentity, "max-ended-keys-per-identity", 100000, "ended keys (kept with their values until --key-retention reclaims them) one identity may have before its acquires of new key names are refused; the identity is the client identity with authentication, else the holder's name up to its first \"/\" (0: no limit)")
 	fs.IntVar(&s.maxWatchesPerIdentity, "max-watches-per-identity", 100, "watch streams and blocking reads one client identity (or IP address, when anonymous) may have open on this node at once (0: no limit)")
 	fs.Float64Var(&s.rateLimit, "rate-limit", 0, "requests per second one client (identity, or IP address when anonymous) may send to a node (0: no limit)")
 	fs.IntVar(&s.rateBurst, "rate-burst", 0, "requests a client may send at once above --rate-limit (default: one second's worth)")
@@ -116,7 +118,7 @@ func (s *securityOptions) check() error {
 		return errors.New("--acl-file needs authentication to know who asks: give --auth-tokens or --tls-ca (client certificates)")
 	}
 	switch {
-	case s.maxKeysPerHolder < 0, s.maxWaitersPerKey < 0, s.maxKeysPerIdentity < 0, s.maxWaitersPerIdentity < 0, s.maxWatchesPerIdentity < 0, s.rateLimit < 0, s.rateBurst < 0, s.bodyTimeout < 0:
+	case s.maxKeysPerHolder < 0, s.maxWaitersPerKey < 0, s.maxKeysPerIdentity < 0, s.maxWaitersPerIdentity < 0, s.maxEndedKeysPerIdentity < 0, s.maxWatchesPerIdentity < 0, s.rateLimit < 0, s.rateBurst < 0, s.bodyTimeout < 0:
 		return errors.New("limits cannot be negative")
 	case s.maxHeaderBytes < 1<<10:
 		return errors.New("--http-max-header-bytes must be at least 1024")
@@ -400,7 +402,8 @@ func (s *security) apiOptions() api.ServerOptions {
 // limits returns the cluster's limits.
 func (s *security) limits() cluster.Limits {
 	return cluster.Limits{MaxKeysPerHolder: s.o.maxKeysPerHolder, MaxWaitersPerKey: s.o.maxWaitersPerKey,
-		MaxKeysPerIdentity: s.o.maxKeysPerIdentity, MaxWaitersPerIdentity: s.o.maxWaitersPerIdentity}
+		MaxKeysPerIdentity: s.o.maxKeysPerIdentity, MaxWaitersPerIdentity: s.o.maxWaitersPerIdentity,
+		MaxEndedKeysPerIdentity: s.o.maxEndedKeysPerIdentity}
 }
 
 // reloadOnSIGHUP reloads certificates, CAs and tokens on every SIGHUP until

@@ -10,5 +10,6 @@ import "github.com/spf13/pflag"
 // suite's positive controls use them to prove its checkers fail.
 func registerUnsafe(fs *pflag.FlagSet, o *options) {
 	fs.BoolVar(&o.reclaimIgnoresEpoch, "unsafe-reclaim-ignores-epoch", false, "reclaim keys without the epoch rule, so tokens can go back (a positive control for the chaos suite only; same on every node)")
+	fs.BoolVar(&o.leaseRearmFull, "unsafe-lease-rearm-full", false, "re-arm every lease for a full TTL at every election and renew without touches, so a dead holder keeps its key while leaders keep changing (a positive control for the chaos suite only; same on every node)")
 	fs.Uint64Var(&o.maxSeq, "max-seq", 0, "lower the per-epoch grant limit per key (testing only; same on every node)")
 }
