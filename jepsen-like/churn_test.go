@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fenced/fenced/internal/proccluster"
+	"github.com/fenced/fenced/jepsen-like/checker"
 	"github.com/fenced/fenced/jepsen-like/nemesis"
 	"github.com/fenced/fenced/jepsen-like/runner"
 	"github.com/fenced/fenced/jepsen-like/workload"
@@ -71,4 +72,39 @@ func firstLine(vs []string) string {
 		return ""
 	}
 	return vs[0]
+}
+
+// TestFlapLeaders hands leadership on every 1-2 s while a holder that
+// stopped renewing waits to lose its key: lease-bound must pass, and with
+// a full re-arm at every election (the chaos build's
+// --unsafe-lease-rearm-full) it must fail, the key kept for as long as the
+// flapping lasted.
+func TestFlapLeaders(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos run; skipped with -short")
+	}
+	for _, broken := range []string{"", workload.BrokenLeaseRearmFull} {
+		t.Run("broken="+broken, func(t *testing.T) {
+			bin, err := proccluster.Fenced()
+			if broken != "" {
+				bin, err = proccluster.FencedChaos()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, out := runSuite(t, runner.Config{Schedule: "short", Seed: 5, Nodes: 3, Backend: runner.DefaultBackend(), Results: resultsDir(t),
+				Binary: bin, Broken: broken, Faults: []string{nemesis.FlapLeaders}, LinearizableTimeout: 30 * time.Second})
+			for _, r := range res.Results {
+				if r.Name != checker.LeaseBoundName {
+					continue
+				}
+				if r.Pass == (broken != "") {
+					t.Fatalf("lease-bound passed %v with broken=%q:\n%s", r.Pass, broken, out)
+				}
+				t.Logf("%s: %s %s", r.Name, r.Summary, firstLine(r.Violations))
+				return
+			}
+			t.Fatalf("no %s checker in the results:\n%s", checker.LeaseBoundName, out)
+		})
+	}
 }

@@ -40,7 +40,7 @@ func parse(args []string) (runner.Config, string, error) {
 	fs := pflag.NewFlagSet("jepsen-like", pflag.ContinueOnError)
 	fs.StringVar(&recheck, "check", "", "run no cluster: check the recorded run in this results directory again and rewrite its reports")
 	fs.DurationVar(&cfg.Time, "time", 5*time.Minute, "length of a full schedule (the short schedule takes what its faults need)")
-	fs.StringVar(&faults, "faults", "all", "faults to inject, comma-separated, or all: "+strings.Join(nemesis.All, ","))
+	fs.StringVar(&faults, "faults", "all", "faults to inject, comma-separated, or all ("+strings.Join(nemesis.All, ",")+"); also "+strings.Join(nemesis.Extra, ","))
 	fs.Int64Var(&cfg.Seed, "seed", 0, "random seed of the schedule and the clients (0: from the clock)")
 	fs.IntVar(&cfg.Nodes, "nodes", 3, "cluster size: 3 or 5")
 	fs.StringVar(&cfg.Backend, "backend", runner.DefaultBackend(), "netns (root: a network namespace per node, partitions with iptables), local (loopback, no partitions) or docker (the compose cluster; partitions as root)")

@@ -94,7 +94,7 @@ func (e *Env) Supported(name string) error {
 	case LostAnswers:
 		return e.supportsLostAnswers()
 	case PauseLeader, KillRandom, KillLeader, KillAll, RollingRestart, Mixed:
-	case FreezeFollower, FreezeLeader, SlowNode:
+	case FreezeFollower, FreezeLeader, SlowNode, FlapLeaders:
 	default:
 		return fmt.Errorf("unknown nemesis %q (known: %s)", name, strings.Join(All, ", "))
 	}
@@ -130,6 +130,8 @@ func (e *Env) Run(ctx context.Context, name string) error {
 		return e.gray(ctx, name)
 	case LostAnswers:
 		return e.lostAnswers(ctx)
+	case FlapLeaders:
+		return e.flapLeaders(ctx)
 	}
 	return fmt.Errorf("unknown nemesis %q", name)
 }

@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -182,11 +183,11 @@ func (c *Config) Validate() error {
 	}
 	for _, f := range c.Faults {
 		ok := false
-		for _, n := range nemesis.All {
+		for _, n := range nemesis.Known() {
 			ok = ok || n == f
 		}
 		if !ok {
-			return fmt.Errorf("unknown fault %q (known: %s, or all)", f, strings.Join(nemesis.All, ", "))
+			return fmt.Errorf("unknown fault %q (known: %s, or all)", f, strings.Join(nemesis.Known(), ", "))
 		}
 	}
 	if c.Clients < 1 || c.Keys < 1 || c.TTL < 100*time.Millisecond {
@@ -229,11 +230,14 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 		"--log-level", "debug",
 	}
 	args = append(args, churnArgs(cfg)...)
+	if cfg.Broken == workload.BrokenLeaseRearmFull {
+		args = append(args, "--unsafe-lease-rearm-full")
+	}
 	// The docker backend runs the image (and checks its flags itself).
 	if cfg.Binary == "" && cfg.Backend != "docker" {
 		build := proccluster.Fenced
-		if cfg.Broken == workload.BrokenReclaimNoEpoch {
-			build = proccluster.FencedChaos // the only build with the unsafe flag
+		if cfg.Broken == workload.BrokenReclaimNoEpoch || cfg.Broken == workload.BrokenLeaseRearmFull {
+			build = proccluster.FencedChaos // the only build with the unsafe flags
 		}
 		bin, err := build()
 		if err != nil {
@@ -339,12 +343,16 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 	streams, observers := watchers.Stop(b.Endpoints(), 30*time.Second)
 	ops, faults := rec.Ops(), rec.Faults()
 	ops, churnOps := checker.SplitPrefix(ops, workload.ChurnPrefix)
+	ops, flapOps := checker.SplitPrefix(ops, nemesis.FlapPrefix)
 	final.Reclaim = churn != nil
 	if churn != nil {
 		final.Churning = workload.ChurnPrefix
 	}
 	results := checker.All(ops, final, checker.Options{TTL: cfg.TTL, LinearizableTimeout: cfg.LinearizableTimeout, Faults: faults, Availability: availability(cfg)})
 	results = append(results, churn.check(cfg, churnOps, final, log)...)
+	if len(flapOps) > 0 || slices.Contains(names, nemesis.FlapLeaders) {
+		results = append(results, checker.LeaseBound(flapOps, nemesis.LeaseEnd, leaseBound(cfg)))
+	}
 	results = append(results, checker.Watch(ops, streams, observers)...)
 	r := &Result{Dir: cfg.Results, Results: results, Ops: len(ops), Faults: len(faults), Skipped: skipped}
 	for _, c := range results {
@@ -638,4 +646,12 @@ func printReport(out io.Writer, r *Result) {
 		printUnavailability(out, c.Unavailability)
 	}
 	fmt.Fprintf(out, "%d passed, %d failed\n", r.Passed, r.Failed)
+}
+
+// leaseBound is how long after its grant a holder that stopped renewing may
+// keep its key while leaders change (docs/GUARANTEES.md: two TTLs, the new
+// leader's 300 ms takeover and an election), with the slack of the
+// observation (a read every 100 ms, a commit).
+func leaseBound(cfg Config) time.Duration {
+	return 2*cfg.TTL + 300*time.Millisecond + 2*cfg.ElectionTimeout + time.Second
 }

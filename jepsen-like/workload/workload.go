@@ -40,7 +40,14 @@ const (
 )
 
 // BrokenModes lists the positive controls.
-var BrokenModes = []string{BrokenResourceNoCheck, BrokenTokenReset, BrokenStaleVerify, BrokenStaleRenew, BrokenNoAttemptDeadline, BrokenForceReleaseLookup, BrokenReclaimNoEpoch}
+var BrokenModes = []string{BrokenResourceNoCheck, BrokenTokenReset, BrokenStaleVerify, BrokenStaleRenew, BrokenNoAttemptDeadline, BrokenForceReleaseLookup, BrokenReclaimNoEpoch, BrokenLeaseRearmFull}
+
+// BrokenLeaseRearmFull: the cluster runs with the chaos build's
+// --unsafe-lease-rearm-full: every new leader re-arms every lease for a full
+// TTL, so under the flap-leaders nemesis a holder that stopped renewing
+// keeps its key for as long as the leader keeps changing, and lease-bound
+// must fail.
+const BrokenLeaseRearmFull = "lease-rearm-full"
 
 // Config configures the workload.
 type Config struct {
