@@ -27,9 +27,9 @@ type Lease struct {
 	// requestID is the id of the acquire that made the grant: sent again,
 	// it renews that grant while it lives and never makes another.
 	requestID string
-	margin time.Duration // fixed; zero: a tenth of the server's TTL
-	cancel context.CancelFunc
-	done   chan struct{}
+	margin    time.Duration // fixed; zero: a tenth of the server's TTL
+	cancel    context.CancelFunc
+	done      chan struct{}
 
 	mu       sync.Mutex
 	ttl      time.Duration // the server's last answer

@@ -187,7 +187,7 @@ func (s *lockSession) warnShortTTL(ctx context.Context) {
 			}
 		}
 		fmt.Fprintf(s.e.stderr, "fencectl: warning: --ttl %v may not survive a leader failover: this cluster may renew nothing for up to %v after its leader dies, and renewing every %v with a kill margin of %v, the lock has only %v left when a leader dies just before a renewal; the command would be killed although it is alive. Use --ttl %v or more.\n",
-			s.t.ttl, failover, s.t.interval.Round(time.Millisecond), s.t.margin.Round(time.Millisecond), (s.t.window-s.t.interval).Round(time.Millisecond), min)
+			s.t.ttl, failover, s.t.interval.Round(time.Millisecond), s.t.margin.Round(time.Millisecond), (s.t.window - s.t.interval).Round(time.Millisecond), min)
 	}
 }
 

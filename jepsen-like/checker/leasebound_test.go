@@ -12,7 +12,9 @@ func TestLeaseBound(t *testing.T) {
 	acq := func(key string, at int64) history.Op {
 		return history.Op{Kind: history.Acquire, Key: key, Outcome: history.OK, Granted: 1<<32 | 1, Invoke: at, Complete: at + s/10}
 	}
-	end := func(key string, at int64) history.Op { return history.Op{Kind: "lease-end", Key: key, Invoke: at, Complete: at} }
+	end := func(key string, at int64) history.Op {
+		return history.Op{Kind: "lease-end", Key: key, Invoke: at, Complete: at}
+	}
 	for _, tc := range []struct {
 		name string
 		ops  []history.Op
