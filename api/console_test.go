@@ -111,6 +111,16 @@ func TestConsoleCSPNamesOnlyOrigins(t *testing.T) {
 	if strings.Contains(csp, "script-src *") || strings.Contains(csp, "javascript") {
 		t.Errorf("policy %q took a hostile address", csp)
 	}
+	// The page is told the same origins as its policy names.
+	h := ui.Handler(func() []string { return []string{"http://10.0.0.1:7700", `http://x"><script>alert(1)</script>`} })
+	resp := get(t, h, "/ui/")
+	body, _ := io.ReadAll(resp.Body)
+	if !strings.Contains(string(body), `<meta name="fenced-connect" content="http://10.0.0.1:7700">`) || strings.Contains(string(body), "alert") {
+		t.Errorf("the page names its origins as %s", body)
+	}
+	if csp := resp.Header.Get("Content-Security-Policy"); !strings.Contains(csp, "connect-src 'self' http://10.0.0.1:7700;") {
+		t.Errorf("policy %q", csp)
+	}
 }
 
 // TestConsoleNeverParsesHTML: the console's script puts every name into

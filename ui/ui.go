@@ -5,7 +5,9 @@
 package ui
 
 import (
+	"bytes"
 	"embed"
+	"html/template"
 	"io/fs"
 	"net/http"
 	"strings"
@@ -73,6 +75,11 @@ func validOrigin(o string) bool {
 	return true
 }
 
+// index is the page, with the origins its policy lets it fetch from
+// written into it (a meta element, escaped by html/template), so that the
+// script never tries one the policy of its own document refuses.
+var index = template.Must(template.ParseFS(static, "static/index.html"))
+
 // Handler serves the console under Prefix. connect names the origins the
 // page may fetch from besides its own (see CSP); it is called per request,
 // as members come and go.
@@ -82,13 +89,27 @@ func Handler(connect func() []string) http.Handler {
 		h := w.Header()
 		var origins []string
 		if connect != nil {
-			origins = connect()
+			for _, o := range connect() {
+				if validOrigin(o) {
+					origins = append(origins, o)
+				}
+			}
 		}
 		h.Set("Content-Security-Policy", CSP(origins))
 		h.Set("X-Content-Type-Options", "nosniff")
 		h.Set("X-Frame-Options", "DENY")
 		h.Set("Referrer-Policy", "no-referrer")
 		h.Set("Cache-Control", "no-cache")
-		files.ServeHTTP(w, r)
+		if r.URL.Path != "/" && r.URL.Path != "/index.html" {
+			files.ServeHTTP(w, r)
+			return
+		}
+		var b bytes.Buffer
+		if err := index.Execute(&b, strings.Join(origins, " ")); err != nil {
+			http.Error(w, "the console's page did not render", http.StatusInternalServerError)
+			return
+		}
+		h.Set("Content-Type", "text/html; charset=utf-8")
+		_, _ = w.Write(b.Bytes())
 	}))
 }

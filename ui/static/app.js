@@ -27,6 +27,7 @@
     history: [],             // the key page's events
     pending: null,           // the key a confirm is about
     refreshSoon: null,
+    origins: new Set(),      // other members' origins the page may fetch from
   };
 
   const $ = (id) => document.getElementById(id);
@@ -174,6 +175,7 @@
     $('key-admin').hidden = !S.admin;
     if (S.started) return;
     S.started = true;
+    S.origins = allowedOrigins();
     applyStatus(st);
     startFeed();
     route();
@@ -207,11 +209,21 @@
     setTimeout(pollCluster, POLL_MS);
   }
 
+  // allowedOrigins are the other members' API origins this page's
+  // Content-Security-Policy lets it fetch from: the node writes those it
+  // knew when it served the page into it. Fetching any other would be
+  // refused.
+  function allowedOrigins() {
+    const m = document.querySelector('meta[name="fenced-connect"]');
+    return new Set(((m && m.content) || '').split(' ').filter((o) => o.indexOf('://') > 0));
+  }
+
   // memberStatus reads another member's own status from its API; the page
   // may reach it only when that node lets this origin read (--cors-origins).
   async function memberStatus(m) {
     if (!m.http_addr) return null;
     const origin = location.protocol + '//' + m.http_addr;
+    if (!S.origins.has(origin)) return { error: 'not known when this page was loaded: reload it' };
     const ctl = new AbortController();
     const t = setTimeout(() => ctl.abort(), 1500);
     try {
@@ -323,7 +335,7 @@
     const rows = S.keys.map((k) => {
       const tr = el('tr');
       tr.dataset.key = k.key;
-      const name = td('');
+      const name = td('', 'wrap');
       name.append(keyLink(k.key));
       const t = splitToken(k.token);
       tr.append(name, td(k.holder, 'mono holder'), td(t.epoch, 'mono epoch'), td(t.seq, 'mono seq'), td(k.state, 'st-' + k.state),
@@ -498,6 +510,7 @@
         if (type === 'unavailable') { setConn('node cannot serve: ' + (ev.reason || ''), 'down'); return; }
         if (type === 'reset') { pushFeed(feedItem('reset', ev)); return; }
         if (CHANGES.indexOf(type) < 0) return; // state: the current keys, shown by the table
+        $('feed-state').textContent = 'through index ' + ev.index;
         pushFeed(feedItem(type, ev));
         refreshSoon();
       },
@@ -629,7 +642,7 @@
         case 'renewed': grant(ev.token, ev.holder, 'renewed' + idx); break;
         case 'handed_off':
           if (ev.prev_token) grant(ev.prev_token, ev.prev_holder, (ev.ended || 'ended') + ', handed off' + idx);
-          grant(ev.token, ev.holder, 'handed off to' + idx);
+          grant(ev.token, ev.holder, 'got it by handoff' + idx);
           break;
         case 'released': case 'force_released': case 'expired': case 'lock_delay_ended': case 'deleted':
           grant(ev.token, ev.holder, ev.type.replace(/_/g, ' ') + idx);
