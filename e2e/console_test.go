@@ -122,14 +122,16 @@ type consoleView struct {
 	Admin   bool   `json:"admin"`
 	Members int    `json:"members"`
 	Rows    []struct {
-		Key    string `json:"key"`
-		Shown  string `json:"shown"`
-		Holder string `json:"holder"`
-		Epoch  string `json:"epoch"`
-		Seq    string `json:"seq"`
-		State  string `json:"state"`
-		Lease  string `json:"lease"`
-		Value  string `json:"value"`
+		Key     string `json:"key"`
+		Shown   string `json:"shown"`
+		Holder  string `json:"holder"`
+		Epoch   string `json:"epoch"`
+		Seq     string `json:"seq"`
+		State   string `json:"state"`
+		Lease   string `json:"lease"`
+		Delay   string `json:"delay"`
+		Waiters string `json:"waiters"`
+		Value   string `json:"value"`
 	} `json:"rows"`
 	Feed []struct {
 		Type  string `json:"type"`
@@ -152,7 +154,7 @@ const readConsole = `(() => {
     admin: !$('admin-cluster').hidden, members: document.querySelectorAll('#members tbody tr').length,
     rows: [...document.querySelectorAll('#keys tbody tr')].map((tr) => ({
       key: tr.dataset.key, shown: tr.cells[0].textContent, holder: text(tr, '.holder'), epoch: text(tr, '.epoch'), seq: text(tr, '.seq'),
-      state: tr.cells[4].textContent, lease: text(tr, '.lease'), value: text(tr, '.value') })),
+      state: tr.cells[4].textContent, lease: text(tr, '.lease'), delay: text(tr, '.delay'), waiters: text(tr, '.waiters'), value: text(tr, '.value') })),
     feed: [...document.querySelectorAll('#feed li')].map((li) => ({ type: li.dataset.type, key: li.dataset.key, index: li.dataset.index })),
     elements: elements, imgs: document.querySelectorAll('img').length,
   };
@@ -235,7 +237,7 @@ func TestConsole(t *testing.T) {
 
 	// A grant shows in the table, with epoch and seq apart.
 	start := time.Now()
-	g, err := cl.Acquire(ctx, client.AcquireRequest{Key: "orders/db", Holder: "alice", TTL: "40s", Value: "10.0.0.7:5432"})
+	g, err := cl.Acquire(ctx, client.AcquireRequest{Key: "orders/db", Holder: "alice", TTL: "40s", Value: "10.0.0.7:5432", LockDelay: "3s"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +248,7 @@ func TestConsole(t *testing.T) {
 			return fmt.Errorf("orders/db not in the table: %+v", v.Rows)
 		}
 		r := v.Rows[i]
-		if r.Holder != "alice" || r.Epoch != fmt.Sprint(g.Epoch) || r.Seq != fmt.Sprint(g.Seq) || r.State != "held" || r.Value != "10.0.0.7:5432" {
+		if r.Holder != "alice" || r.Epoch != fmt.Sprint(g.Epoch) || r.Seq != fmt.Sprint(g.Seq) || r.State != "held" || r.Value != "10.0.0.7:5432" || r.Delay != "3s" {
 			return fmt.Errorf("orders/db shown as %+v, granted %+v", r, g)
 		}
 		return nil
@@ -288,6 +290,13 @@ func TestConsole(t *testing.T) {
 		st, err := cl.Status(ctx)
 		if err != nil || st.Waiters == 0 {
 			return fmt.Errorf("b is not waiting yet: %v", err)
+		}
+		return nil
+	})
+	testutil.Eventually(t, 30*time.Second, func() error {
+		v := b.view()
+		if i, ok := v.row("jobs/nightly"); !ok || v.Rows[i].Waiters != "1" {
+			return fmt.Errorf("the table does not show b waiting for jobs/nightly: %+v", v.Rows)
 		}
 		return nil
 	})

@@ -295,7 +295,10 @@
   async function loadKeys() {
     const r = await api(keysPath());
     const now = performance.now();
-    S.keys = (r.keys || []).map((k) => Object.assign(k, { deadline: k.lease_remaining ? now + durMs(k.lease_remaining) : 0 }));
+    S.keys = (r.keys || []).map((k) => Object.assign(k, {
+      deadline: k.lease_remaining ? now + durMs(k.lease_remaining) : 0,
+      delayUntil: k.lock_delay_remaining ? now + durMs(k.lock_delay_remaining) : 0,
+    }));
     S.next = r.truncated ? r.next : '';
     renderKeys();
   }
@@ -331,6 +334,15 @@
     return c;
   }
 
+  // delayCell shows the grant's lock-delay, or the countdown of one in
+  // force.
+  function delayCell(k, tag) {
+    const c = el(tag || 'td', k.lock_delay || '–', 'mono delay');
+    c.dataset.until = String(k.delayUntil || 0);
+    if (k.delayUntil) c.textContent = 'in force, ' + fmtMs(k.delayUntil - performance.now()) + ' left';
+    return c;
+  }
+
   function renderKeys() {
     const rows = S.keys.map((k) => {
       const tr = el('tr');
@@ -339,7 +351,7 @@
       name.append(keyLink(k.key));
       const t = splitToken(k.token);
       tr.append(name, td(k.holder, 'mono holder'), td(t.epoch, 'mono epoch'), td(t.seq, 'mono seq'), td(k.state, 'st-' + k.state),
-        leaseCell(k), td(k.lock_delay || '–', 'mono'), td(k.waiters || 0, 'mono'), td(k.value || '', 'mono value'));
+        leaseCell(k), delayCell(k), td(k.waiters || 0, 'mono waiters'), td(k.value || '', 'mono value'));
       const act = td('');
       if (S.admin && k.state === 'held') {
         const b = el('button', 'Force release', 'danger force');
@@ -361,6 +373,10 @@
     document.querySelectorAll('td.lease').forEach((c) => {
       const d = Number(c.dataset.deadline);
       if (d) c.textContent = fmtMs(d - now);
+    });
+    document.querySelectorAll('.delay').forEach((c) => {
+      const d = Number(c.dataset.until);
+      if (d) c.textContent = d > now ? 'in force, ' + fmtMs(d - now) + ' left' : 'ended';
     });
   }
 
@@ -591,7 +607,8 @@
       const lease = el('dd', '–', 'mono lease');
       lease.dataset.deadline = String(k.state === 'held' ? k.deadline : 0);
       rows.push(el('dt', 'lease left'), lease);
-      add('lock-delay', k.lock_delay || '–', 'mono');
+      k.delayUntil = k.lock_delay_remaining ? performance.now() + durMs(k.lock_delay_remaining) : 0;
+      rows.push(el('dt', 'lock-delay'), delayCell(k, 'dd'));
       add('waiters', k.waiters || 0, 'mono');
       add('value', k.value || '', 'mono value');
       add('index', k.index, 'mono');
