@@ -422,17 +422,23 @@ func TestConsole(t *testing.T) {
 	}
 }
 
-// TestConsoleAsksForToken: with tokens on, the page without a token shows
-// only the sign-in form and no data; a client's token shows the data
-// without the admin actions, an admin's with them.
+// TestConsoleAsksForToken: with tokens and a key ACL on, the page without a
+// token shows only the sign-in form and no data; a client's token shows
+// the keys its rules let it read, without the admin actions; an admin's
+// shows every key, and its forced release, confirmed in the page, ends the
+// grant.
 func TestConsoleAsksForToken(t *testing.T) {
 	b := newBrowser(t, context.Background())
 	const adminTok, clientTok = "console-admin-token-0123", "console-client-token-0123"
-	tokens := filepath.Join(t.TempDir(), "tokens")
+	dir := t.TempDir()
+	tokens, acl := filepath.Join(dir, "tokens"), filepath.Join(dir, "acl")
 	if err := os.WriteFile(tokens, []byte(adminTok+" admin ops\n"+clientTok+" client app\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	c := proccluster.StartTest(t, proccluster.Options{Nodes: 3, ExtraArgs: []string{"--auth-tokens", tokens},
+	if err := os.WriteFile(acl, []byte("app lock,read,verify app/\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c := proccluster.StartTest(t, proccluster.Options{Nodes: 3, ExtraArgs: []string{"--auth-tokens", tokens, "--acl-file", acl},
 		ClientOptions: []client.Option{client.WithBearerToken(adminTok)}})
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
@@ -440,7 +446,11 @@ func TestConsoleAsksForToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	cl := c.Client()
-	if _, err := cl.Acquire(ctx, client.AcquireRequest{Key: "secret/db", Holder: "ops", TTL: "1m"}); err != nil {
+	if _, err := cl.Acquire(ctx, client.AcquireRequest{Key: "secret/db", Holder: "ops", TTL: "10m"}); err != nil {
+		t.Fatal(err)
+	}
+	job, err := cl.Acquire(ctx, client.AcquireRequest{Key: "app/job", Holder: "app/worker-1", TTL: "10m"})
+	if err != nil {
 		t.Fatal(err)
 	}
 	b.do(chromedp.Navigate(c.URL(c.Nodes[0]) + "/ui/"))
@@ -452,26 +462,48 @@ func TestConsoleAsksForToken(t *testing.T) {
 	})
 	b.screenshot("console-login")
 
-	signIn := func(tok string) consoleView {
+	signIn := func(tok string, want ...string) consoleView {
 		t.Helper()
 		b.do(chromedp.Navigate(c.URL(c.Nodes[0])+"/ui/"), chromedp.WaitVisible("#token"),
 			chromedp.SendKeys("#token", tok), chromedp.Click("#login-form button"))
 		var v consoleView
 		testutil.Eventually(t, 30*time.Second, func() error {
 			v = b.view()
-			if _, ok := v.row("secret/db"); !v.Main || v.Login || !ok || v.Conn != "live" {
-				return fmt.Errorf("signed in: %+v", v)
+			var keys []string
+			for _, r := range v.Rows {
+				keys = append(keys, r.Key)
+			}
+			if !v.Main || v.Login || v.Conn != "live" || strings.Join(keys, ",") != strings.Join(want, ",") {
+				return fmt.Errorf("signed in: %+v, want the keys %v", v, want)
 			}
 			return nil
 		})
 		return v
 	}
-	if v := signIn(clientTok); v.Admin || v.Who != "client" {
+	if v := signIn(clientTok, "app/job"); v.Admin || v.Who != "client" {
 		t.Errorf("a client identity sees the admin actions: %+v", v)
 	}
-	if v := signIn(adminTok); !v.Admin || v.Who != "admin" {
+	if v := signIn(adminTok, "app/job", "secret/db"); !v.Admin || v.Who != "admin" {
 		t.Errorf("an admin identity does not see the admin actions: %+v", v)
 	}
+
+	// The admin ends app/job's grant from the page, after confirming.
+	b.do(chromedp.Click(`#keys tbody tr[data-key="app/job"] button.force`), chromedp.WaitVisible("#confirm"))
+	text, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.getElementById('confirm-text').textContent`))
+	if err != nil || !strings.Contains(text, "app/worker-1") || !strings.Contains(text, fmt.Sprintf("epoch %d seq %d", job.Epoch, job.Seq)) {
+		t.Fatalf("the confirmation says %q (%v): it should name the holder and the token", text, err)
+	}
+	b.do(chromedp.Click("#confirm-yes"))
+	testutil.Eventually(t, 30*time.Second, func() error {
+		k, err := cl.Key(ctx, "app/job")
+		if err != nil || k.State != "released" {
+			return fmt.Errorf("app/job after the forced release: %+v %v", k, err)
+		}
+		if got := b.view().feedOf("app/job"); len(got) == 0 || got[len(got)-1] != "force_released" {
+			return fmt.Errorf("the feed of app/job: %v", got)
+		}
+		return nil
+	})
 	dialogs, problems := b.seen()
 	if len(dialogs) > 0 {
 		t.Errorf("the page opened dialogs: %q", dialogs)
