@@ -370,6 +370,14 @@ func (w *WAL) StoreLogs(logs []*raft.Log) error {
 	// write lock.
 	w.awaitRotationLocked()
 
+	// fenced patch: a rotation that failed (no space for the next segment file,
+	// or for the meta store's commit) left a sealed tail; so does a restart
+	// after a seal whose meta commit failed. Rotate now, so the append goes on
+	// once space returns instead of failing with ErrSealed forever.
+	if err := w.rotateSealedTailLocked(); err != nil {
+		return err
+	}
+
 	s, release := w.acquireState()
 	defer release()
 
@@ -476,6 +484,14 @@ func (w *WAL) DeleteRange(min uint64, max uint64) error {
 	// Ensure queued rotation has completed before us if we raced with it for
 	// write lock.
 	w.awaitRotationLocked()
+
+	// fenced patch: a rotation that failed (no space for the next segment file,
+	// or for the meta store's commit) left a sealed tail; so does a restart
+	// after a seal whose meta commit failed. Rotate now, so the append goes on
+	// once space returns instead of failing with ErrSealed forever.
+	if err := w.rotateSealedTailLocked(); err != nil {
+		return err
+	}
 
 	s, release := w.acquireState()
 	defer release()
@@ -607,6 +623,24 @@ func (w *WAL) runRotate() {
 	}
 }
 
+// rotateSealedTailLocked completes the rotation of a tail that is sealed on
+// disk but still the tail in the WAL's state: the background rotation failed,
+// or the WAL was reopened after a seal whose meta commit failed. It returns
+// the rotation's error, which wraps the cause (ENOSPC for a full disk), so
+// the caller learns why its append failed. writeMu must be held.
+func (w *WAL) rotateSealedTailLocked() error {
+	s, release := w.acquireState()
+	sealed, indexStart, err := s.tail.Sealed()
+	release()
+	if err != nil || !sealed {
+		return err
+	}
+	if err := w.rotateSegmentLocked(indexStart); err != nil {
+		return fmt.Errorf("rotate sealed tail segment: %w", err)
+	}
+	return nil
+}
+
 func (w *WAL) rotateSegmentLocked(indexStart uint64) error {
 	txn := func(newState *state) (func(), func() error, error) {
 		// Mark current tail as sealed in segments
@@ -669,6 +703,17 @@ func (w *WAL) createNextSegment(newState *state) (func() error, error) {
 	post := func() error {
 		// Now create the new segment for writing.
 		sw, err := w.sf.Create(newTail)
+		if errors.Is(err, os.ErrExist) {
+			// fenced patch: a file with this ID is left from an attempt that
+			// failed after creating it (no space to preallocate it, then a crash
+			// or a failed removal). The state never held a segment with this ID
+			// (nextSegmentID only moves on when a state holding it is stored), so
+			// the file holds no acknowledged entry: replace it.
+			if derr := w.sf.Delete(newTail.BaseIndex, newTail.ID); derr != nil {
+				return fmt.Errorf("remove stale segment file: %w", derr)
+			}
+			sw, err = w.sf.Create(newTail)
+		}
 		if err != nil {
 			return err
 		}
