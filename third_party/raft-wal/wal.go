@@ -31,6 +31,10 @@ var (
 	ErrSealed   = types.ErrSealed
 	ErrClosed   = types.ErrClosed
 
+	// ErrSyncFailed: an fsync of the log failed (fenced patch). Every write
+	// after it fails with an error wrapping it until the WAL is reopened.
+	ErrSyncFailed = types.ErrSyncFailed
+
 	DefaultSegmentSize = 64 * 1024 * 1024
 )
 
@@ -82,6 +86,13 @@ type WAL struct {
 	// waits on the close before acquiring the lock and continuing.
 	triggerRotate chan uint64
 	awaitRotate   chan struct{}
+
+	// syncFailed holds the first write error that wrapped ErrSyncFailed
+	// (fenced patch). Once set, every write fails with it: after a failed
+	// fsync the kernel may have dropped the dirty pages and marked them
+	// clean, so the success of a later fsync proves nothing about them. The
+	// WAL fails closed; reopening it recovers what is really on disk.
+	syncFailed atomic.Value // error
 }
 
 type walOpt func(*WAL)
@@ -356,7 +367,7 @@ func (w *WAL) StoreLog(log *raft.Log) error {
 
 // StoreLogs stores multiple log entries.
 func (w *WAL) StoreLogs(logs []*raft.Log) error {
-	if err := w.checkClosed(); err != nil {
+	if err := w.checkWritable(); err != nil {
 		return err
 	}
 	if len(logs) < 1 {
@@ -365,6 +376,9 @@ func (w *WAL) StoreLogs(logs []*raft.Log) error {
 
 	w.writeMu.Lock()
 	defer w.writeMu.Unlock()
+	if err := w.checkWritable(); err != nil {
+		return err
+	}
 
 	// Ensure queued rotation has completed before us if we raced with it for
 	// write lock.
@@ -437,6 +451,9 @@ func (w *WAL) StoreLogs(logs []*raft.Log) error {
 		nBytes += uint64(len(encoded[i].Data))
 	}
 	if err := s.tail.Append(encoded); err != nil {
+		if errors.Is(err, ErrSyncFailed) {
+			w.syncFailed.CompareAndSwap(nil, err)
+		}
 		return err
 	}
 	w.metrics.IncrementCounter("log_appends", 1)
@@ -470,7 +487,7 @@ func (w *WAL) awaitRotationLocked() {
 // Implements raft.LogStore. Note that we only support deleting ranges that are
 // a suffix or prefix of the log.
 func (w *WAL) DeleteRange(min uint64, max uint64) error {
-	if err := w.checkClosed(); err != nil {
+	if err := w.checkWritable(); err != nil {
 		return err
 	}
 	if min > max {
@@ -480,6 +497,9 @@ func (w *WAL) DeleteRange(min uint64, max uint64) error {
 
 	w.writeMu.Lock()
 	defer w.writeMu.Unlock()
+	if err := w.checkWritable(); err != nil {
+		return err
+	}
 
 	// Ensure queued rotation has completed before us if we raced with it for
 	// write lock.
@@ -941,6 +961,18 @@ func (w *WAL) checkClosed() error {
 	closed := atomic.LoadUint32(&w.closed)
 	if closed != 0 {
 		return ErrClosed
+	}
+	return nil
+}
+
+// checkWritable is checkClosed for writes: it also refuses every write once an
+// fsync has failed (fenced patch, see syncFailed).
+func (w *WAL) checkWritable() error {
+	if err := w.checkClosed(); err != nil {
+		return err
+	}
+	if err, _ := w.syncFailed.Load().(error); err != nil {
+		return fmt.Errorf("log store refuses writes until reopened: %w", err)
 	}
 	return nil
 }
