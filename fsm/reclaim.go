@@ -106,7 +106,7 @@ func (f *FSM) reclaim(c Reclaim, pos logPos) *Result {
 	}
 	for _, rk := range c.Keys {
 		e, exists := f.keys.get(rk.Key)
-		if !ok || !exists || e.token != rk.Token || e.state == Held || (!f.reclaimIgnoresEpoch && e.token.Epoch() >= epoch) {
+		if !ok || !exists || e.token != rk.Token || e.state == Held || f.shapeOf(rk.Key) != nil || (!f.reclaimIgnoresEpoch && e.token.Epoch() >= epoch) {
 			rr.Skipped++
 			continue
 		}
