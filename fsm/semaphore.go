@@ -455,3 +455,77 @@ func loadSemaphores(sems []Semaphore) map[string]*semaphore {
 	}
 	return out
 }
+
+// WalkGrants is WalkLive and WalkPermits under one hold of the lock: begin
+// hears the number of every live grant, locks' and permits', and fn each
+// (a permit with its Limit set). A new leader re-arms its leases with it.
+func (f *FSM) WalkGrants(begin func(n int), fn func(KeyState)) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	n := 0
+	for name, e := range f.keys.all() {
+		if e.state == Held && f.shapeOf(name) == nil {
+			n++
+		}
+	}
+	for _, s := range f.sems {
+		n += len(s.permits)
+	}
+	begin(n)
+	for name, e := range f.keys.all() {
+		if e.state == Held && f.shapeOf(name) == nil {
+			fn(f.keyState(name, e))
+		}
+	}
+	for _, s := range f.sems {
+		for _, p := range s.permits {
+			fn(p)
+		}
+	}
+}
+
+// Lookup returns a key's last grant and, for a key with live permits, its
+// limit and permits (copies), under one hold of the lock: a verify reads a
+// lock's grant as Get does, and a semaphore's permits with it.
+func (f *FSM) Lookup(key string) (last KeyState, exists bool, limit int, permits []KeyState) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	last, exists = f.get(key)
+	if s := f.shapeOf(key); s != nil {
+		limit, permits = s.limit, append([]KeyState(nil), s.permits...)
+	}
+	return last, exists, limit, permits
+}
+
+// EndPermits ends every live permit of the image, as a restore from backup
+// ends every live grant (the restored cluster's leader has no lease of
+// them): the side records go, each key's last grant is left to the caller
+// (it is a key like any other), and the request id of each permit that is
+// not its key's last grant joins the history at the image's log time, so a
+// retry of it is answered that its grant ended instead of minting another.
+// It returns the number of permits ended that were not a key's last grant.
+func (img *Image) EndPermits() int {
+	if len(img.Semaphores) == 0 {
+		return 0
+	}
+	known := make(map[retiredID]bool, len(img.Retired))
+	for _, r := range img.Retired {
+		known[retiredID{r.Key, r.RequestID, r.Kind}] = true
+	}
+	ended := 0
+	img.sort()
+	for _, s := range img.Semaphores {
+		for _, p := range s.Permits {
+			if i, found := slices.BinarySearchFunc(img.Keys, p.Key, func(k KeyState, key string) int { return strings.Compare(k.Key, key) }); found && img.Keys[i].Token == p.Token {
+				continue // the key's last grant: its entry stays
+			}
+			ended++
+			if id := (retiredID{p.Key, p.RequestID, KindAcquire}); p.RequestID != "" && !known[id] {
+				known[id] = true
+				img.Retired = append(img.Retired, Retired{Key: p.Key, RequestID: p.RequestID, Token: p.Token, At: img.Clock, Kind: KindAcquire, Owner: OwnerOf(p.Holder)})
+			}
+		}
+	}
+	img.Semaphores = nil
+	return ended
+}

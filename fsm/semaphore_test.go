@@ -451,3 +451,40 @@ func (m *semModel) drop(j int) {
 		m.limit = 0
 	}
 }
+
+// A restore from backup ends every live permit: the image then installs,
+// and a retry of any permit's request id is told its grant ended rather
+// than given a second permit.
+func TestEndPermitsForARestore(t *testing.T) {
+	a := &applier{f: New(Config{})}
+	a.at(2, permit("s", "h1", "r1", 3))
+	a.at(2, permit("s", "h2", "r2", 3))
+	a.at(2, permit("s", "h3", "r3", 3))
+	a.at(2, permit("s", "h1", "r4", 3)) // a renewal by a new request id
+	img := a.f.Image()
+	if n := img.EndPermits(); n != 2 {
+		t.Fatalf("ended %d permits beside the last grant", n)
+	}
+	for i := range img.Keys {
+		if img.Keys[i].State == Held {
+			img.Keys[i].State = Expired
+		}
+	}
+	var buf bytes.Buffer
+	if err := img.Encode(&buf); err != nil {
+		t.Fatal(err)
+	}
+	g := &applier{f: New(Config{}), index: a.index}
+	if err := g.f.Restore(nopCloser{bytes.NewReader(buf.Bytes())}); err != nil {
+		t.Fatal(err)
+	}
+	for _, rid := range []string{"r1", "r2", "r3", "r4"} {
+		holder := map[string]string{"r1": "h1", "r2": "h2", "r3": "h3", "r4": "h1"}[rid]
+		if r := g.at(3, permit("s", holder, rid, 3)); !errors.Is(r.Err, ErrGrantEnded) {
+			t.Fatalf("retry of %s after the restore: %+v", rid, r)
+		}
+	}
+	if r := g.at(3, permit("s", "h9", "new", 1)); r.Err != nil || r.Key.Token != tok(t, 3, 1) {
+		t.Fatalf("a new permit after the restore: %+v", r)
+	}
+}
