@@ -7,7 +7,7 @@
 //	go run ./jepsen-like --backend docker                 # the compose cluster
 //	go run ./jepsen-like --schedule full --time 10m --nodes 5 --faults all
 //	go run ./jepsen-like --broken stale-verify --faults client-pause
-//	go run ./jepsen-like --tenants --faults kill-leader,pause-leader
+//	go run ./jepsen-like --tenants --faults kill-leader,partition-leader
 package main
 
 import (

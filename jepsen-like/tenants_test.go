@@ -28,7 +28,11 @@ func TestTenants(t *testing.T) {
 		broken string
 		faults []string
 	}{
-		{"", []string{nemesis.KillLeader, nemesis.PauseLeader}},
+		// Not pause-leader: on this plain-http cluster a follower does
+		// not forward an authenticated request, and a new leader refuses
+		// until it is ready, so a leader pause costs alice up to ~4 s
+		// without service with or without the flood (docs/JEPSEN.md).
+		{"", []string{nemesis.KillLeader, nemesis.PartitionLeader}},
 		{workload.BrokenTenantsNoACL, []string{nemesis.KillLeader}},
 	} {
 		t.Run("broken="+c.broken, func(t *testing.T) {
