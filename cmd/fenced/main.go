@@ -325,7 +325,15 @@ func run(o *options) error {
 	startGCTuner(ctx, o.gcHeadroom, log)
 	o.dns.awaitJoin(ctx, log, node, o)
 	go announce(ctx, log, node, o, httpAdvertise)
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-node.Failed():
+		// The log store failed an fsync: the node already stopped Raft. The
+		// process exits non-zero so its supervisor restarts it, and the
+		// restart recovers from what is really on disk.
+		_ = shutdown(log, node, srv, o.shutdownTimeout)
+		return node.Err()
+	}
 	if o.leaveOnTerminate {
 		leave(log, node, o.loaded.apiClient([]string{httpAdvertise}), o.shutdownTimeout)
 	}
