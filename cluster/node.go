@@ -71,6 +71,9 @@ type Node struct {
 	failed   chan struct{}
 	failOnce sync.Once
 	failErr  error
+
+	// disk is the data dir's free-space watch (diskspace.go).
+	disk diskWatch
 }
 
 // New opens the node's stores, starts Raft and, for a fresh data dir,
@@ -98,6 +101,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	g := gate(store)
 	g.onSyncFailure = n.failClosed
+	g.onNoSpace = n.sawENOSPC
 	n.store = g
 	n.stopStoreMetrics = stopStoreMetrics
 	n.loadMemberRecord()
@@ -115,8 +119,9 @@ func New(cfg Config) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.watchMembership()
+	go n.watchDisk()
 	n.startReclaim()
 	return n, nil
 }

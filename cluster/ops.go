@@ -81,6 +81,9 @@ func (n *Node) Acquire(ctx context.Context, a AcquireArgs) (Grant, error) {
 	if err := n.checkLimits(a); err != nil {
 		return Grant{}, err
 	}
+	if err := n.checkSpaceFor(a); err != nil {
+		return Grant{}, err
+	}
 	var deadline time.Time
 	if a.Wait > 0 {
 		deadline = time.Now().Add(a.Wait)

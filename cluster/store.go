@@ -191,11 +191,17 @@ type gatedStore struct {
 	// onSyncFailure, when set, hears of a log write whose fsync failed: the
 	// node then stops (failclosed.go).
 	onSyncFailure func(error)
+	// onNoSpace, when set, hears of every failed log write, to notice
+	// ENOSPC (diskspace.go).
+	onNoSpace func(error)
 }
 
 // wrote passes a log write's error on, telling onSyncFailure of a failed
 // fsync.
 func (g *gatedStore) wrote(err error) error {
+	if err != nil && g.onNoSpace != nil {
+		g.onNoSpace(err)
+	}
 	if g.onSyncFailure != nil && isSyncFailure(err) {
 		g.onSyncFailure(err)
 	}
