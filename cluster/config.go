@@ -101,6 +101,15 @@ type Config struct {
 	// control for the chaos suite, never for production.
 	ReclaimIgnoresEpoch bool
 
+	// WALSegmentSize is the size of the WAL's segment files; raft-wal's
+	// 64 MiB when zero. Smaller only in tests, to rotate segments (and run
+	// a small file system out of space) quickly.
+	WALSegmentSize int
+	// AckUnwrittenLog makes the log store report a failed append (no
+	// space, a failed fsync) as a success: the positive control of the
+	// chaos suite's disk nemesis. Never set it outside such a test.
+	AckUnwrittenLog bool
+
 	// DataDirMinFree and DataDirMinFreePercent are the data dir's
 	// free-space floor: below the larger of the two (bytes, and percent of
 	// its file system) the leader refuses new keys with ErrNoSpace and

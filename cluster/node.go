@@ -95,13 +95,14 @@ func New(cfg Config) (*Node, error) {
 		n.leases.takeoverAt = n.takeovers.after
 	}
 	n.confirm = &confirmer{verify: func() error { return translateRead(n.wait(n.r().VerifyLeader())) }}
-	store, stopStoreMetrics, err := openStoreWith(cfg.DataDir, cfg.Store, cfg.NoSync, cfg.Logger, cfg.storeVFS)
+	store, stopStoreMetrics, err := openStoreWith(cfg.DataDir, cfg.Store, cfg.NoSync, cfg.Logger, walOptions{wrap: cfg.storeVFS, segmentSize: cfg.WALSegmentSize})
 	if err != nil {
 		return nil, err
 	}
 	g := gate(store)
 	g.onSyncFailure = n.failClosed
 	g.onNoSpace = n.sawENOSPC
+	g.ackUnwritten = cfg.AckUnwrittenLog
 	n.store = g
 	n.stopStoreMetrics = stopStoreMetrics
 	n.loadMemberRecord()

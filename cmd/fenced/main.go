@@ -65,6 +65,8 @@ type options struct {
 	maxSeq                       uint64
 	keyRetention                 time.Duration
 	reclaimIgnoresEpoch          bool
+	walSegmentSize               int  // chaos builds only
+	ackUnwritten                 bool // chaos builds only
 	leaseRearmFull               bool
 	noSync                       bool
 	leaveOnTerminate             bool
@@ -290,6 +292,7 @@ func run(o *options) error {
 		SnapshotThreshold: o.snapshotThreshold, SnapshotInterval: o.snapshotInterval, TrailingLogs: o.trailingLogs, Store: o.raftStore, MaxSeq: o.maxSeq, NoSync: o.noSync,
 		RaftServerTLS: raftServerTLS, RaftClientTLS: raftClientTLS, Limits: sec.limits(),
 		KeyRetention: o.keyRetention, ReclaimIgnoresEpoch: o.reclaimIgnoresEpoch, LeaseRearmFull: o.leaseRearmFull,
+		WALSegmentSize: o.walSegmentSize, AckUnwrittenLog: o.ackUnwritten,
 		DataDirMinFree: o.disk.bytes, DataDirMinFreePercent: o.disk.minFreePercent, PeerHasSpace: peerHasSpace(o),
 		Logger: log,
 	})
