@@ -815,7 +815,13 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	st := s.node.Status()
 	if st.Ready || (st.LeaderID != "" && st.LeaderHTTP != "") {
-		writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "leader": st.LeaderID, "state": st.State})
+		body := map[string]any{"status": "ready", "leader": st.LeaderID, "state": st.State}
+		if d := st.DataDir; d != nil && d.NoSpace {
+			// Still ready: it serves renewals, releases, verifies and
+			// reads; as leader it refuses only new keys (no_space).
+			body["no_space"], body["reason"] = true, d.Reason
+		}
+		writeJSON(w, http.StatusOK, body)
 		return
 	}
 	if err := s.memberErr(); err != nil {

@@ -71,6 +71,9 @@ type Node struct {
 	failed   chan struct{}
 	failOnce sync.Once
 	failErr  error
+
+	// disk is the data dir's free-space watch (diskspace.go).
+	disk diskWatch
 }
 
 // New opens the node's stores, starts Raft and, for a fresh data dir,
@@ -92,12 +95,14 @@ func New(cfg Config) (*Node, error) {
 		n.leases.takeoverAt = n.takeovers.after
 	}
 	n.confirm = &confirmer{verify: func() error { return translateRead(n.wait(n.r().VerifyLeader())) }}
-	store, stopStoreMetrics, err := openStoreWith(cfg.DataDir, cfg.Store, cfg.NoSync, cfg.Logger, cfg.storeVFS)
+	store, stopStoreMetrics, err := openStoreWith(cfg.DataDir, cfg.Store, cfg.NoSync, cfg.Logger, walOptions{wrap: cfg.storeVFS, segmentSize: cfg.WALSegmentSize})
 	if err != nil {
 		return nil, err
 	}
 	g := gate(store)
 	g.onSyncFailure = n.failClosed
+	g.onNoSpace = n.sawENOSPC
+	g.ackUnwritten = cfg.AckUnwrittenLog
 	n.store = g
 	n.stopStoreMetrics = stopStoreMetrics
 	n.loadMemberRecord()
@@ -115,8 +120,9 @@ func New(cfg Config) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
-	n.wg.Add(1)
+	n.wg.Add(2)
 	go n.watchMembership()
+	go n.watchDisk()
 	n.startReclaim()
 	return n, nil
 }

@@ -51,12 +51,18 @@ var ErrStoreMismatch = errors.New("data dir holds another kind of raft log store
 // openStore opens the log store of the configured kind. It refuses a data dir
 // that holds the other kind, rather than silently starting empty.
 func openStore(dir, kind string, noSync bool, log hclog.Logger) (logStore, func(), error) {
-	return openStoreWith(dir, kind, noSync, log, nil)
+	return openStoreWith(dir, kind, noSync, log, walOptions{})
 }
 
-// openStoreWith is openStore whose WAL segment files go through wrap's file
-// system when wrap is set (fault injection in tests).
-func openStoreWith(dir, kind string, noSync bool, log hclog.Logger, wrap func(types.VFS) types.VFS) (logStore, func(), error) {
+// walOptions are the WAL's settings for tests: a file system wrapper (fault
+// injection) and a segment size (0: raft-wal's default).
+type walOptions struct {
+	wrap        func(types.VFS) types.VFS
+	segmentSize int
+}
+
+// openStoreWith is openStore with the WAL's test settings.
+func openStoreWith(dir, kind string, noSync bool, log hclog.Logger, wo walOptions) (logStore, func(), error) {
 	hasBolt := exists(filepath.Join(dir, boltFile))
 	hasWAL := exists(filepath.Join(dir, walDir))
 	if kind == StoreAuto {
@@ -84,7 +90,7 @@ func openStoreWith(dir, kind string, noSync bool, log hclog.Logger, wrap func(ty
 		if err := os.MkdirAll(filepath.Join(dir, walDir), 0o700); err != nil {
 			return nil, nil, err
 		}
-		w, err := openWALWith(filepath.Join(dir, walDir), log, wrap)
+		w, err := openWALWith(filepath.Join(dir, walDir), log, wo)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -132,20 +138,21 @@ type walStore struct {
 var ErrStoreInUse = errors.New("raft log store is in use by another process")
 
 func openWAL(dir string, log hclog.Logger) (*walStore, error) {
-	return openWALWith(dir, log, nil)
+	return openWALWith(dir, log, walOptions{})
 }
 
-func openWALWith(dir string, log hclog.Logger, wrap func(types.VFS) types.VFS) (*walStore, error) {
+func openWALWith(dir string, log hclog.Logger, wo walOptions) (*walStore, error) {
 	if inUse(filepath.Join(dir, metadb.FileName)) {
 		return nil, fmt.Errorf("open raft wal: %w: %s", ErrStoreInUse, dir)
 	}
 	meta := &metadb.BoltMetaDB{}
 	var vfs types.VFS = readAheadFS{fs.New()}
-	if wrap != nil {
-		vfs = wrap(vfs)
+	if wo.wrap != nil {
+		vfs = wo.wrap(vfs)
 	}
+	// A segment size of 0 is raft-wal's default.
 	w, err := wal.Open(dir, wal.WithLogger(log.Named("wal")), wal.WithMetaStore(meta),
-		wal.WithSegmentFiler(segment.NewFiler(dir, vfs)))
+		wal.WithSegmentFiler(segment.NewFiler(dir, vfs)), wal.WithSegmentSize(wo.segmentSize))
 	if err != nil {
 		_ = meta.Close()
 		return nil, fmt.Errorf("open raft wal: %w", err)
@@ -191,11 +198,23 @@ type gatedStore struct {
 	// onSyncFailure, when set, hears of a log write whose fsync failed: the
 	// node then stops (failclosed.go).
 	onSyncFailure func(error)
+	// onNoSpace, when set, hears of every failed log write, to notice
+	// ENOSPC (diskspace.go).
+	onNoSpace func(error)
+	// ackUnwritten reports a failed log write as a success
+	// (Config.AckUnwrittenLog): a positive control, never in production.
+	ackUnwritten bool
 }
 
 // wrote passes a log write's error on, telling onSyncFailure of a failed
 // fsync.
 func (g *gatedStore) wrote(err error) error {
+	if err != nil && g.onNoSpace != nil {
+		g.onNoSpace(err)
+	}
+	if g.ackUnwritten {
+		return nil // the lie of the positive control
+	}
 	if g.onSyncFailure != nil && isSyncFailure(err) {
 		g.onSyncFailure(err)
 	}

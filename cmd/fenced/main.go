@@ -65,6 +65,8 @@ type options struct {
 	maxSeq                       uint64
 	keyRetention                 time.Duration
 	reclaimIgnoresEpoch          bool
+	walSegmentSize               int  // chaos builds only
+	ackUnwritten                 bool // chaos builds only
 	leaseRearmFull               bool
 	noSync                       bool
 	leaveOnTerminate             bool
@@ -78,6 +80,7 @@ type options struct {
 	sec                          securityOptions
 	backup                       backupOptions
 	loaded                       *security // the material sec names, once run loads it
+	disk                         diskFloor
 	version                      bool
 	memoryLimit                  string
 	gcHeadroom                   int
@@ -114,6 +117,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.keyRetention, "key-retention", cluster.DefaultKeyRetention, "how long a key is kept after its last grant ended before the leader reclaims it (0: keys are never reclaimed)")
 	registerUnsafe(fs, o)
 	fs.BoolVar(&o.noSync, "unsafe-no-fsync", false, "do not fsync the Raft log (testing only: acknowledged grants can be lost on power failure)")
+	o.disk.register(fs)
 	fs.StringVar(&o.memoryLimit, "memory-limit", memoryLimitAuto, memoryLimitUsage)
 	fs.IntVar(&o.gcHeadroom, "gc-headroom", defaultGCHeadroom, gcHeadroomUsage)
 	fs.BoolVar(&o.pprof, "enable-pprof", false, "serve Go profiles at /debug/pprof/ on the HTTP address")
@@ -173,6 +177,9 @@ func parseFlags(args []string) (*options, error) {
 		o.id = "dev"
 	}
 	if _, err := parseMemoryLimit(o.memoryLimit); err != nil {
+		return nil, err
+	}
+	if err := o.disk.check(); err != nil {
 		return nil, err
 	}
 	if o.gcHeadroom < 0 || o.gcHeadroom > 100 {
@@ -285,6 +292,8 @@ func run(o *options) error {
 		SnapshotThreshold: o.snapshotThreshold, SnapshotInterval: o.snapshotInterval, TrailingLogs: o.trailingLogs, Store: o.raftStore, MaxSeq: o.maxSeq, NoSync: o.noSync,
 		RaftServerTLS: raftServerTLS, RaftClientTLS: raftClientTLS, Limits: sec.limits(),
 		KeyRetention: o.keyRetention, ReclaimIgnoresEpoch: o.reclaimIgnoresEpoch, LeaseRearmFull: o.leaseRearmFull,
+		WALSegmentSize: o.walSegmentSize, AckUnwrittenLog: o.ackUnwritten,
+		DataDirMinFree: o.disk.bytes, DataDirMinFreePercent: o.disk.minFreePercent, PeerHasSpace: peerHasSpace(o),
 		Logger: log,
 	})
 	if err != nil {
