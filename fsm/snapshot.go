@@ -34,7 +34,10 @@ const (
 	// none), the log clock's rule state (logClock) and each retired
 	// request id's kind and owner, in the order of the ids. Every state
 	// whose log clock has been advanced is written in it.
-	snapVersion4  = 4
+	snapVersion4 = 4
+	// snapVersion5 appends the members' public signing keys
+	// (appendSigningKeys). A state with none is written as before.
+	snapVersion5  = 5
 	minKeyRecord  = 11
 	minRetiredRec = 4
 )
@@ -65,6 +68,9 @@ type Image struct {
 	// Retired holds the request ids remembered beyond their key's last
 	// grant, oldest first.
 	Retired []Retired
+	// SigningKeys holds the members' public signing keys, in registration
+	// order.
+	SigningKeys []SigningKeyState
 }
 
 // MaxEpoch returns the highest epoch of any key's last grant.
@@ -99,7 +105,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 func (f *FSM) head() *Image {
 	c := f.hist.clock
 	img := &Image{Applied: f.applied, Floor: f.floor, ClusterID: f.clusterID, Members: make(map[string]string, len(f.members)),
-		Clock: c.ms, ClockTerm: c.term, ClockLast: c.last, ClockElapsed: c.elapsed, Retired: f.hist.list()}
+		Clock: c.ms, ClockTerm: c.term, ClockLast: c.last, ClockElapsed: c.elapsed, Retired: f.hist.list(), SigningKeys: cloneSigningKeys(f.signing)}
 	for id, a := range f.members {
 		img.Members[id] = a
 	}
@@ -253,6 +259,9 @@ func encodeState(w io.Writer, head *Image, version byte, n int, key func(int) Ke
 			b = appendString(b, r.Owner)
 		}
 	}
+	if version >= snapVersion5 {
+		b = appendSigningKeys(b, head.SigningKeys)
+	}
 	if _, err := bw.Write(b); err != nil {
 		return err
 	}
@@ -314,6 +323,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.members = head.Members
 	f.floor = head.Floor
 	f.clusterID = head.ClusterID
+	f.signing = head.SigningKeys
 	f.hist = loadHistory(logClock{ms: head.Clock, term: head.ClockTerm, last: head.ClockLast, elapsed: head.ClockElapsed}, head.Retired)
 	f.applied = head.Applied
 	f.appliedFast.Store(head.Applied)
@@ -364,7 +374,7 @@ func decodeState(data []byte, begin func(n int), key func(*rawKey) bool, value f
 		return nil, fmt.Errorf("%w: checksum mismatch", ErrBadSnapshot)
 	}
 	version := body[4]
-	if string(body[:4]) != snapMagic || version < snapVersion1 || version > snapVersion4 {
+	if string(body[:4]) != snapMagic || version < snapVersion1 || version > snapVersion5 {
 		return nil, fmt.Errorf("%w: unknown format", ErrBadSnapshot)
 	}
 	d := decoder{buf: body[5:]}
@@ -394,6 +404,9 @@ func decodeState(data []byte, begin func(n int), key func(*rawKey) bool, value f
 	}
 	if version >= snapVersion4 {
 		d.clockAndOwners(img)
+	}
+	if version >= snapVersion5 {
+		d.signingKeys(img)
 	}
 	if err := d.done(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
@@ -506,10 +519,14 @@ func (img *Image) version() byte {
 	return img.versionFor(values)
 }
 
-// versionFor returns the oldest layout that holds the image: version 4 once
+// versionFor returns the oldest layout that holds the image: version 5 with
+// signing keys, version 4 once
 // the log clock was advanced or an id has a kind or an owner, else version
 // 3 with values, else 2.
 func (img *Image) versionFor(values bool) byte {
+	if len(img.SigningKeys) > 0 {
+		return snapVersion5
+	}
 	if img.ClockTerm != 0 || img.ClockLast != 0 || img.ClockElapsed {
 		return snapVersion4
 	}
