@@ -715,6 +715,13 @@ func keyInfoOf(k cluster.KeyInfo) client.KeyInfo {
 	if !k.Deadline.IsZero() {
 		ki.LeaseRemaining = time.Until(k.Deadline).Round(time.Millisecond).String()
 	}
+	if k.LockDelay > 0 {
+		ki.LockDelay = k.LockDelay.String()
+	}
+	if k.DelayLeft > 0 {
+		ki.LockDelayRemaining = k.DelayLeft.Round(time.Millisecond).String()
+	}
+	ki.Waiters = k.Waiters
 	return ki
 }
 

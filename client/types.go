@@ -152,6 +152,14 @@ type KeyInfo struct {
 	LeaseRemaining string `json:"lease_remaining,omitempty"`
 	Index          uint64 `json:"index"`
 	Value          string `json:"value,omitempty"`
+	// LockDelay is the grant's lock-delay: how long the key stays out of
+	// reach after the grant expires (not after a release); absent when 0.
+	LockDelay string `json:"lock_delay,omitempty"`
+	// LockDelayRemaining is what is left of a lock-delay in force, on the
+	// leader's clock; absent when none is.
+	LockDelayRemaining string `json:"lock_delay_remaining,omitempty"`
+	// Waiters is how many acquires wait for the key; absent when none.
+	Waiters int `json:"waiters,omitempty"`
 }
 
 // KeysResponse is the answer of GET /v1/keys. Truncated says the listing was

@@ -641,6 +641,12 @@ func countVerdict(v Verdict) {
 type KeyInfo struct {
 	fsm.KeyState
 	Deadline time.Time
+	// Waiters is how many acquires wait for the key on this node (the
+	// leader: acquires wait where they are served).
+	Waiters int
+	// DelayLeft is what is left of a lock-delay in force after the key's
+	// grant expired; 0 when none is.
+	DelayLeft time.Duration
 }
 
 // Key reads one key linearizably.
@@ -670,9 +676,12 @@ func (n *Node) Keys(ctx context.Context, q fsm.PageQuery) ([]KeyInfo, bool, erro
 }
 
 func (n *Node) info(k fsm.KeyState) KeyInfo {
-	ki := KeyInfo{KeyState: k}
+	ki := KeyInfo{KeyState: k, Waiters: n.waiters.len(k.Key)}
 	if k.State == fsm.Held {
 		ki.Deadline, _ = n.leases.live(k.Key, k.Token)
+	}
+	if left, ok := n.leases.lockDelayLeft(k.Key); ok {
+		ki.DelayLeft = left
 	}
 	return ki
 }
