@@ -11,10 +11,10 @@ import unittest
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 
-from fenced import FenceGuard, KeySet, ProofRefused, Refused, verify_proof  # noqa: E402
+from fenced import Client, FenceGuard, KeySet, ProofRefused, Refused, verify_proof  # noqa: E402
 from fenced.sqlite import SQLiteFence  # noqa: E402
 
-from tests.harness import ROOT  # noqa: E402
+from tests.harness import ROOT, Cluster, poll  # noqa: E402
 
 try:
     import cryptography  # noqa: F401
@@ -81,6 +81,29 @@ class ProofVectorsTest(unittest.TestCase):
                 KeySet(doc)
         with self.assertRaises(ValueError):
             FenceGuard(require_proof=True)
+
+
+@unittest.skipUnless(HAVE_CRYPTOGRAPHY, "the cryptography package is not installed (pip install 'fenced-client[proofs]')")
+class ProofEndToEndTest(unittest.TestCase):
+    def test_proof_from_a_real_cluster_checked_with_it_stopped(self):
+        cluster = Cluster(3)
+        try:
+            g = Client(cluster.endpoints, timeout=60).acquire("py/orders", "py-alice", ttl=30)
+            self.assertTrue(g.proof)
+            keys = poll("three published keys",
+                        lambda: (lambda ks: ks if len(ks) == 3 else None)(KeySet.fetch("http://" + cluster.nodes[0].http)), timeout=30)
+            cluster.stop()
+            guard = FenceGuard(keys, require_proof=True)
+            self.assertEqual(guard.admit("py/orders", g.token, g.proof), g.token)
+            with self.assertRaises(ProofRefused) as cm:
+                guard.admit("py/orders", int(g.token) + (1 << 32), g.proof)
+            self.assertEqual(cm.exception.reason, "proof_wrong_token")
+            with self.assertRaises(ProofRefused) as cm:
+                guard.admit("py/orders", "9223372036854775807")
+            self.assertEqual(cm.exception.reason, "proof_missing")
+            self.assertEqual(guard.highest("py/orders"), g.token)
+        finally:
+            cluster.stop()
 
 
 if __name__ == "__main__":
