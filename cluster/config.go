@@ -49,6 +49,9 @@ type Config struct {
 	RaftBind string
 	// RaftAdvertise is the address peers dial; RaftBind when empty.
 	RaftAdvertise string
+	// SigningKeyFile is the node's Ed25519 signing key (PKCS #8 PEM); when
+	// empty, signing.key in DataDir, made on first start.
+	SigningKeyFile string
 	// HTTPAdvertise is the address of this node's HTTP API, recorded in the
 	// replicated state so followers can forward to the leader.
 	HTTPAdvertise string

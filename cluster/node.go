@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"github.com/fenced/fenced/fence/proof"
 	"github.com/fenced/fenced/fsm"
 	"github.com/fenced/fenced/metrics"
 )
@@ -55,6 +56,11 @@ type Node struct {
 
 	testHooks atomic.Pointer[hooks] // nil in production (hooks.go)
 
+	// signer is the node's signing key (signing.go); rotateMu serializes
+	// rotations.
+	signer   atomic.Pointer[proof.Signer]
+	rotateMu sync.Mutex
+
 	// memberRecord mirrors the durable record of how far this node got
 	// into the cluster (membership.go); memberMu serializes writing it.
 	memberRecord atomic.Uint32
@@ -94,6 +100,11 @@ func New(cfg Config) (*Node, error) {
 	if !cfg.LeaseRearmFull {
 		n.leases.takeoverAt = n.takeovers.after
 	}
+	signer, err := loadSigner(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	n.signer.Store(&signer)
 	n.confirm = &confirmer{verify: func() error { return translateRead(n.wait(n.r().VerifyLeader())) }}
 	store, stopStoreMetrics, err := openStoreWith(cfg.DataDir, cfg.Store, cfg.NoSync, cfg.Logger, walOptions{wrap: cfg.storeVFS, segmentSize: cfg.WALSegmentSize})
 	if err != nil {
@@ -301,6 +312,7 @@ func (n *Node) establish(r *raft.Raft, gen uint64, gained time.Time) {
 		return
 	}
 	n.reclaim.activate(gen)
+	n.registerSigningKey(r, gen)
 	if h := n.hook().beforeReady; h != nil {
 		h(gen)
 	}

@@ -74,7 +74,7 @@ var ErrCorrupt = errors.New("fsm: corrupt command")
 
 // Command is one change of the replicated state. It is implemented by
 // Acquire, Release, Expire, SetMember, DelMember, Barrier, SetClusterID,
-// Reclaim, DelayEnd and Touch.
+// Reclaim, DelayEnd, Touch and SigningKey.
 type Command interface {
 	encode(b []byte) []byte
 }
@@ -275,6 +275,8 @@ func Decode(b []byte) (Command, error) {
 		c = d.touch()
 	case typeSemAcquire:
 		c = d.permitAcquire()
+	case typeSigningKey:
+		c = d.signingKey()
 	default:
 		return nil, fmt.Errorf("%w: unknown type %d", ErrCorrupt, b[0])
 	}

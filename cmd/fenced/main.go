@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -84,6 +85,7 @@ type options struct {
 	version                      bool
 	memoryLimit                  string
 	gcHeadroom                   int
+	signingKeyFile               string
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -98,6 +100,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.BoolVar(&o.version, "version", false, "print the module version and VCS revision, and exit")
 	fs.StringVar(&o.id, "id", "", "unique, stable node id (default \"dev\" in dev mode; required otherwise)")
 	fs.StringVar(&o.dataDir, "data-dir", "fenced-data", "directory for the Raft log, stable store and snapshots")
+	fs.StringVar(&o.signingKeyFile, "signing-key-file", "", "Ed25519 key (PKCS #8 PEM) this node signs grants' proofs with (default signing.key in --data-dir, made on first start)")
 	fs.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:7700", "address of the HTTP API")
 	fs.StringVar(&o.httpAdvertise, "http-advertise", "", "HTTP address other nodes use to reach this one (default --http-addr)")
 	fs.StringVar(&o.raftAddr, "raft-addr", "127.0.0.1:7701", "address of the Raft transport")
@@ -294,7 +297,7 @@ func run(o *options) error {
 		KeyRetention: o.keyRetention, ReclaimIgnoresEpoch: o.reclaimIgnoresEpoch, LeaseRearmFull: o.leaseRearmFull,
 		WALSegmentSize: o.walSegmentSize, AckUnwrittenLog: o.ackUnwritten,
 		DataDirMinFree: o.disk.bytes, DataDirMinFreePercent: o.disk.minFreePercent, PeerHasSpace: peerHasSpace(o),
-		Logger: log,
+		SigningKeyFile: o.signingKeyFile, Logger: log,
 	})
 	if err != nil {
 		ln.Close()
@@ -385,7 +388,7 @@ func announceNeeded(node *cluster.Node, id, httpAdvertise string) bool {
 		return false
 	case cluster.SelfMember:
 		lid, _ := node.Leader()
-		return lid != "" && node.FSM().Members()[id] != httpAdvertise
+		return lid != "" && (node.FSM().Members()[id] != httpAdvertise || !node.SigningKeyRegistered())
 	}
 	return !node.IsLeader()
 }
@@ -413,7 +416,9 @@ func announceOnce(ctx context.Context, log hclog.Logger, node *cluster.Node, o *
 	c := o.loaded.apiClient(targets)
 	jctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := c.Join(jctx, client.JoinRequest{ID: o.id, RaftAddr: node.Addr(), HTTPAddr: httpAdvertise}); err != nil {
+	req := client.JoinRequest{ID: o.id, RaftAddr: node.Addr(), HTTPAddr: httpAdvertise,
+		SigningKey: base64.RawURLEncoding.EncodeToString(node.Signer().Public().Public)}
+	if err := c.Join(jctx, req); err != nil {
 		log.Debug("join/announce not done yet", "targets", targets, "error", err)
 		return false
 	}

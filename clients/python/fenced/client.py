@@ -37,11 +37,13 @@ class Grant:
     ttl: float
     renewed: bool = False
     value: str = ""
+    #: The grant's proof (a JWS a FenceGuard with keys checks offline; "" when the leader's key was not yet published).
+    proof: str = ""
 
     @classmethod
     def of(cls, d):
         return cls(key=d["key"], holder=d["holder"], token=Token.parse(d["token"]), ttl=parse_duration(d["ttl"]),
-                   renewed=bool(d.get("renewed", False)), value=d.get("value", ""))
+                   renewed=bool(d.get("renewed", False)), value=d.get("value", ""), proof=d.get("proof", ""))
 
 
 @dataclass(frozen=True)
