@@ -38,7 +38,7 @@ func grantKey(name string) string {
 
 // leaseOf returns k with its key replaced by its lease-table name.
 func leaseOf(k fsm.KeyState) fsm.KeyState {
-	if k.Limit > 0 {
+	if k.Permit() {
 		k.Key = permitLease(k.Key, k.Token)
 	}
 	return k

@@ -74,6 +74,8 @@ type Event struct {
 	// Limit is the key's limit when the grant is a semaphore permit; 0 for
 	// a lock.
 	Limit int
+	// Shared marks a shared grant's event.
+	Shared bool
 }
 
 // change returns the change one applied command made to a key, if any.
@@ -118,7 +120,7 @@ func change(cmd Command, res *Result, index uint64) (Event, bool) {
 }
 
 func eventOf(t EventType, k KeyState, index uint64) Event {
-	return Event{Index: index, Type: t, Key: k.Key, Holder: k.Holder, Token: k.Token, TTL: k.TTL, LockDelay: k.LockDelay, State: k.State, Value: k.Value, Limit: k.Limit}
+	return Event{Index: index, Type: t, Key: k.Key, Holder: k.Holder, Token: k.Token, TTL: k.TTL, LockDelay: k.LockDelay, State: k.State, Value: k.Value, Limit: k.Limit, Shared: k.Shared}
 }
 
 // Errors a subscription ends with.

@@ -68,7 +68,14 @@ type KeyState struct {
 	// it: a key's last grant reads as a lock's, and Permits lists a
 	// semaphore's live permits with their limit.
 	Limit int
+	// Shared marks a shared grant (see acquirePermit): any number of them
+	// coexist, and none with an exclusive grant (a lock).
+	Shared bool
 }
+
+// Permit reports whether k is a semaphore permit or a shared grant: one of
+// several live grants of its key, kept beside the key table.
+func (k KeyState) Permit() bool { return k.Limit > 0 || k.Shared }
 
 // entry is a key's state as the FSM stores it: KeyState in 48 bytes, so
 // that a million keys fit in well under two hundred megabytes (the key
@@ -520,7 +527,7 @@ func (f *FSM) handoff(r *Result, next Acquire, pos logPos, notices []notice) []n
 // and only the key's last grant remembered) and leaves the history alone,
 // so an old log replays as it was first applied.
 func (f *FSM) acquire(c Acquire, pos logPos) *Result {
-	if c.Limit > 0 {
+	if c.Limit != 0 || c.Shared {
 		return f.acquirePermit(c, pos)
 	}
 	term, index := pos.term, pos.index
@@ -535,8 +542,12 @@ func (f *FSM) acquire(c Acquire, pos logPos) *Result {
 		f.tick(pos, current)
 	}
 	if s := f.shapeOf(c.Key); s != nil {
-		// A key with live permits is a semaphore until they end.
-		return &Result{Key: s.permits[0], Err: &LimitMismatchError{Key: c.Key, Limit: s.limit}}
+		// A key with live permits is a semaphore until they end; one with
+		// live shared grants excludes an exclusive grant until they end.
+		if p := s.permits[0]; s.shared {
+			return &Result{Key: p, Err: &HeldError{Key: c.Key, Holder: p.Holder, Token: p.Token}}
+		}
+		return &Result{Key: s.permits[0], Err: s.mismatch(c.Key)}
 	}
 	if !v1 {
 		if r, answered := f.recall(c, k, exists); answered {
