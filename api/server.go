@@ -714,6 +714,12 @@ func keyInfoOf(k cluster.KeyInfo) client.KeyInfo {
 	if !k.Deadline.IsZero() {
 		ki.LeaseRemaining = time.Until(k.Deadline).Round(time.Millisecond).String()
 	}
+	if k.LockDelay > 0 {
+		ki.LockDelay = k.LockDelay.String()
+	}
+	if k.DelayLeft > 0 {
+		ki.LockDelayRemaining = k.DelayLeft.Round(time.Millisecond).String()
+	}
 	ki.Limit, ki.Waiters, ki.Mode = k.Limit, k.Waiters, modeOf(k.Shared)
 	for _, p := range k.Permits {
 		pi := keyInfoOf(cluster.KeyInfo{KeyState: p.KeyState, Deadline: p.Deadline})

@@ -170,12 +170,18 @@ type KeyInfo struct {
 	LeaseRemaining string `json:"lease_remaining,omitempty"`
 	Index          uint64 `json:"index"`
 	Value          string `json:"value,omitempty"`
+	// LockDelay is the grant's lock-delay: how long the key stays out of
+	// reach after the grant expires (not after a release); absent when 0.
+	LockDelay string `json:"lock_delay,omitempty"`
+	// LockDelayRemaining is what is left of a lock-delay in force, on the
+	// leader's clock; absent when none is.
+	LockDelayRemaining string `json:"lock_delay_remaining,omitempty"`
 	// Limit, Permits and Waiters describe a semaphore key in GET
 	// /v1/keys/{key}: its limit and its live permits (each a grant of its
 	// own, in token order), while any is live; the fields above are then
 	// the key's last grant, whose token is the key's high-water mark.
 	// Waiters are the holders waiting for the key on the leader, first
-	// come first (locks too).
+	// come first (locks too; the console shows how many); absent when none.
 	Limit   int       `json:"limit,omitempty"`
 	Permits []KeyInfo `json:"permits,omitempty"`
 	Waiters []string  `json:"waiters,omitempty"`

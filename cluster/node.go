@@ -65,6 +65,12 @@ type Node struct {
 	stop             chan struct{}
 	wg               sync.WaitGroup
 	closeOnce        sync.Once
+
+	// failed is closed once the node stopped itself after its log store
+	// failed an fsync (failclosed.go); failErr says why.
+	failed   chan struct{}
+	failOnce sync.Once
+	failErr  error
 }
 
 // New opens the node's stores, starts Raft and, for a fresh data dir,
@@ -77,7 +83,7 @@ func New(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger.Named("cluster"), waiters: newWaitq(), stop: make(chan struct{})}
+	n := &Node{cfg: cfg, log: cfg.Logger.Named("cluster"), waiters: newWaitq(), stop: make(chan struct{}), failed: make(chan struct{})}
 	n.reclaim.kick = make(chan struct{}, 1)
 	n.fsm = fsm.New(fsm.Config{MaxSeq: cfg.MaxSeq, Observer: n, ReclaimIgnoresEpoch: cfg.ReclaimIgnoresEpoch})
 	n.leases = newLeases(n.log.Named("leases"), n.proposeExpire, n.proposeDelayEnd)
@@ -86,11 +92,13 @@ func New(cfg Config) (*Node, error) {
 		n.leases.takeoverAt = n.takeovers.after
 	}
 	n.confirm = &confirmer{verify: func() error { return translateRead(n.wait(n.r().VerifyLeader())) }}
-	store, stopStoreMetrics, err := openStore(cfg.DataDir, cfg.Store, cfg.NoSync, cfg.Logger)
+	store, stopStoreMetrics, err := openStoreWith(cfg.DataDir, cfg.Store, cfg.NoSync, cfg.Logger, cfg.storeVFS)
 	if err != nil {
 		return nil, err
 	}
-	n.store = gate(store)
+	g := gate(store)
+	g.onSyncFailure = n.failClosed
+	n.store = g
 	n.stopStoreMetrics = stopStoreMetrics
 	n.loadMemberRecord()
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, cfg.Logger.Named("snapshots"))

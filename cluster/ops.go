@@ -678,6 +678,9 @@ func countVerdict(v Verdict) {
 type KeyInfo struct {
 	fsm.KeyState
 	Deadline time.Time
+	// DelayLeft is what is left of a lock-delay in force after the key's
+	// grant expired; 0 when none is.
+	DelayLeft time.Duration
 	// Limit and Permits are a semaphore key's limit and live permits (Key
 	// only; KeyState is then the key's last grant); Waiters the holders
 	// waiting for the key on this leader, first come first.
@@ -699,7 +702,6 @@ func (n *Node) Key(ctx context.Context, key string) (KeyInfo, bool, error) {
 	ki := n.info(k)
 	ki.Limit, ki.Permits = n.permitInfos(key)
 	ki.Shared = len(ki.Permits) > 0 && ki.Permits[0].Shared
-	ki.Waiters = n.waiters.holders(key)
 	return ki, true, nil
 }
 
@@ -718,9 +720,12 @@ func (n *Node) Keys(ctx context.Context, q fsm.PageQuery) ([]KeyInfo, bool, erro
 }
 
 func (n *Node) info(k fsm.KeyState) KeyInfo {
-	ki := KeyInfo{KeyState: k}
+	ki := KeyInfo{KeyState: k, Waiters: n.waiters.holders(k.Key)}
 	if k.State == fsm.Held {
 		ki.Deadline, _ = n.leases.live(k.Key, k.Token)
+	}
+	if left, ok := n.leases.lockDelayLeft(k.Key); ok {
+		ki.DelayLeft = left
 	}
 	return ki
 }
