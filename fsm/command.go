@@ -276,6 +276,8 @@ func Decode(b []byte) (Command, error) {
 		c = d.delayEnd()
 	case typeTouch:
 		c = d.touch()
+	case typeAcquireMulti:
+		c = d.acquireMulti()
 	case typeSemAcquire, typeSharedAcquire:
 		c = d.permitAcquire(b[0] == typeSharedAcquire)
 	default:

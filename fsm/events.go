@@ -300,6 +300,18 @@ func (fd *Feed) note(changes []Event, cmd Command, res *Result, index uint64) []
 		}
 		return changes
 	}
+	if _, ok := cmd.(AcquireMulti); ok && res != nil && res.Err == nil {
+		// One entry, a grant (or renewal) of each key, in the request's
+		// order: the events share the entry's index.
+		for _, k := range res.Multi {
+			t := EventGranted
+			if k.Index != index {
+				t = EventRenewed
+			}
+			changes = append(changes, eventOf(t, k, index))
+		}
+		return changes
+	}
 	if ev, ok := change(cmd, res, index); ok {
 		changes = append(changes, ev)
 	}

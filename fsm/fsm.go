@@ -222,6 +222,9 @@ type Result struct {
 	Reclaim *ReclaimResult
 	// Touched is the number of grants a Touch entry renewed.
 	Touched int
+	// Multi holds the grants an AcquireMulti entry made or renewed, in the
+	// request's order (Key is the first of them).
+	Multi []KeyState
 	// Recalled is true when a release's request id had been applied
 	// already: Key names the grant that first release ended (its key,
 	// token and state); nothing changed and nothing was handed off.
@@ -499,6 +502,8 @@ func (f *FSM) apply(cmd Command, pos logPos, notices []notice) (*Result, []notic
 		return f.delayEnd(c), notices
 	case Touch:
 		return f.touch(c, pos, notices)
+	case AcquireMulti:
+		return f.acquireMulti(c, pos, notices)
 	}
 	panic(fmt.Sprintf("fsm: unhandled command %T", cmd))
 }
