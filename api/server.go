@@ -500,7 +500,7 @@ func (s *Server) acquire(ctx context.Context, body []byte, _ *http.Request) (any
 		return nil, err
 	}
 	g, err := s.node.Acquire(ctx, cluster.AcquireArgs{Key: req.Key, Holder: req.Holder, TTL: ttl, Wait: wait, RequestID: req.RequestID, LockDelay: delay,
-		Value: req.Value, Limit: req.Limit, Owner: ownerOf(ctx)})
+		Value: req.Value, Limit: req.Limit, Shared: req.Mode == client.ModeShared, Owner: ownerOf(ctx)})
 	if err != nil {
 		return nil, err
 	}
@@ -511,7 +511,7 @@ func (s *Server) acquire(ctx context.Context, body []byte, _ *http.Request) (any
 
 func grantOf(k fsm.KeyState, renewed bool) client.Grant {
 	return client.Grant{Key: k.Key, Holder: k.Holder, Token: k.Token, Epoch: k.Token.Epoch(), Seq: k.Token.Seq(), TTL: k.TTL.String(), Renewed: renewed, Value: k.Value,
-		Limit: k.Limit}
+		Limit: k.Limit, Mode: modeOf(k.Shared)}
 }
 
 func (s *Server) renew(ctx context.Context, body []byte, _ *http.Request) (any, error) {
@@ -725,10 +725,10 @@ func keyInfoOf(k cluster.KeyInfo) client.KeyInfo {
 	if k.DelayLeft > 0 {
 		ki.LockDelayRemaining = k.DelayLeft.Round(time.Millisecond).String()
 	}
-	ki.Limit, ki.Waiters = k.Limit, k.Waiters
+	ki.Limit, ki.Waiters, ki.Mode = k.Limit, k.Waiters, modeOf(k.Shared)
 	for _, p := range k.Permits {
 		pi := keyInfoOf(cluster.KeyInfo{KeyState: p.KeyState, Deadline: p.Deadline})
-		pi.Limit = 0 // said once, by the key
+		pi.Limit, pi.Mode = 0, modeOf(p.Shared) // the limit said once, by the key
 		ki.Permits = append(ki.Permits, pi)
 	}
 	return ki

@@ -409,7 +409,7 @@ func (n *Node) Ended(k fsm.KeyState) {
 		h(k)
 	}
 	n.leases.ended(leaseOf(k))
-	if k.Limit > 0 {
+	if k.Permit() {
 		n.permitEnded(k.Key)
 	} else {
 		n.reclaim.ended(k)
