@@ -105,7 +105,7 @@ func main() {
 	}
 	fmt.Printf("\none client floods for %v: %d never-reading watches on the leader, %d progress=100ms watches on the followers, %d acquire+release loops (fresh request ids, 1 KiB values)\n\n",
 		*duration, *watches, *quiet, *cyclers)
-	fmt.Println("| mode | leader RSS idle | RSS peak | RSS after | leader CPU idle | CPU flooding | goroutines idle / peak | never-reading watches open / refused | quiet watches open / refused | grants | ended keys |")
+	fmt.Println("| mode | leader RSS idle | RSS peak | RSS after | leader CPU idle | CPU flooding | goroutines idle / peak | never-reading watches accepted / refused | quiet watches accepted / refused | grants | ended keys |")
 	fmt.Println("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |")
 	for _, o := range outs {
 		fmt.Printf("| %s | %.0f MB | %.0f MB | %.0f MB | %.0f %% | %.0f %% | %d / %d | %d / %d | %d / %d | %d | %d |\n",
