@@ -7,10 +7,12 @@ import (
 	"net/http"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/fenced/fenced/client"
 
 	"github.com/fenced/fenced/cluster"
+	"github.com/fenced/fenced/internal/testutil"
 	"github.com/fenced/fenced/metrics"
 )
 
@@ -123,4 +125,41 @@ func TestKeysStateFilter(t *testing.T) {
 	if resp.StatusCode != http.StatusBadRequest {
 		t.Fatalf("unknown state: %d, want 400", resp.StatusCode)
 	}
+}
+
+// TestKeyShowsLockDelayAndWaiters: a key's read names its grant's
+// lock-delay and how many acquires wait for it.
+func TestKeyShowsLockDelayAndWaiters(t *testing.T) {
+	nodes := startCluster(t, 1)
+	c := client.New([]string{nodes[0].url})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	if _, err := c.Acquire(ctx, client.AcquireRequest{Key: "delayed", Holder: "a", TTL: "1m", LockDelay: "5s"}); err != nil {
+		t.Fatal(err)
+	}
+	read := func() client.KeyInfo {
+		t.Helper()
+		resp, err := http.Get(nodes[0].url + "/v1/keys?prefix=delayed")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var kr client.KeysResponse
+		if err := json.NewDecoder(resp.Body).Decode(&kr); err != nil || len(kr.Keys) != 1 {
+			t.Fatalf("keys: %+v, %v", kr, err)
+		}
+		return kr.Keys[0]
+	}
+	if k := read(); k.LockDelay != "5s" || len(k.Waiters) != 0 || k.LockDelayRemaining != "" {
+		t.Fatalf("before any waiter: %+v", k)
+	}
+	go func() {
+		_, _ = c.Acquire(ctx, client.AcquireRequest{Key: "delayed", Holder: "b", TTL: "1m", Wait: "1m"})
+	}()
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if k := read(); len(k.Waiters) != 1 {
+			return fmt.Errorf("one acquire waits, the key says %v", k.Waiters)
+		}
+		return nil
+	})
 }

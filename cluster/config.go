@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/hashicorp/go-hclog"
+	"github.com/hashicorp/raft-wal/types"
 )
 
 // Peer is one member of the initial cluster: a server ID and a Raft address.
@@ -108,6 +109,9 @@ type Config struct {
 	// certificates (peerid.go): the positive control of tests, never for
 	// production.
 	raftSkipIDCheck bool
+	// storeVFS, in tests, wraps the file system of the WAL's segment files
+	// to inject faults (failed or slow fsyncs, a full disk).
+	storeVFS func(types.VFS) types.VFS
 }
 
 func (c *Config) setDefaults() {

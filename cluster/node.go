@@ -65,6 +65,12 @@ type Node struct {
 	stop             chan struct{}
 	wg               sync.WaitGroup
 	closeOnce        sync.Once
+
+	// failed is closed once the node stopped itself after its log store
+	// failed an fsync (failclosed.go); failErr says why.
+	failed   chan struct{}
+	failOnce sync.Once
+	failErr  error
 }
 
 // New opens the node's stores, starts Raft and, for a fresh data dir,
@@ -77,7 +83,7 @@ func New(cfg Config) (*Node, error) {
 	if err := os.MkdirAll(cfg.DataDir, 0o700); err != nil {
 		return nil, err
 	}
-	n := &Node{cfg: cfg, log: cfg.Logger.Named("cluster"), waiters: newWaitq(), stop: make(chan struct{})}
+	n := &Node{cfg: cfg, log: cfg.Logger.Named("cluster"), waiters: newWaitq(), stop: make(chan struct{}), failed: make(chan struct{})}
 	n.reclaim.kick = make(chan struct{}, 1)
 	n.fsm = fsm.New(fsm.Config{MaxSeq: cfg.MaxSeq, Observer: n, ReclaimIgnoresEpoch: cfg.ReclaimIgnoresEpoch})
 	n.leases = newLeases(n.log.Named("leases"), n.proposeExpire, n.proposeDelayEnd)
@@ -86,11 +92,13 @@ func New(cfg Config) (*Node, error) {
 		n.leases.takeoverAt = n.takeovers.after
 	}
 	n.confirm = &confirmer{verify: func() error { return translateRead(n.wait(n.r().VerifyLeader())) }}
-	store, stopStoreMetrics, err := openStore(cfg.DataDir, cfg.Store, cfg.NoSync, cfg.Logger)
+	store, stopStoreMetrics, err := openStoreWith(cfg.DataDir, cfg.Store, cfg.NoSync, cfg.Logger, cfg.storeVFS)
 	if err != nil {
 		return nil, err
 	}
-	n.store = gate(store)
+	g := gate(store)
+	g.onSyncFailure = n.failClosed
+	n.store = g
 	n.stopStoreMetrics = stopStoreMetrics
 	n.loadMemberRecord()
 	snaps, err := raft.NewFileSnapshotStoreWithLogger(cfg.DataDir, 2, cfg.Logger.Named("snapshots"))
@@ -281,7 +289,7 @@ func (n *Node) establish(r *raft.Raft, gen uint64, gained time.Time) {
 	}
 	// The re-arm overlaps the takeover wait: its leases count from the
 	// wait's end, as if armed then, and nothing is served before it.
-	n.leases.activateAt(gen, gained.Add(takeoverWait), n.touchBelow(barrier), n.fsm.WalkLive, n.fsm.LockDelayed())
+	n.leases.activateAt(gen, gained.Add(takeoverWait), n.touchBelow(barrier), n.walkLeases, n.fsm.LockDelayed())
 	if !n.waitTakeover(gen, gained) {
 		n.leases.deactivateGen(gen)
 		return
@@ -342,7 +350,7 @@ func (n *Node) registerSelf(r *raft.Raft, gen uint64) {
 
 // Granted implements fsm.Observer.
 func (n *Node) Granted(k fsm.KeyState, renewed bool) {
-	n.leases.granted(k)
+	n.leases.granted(leaseOf(k))
 	if !renewed {
 		n.reclaim.granted(k)
 	}
@@ -358,7 +366,7 @@ func (n *Node) Granted(k fsm.KeyState, renewed bool) {
 // Touched implements fsm.Toucher: a Touch entry renewed k, which now runs a
 // full TTL from now with its new Armed index.
 func (n *Node) Touched(k fsm.KeyState) {
-	n.leases.granted(k)
+	n.leases.granted(leaseOf(k))
 }
 
 // BarrierApplied implements fsm.TakeoverObserver.
@@ -382,8 +390,12 @@ func (n *Node) Ended(k fsm.KeyState) {
 	if h := n.hook().ended; h != nil {
 		h(k)
 	}
-	n.leases.ended(k)
-	n.reclaim.ended(k)
+	n.leases.ended(leaseOf(k))
+	if k.Limit > 0 {
+		n.permitEnded(k.Key)
+	} else {
+		n.reclaim.ended(k)
+	}
 	n.waiters.kick(k.Key)
 	if n.ready.Load() != 0 {
 		if k.State == fsm.Expired {
@@ -400,7 +412,7 @@ func (n *Node) Restored() {
 	n.takeovers.reset()
 	if gen := n.ready.Load(); gen != 0 {
 		// Every grant of the new state is renewed through a touch first.
-		n.leases.activateAt(gen, time.Time{}, n.touchBelow(n.fsm.Applied()), n.fsm.WalkLive, n.fsm.LockDelayed())
+		n.leases.activateAt(gen, time.Time{}, n.touchBelow(n.fsm.Applied()), n.walkLeases, n.fsm.LockDelayed())
 		n.reclaim.activate(gen)
 		n.reclaim.requestScan()
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/hashicorp/raft-wal/fs"
 	"github.com/hashicorp/raft-wal/metadb"
 	"github.com/hashicorp/raft-wal/segment"
+	"github.com/hashicorp/raft-wal/types"
 	"go.etcd.io/bbolt"
 )
 
@@ -50,6 +51,12 @@ var ErrStoreMismatch = errors.New("data dir holds another kind of raft log store
 // openStore opens the log store of the configured kind. It refuses a data dir
 // that holds the other kind, rather than silently starting empty.
 func openStore(dir, kind string, noSync bool, log hclog.Logger) (logStore, func(), error) {
+	return openStoreWith(dir, kind, noSync, log, nil)
+}
+
+// openStoreWith is openStore whose WAL segment files go through wrap's file
+// system when wrap is set (fault injection in tests).
+func openStoreWith(dir, kind string, noSync bool, log hclog.Logger, wrap func(types.VFS) types.VFS) (logStore, func(), error) {
 	hasBolt := exists(filepath.Join(dir, boltFile))
 	hasWAL := exists(filepath.Join(dir, walDir))
 	if kind == StoreAuto {
@@ -77,7 +84,7 @@ func openStore(dir, kind string, noSync bool, log hclog.Logger) (logStore, func(
 		if err := os.MkdirAll(filepath.Join(dir, walDir), 0o700); err != nil {
 			return nil, nil, err
 		}
-		w, err := openWAL(filepath.Join(dir, walDir), log)
+		w, err := openWALWith(filepath.Join(dir, walDir), log, wrap)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -125,12 +132,20 @@ type walStore struct {
 var ErrStoreInUse = errors.New("raft log store is in use by another process")
 
 func openWAL(dir string, log hclog.Logger) (*walStore, error) {
+	return openWALWith(dir, log, nil)
+}
+
+func openWALWith(dir string, log hclog.Logger, wrap func(types.VFS) types.VFS) (*walStore, error) {
 	if inUse(filepath.Join(dir, metadb.FileName)) {
 		return nil, fmt.Errorf("open raft wal: %w: %s", ErrStoreInUse, dir)
 	}
 	meta := &metadb.BoltMetaDB{}
+	var vfs types.VFS = readAheadFS{fs.New()}
+	if wrap != nil {
+		vfs = wrap(vfs)
+	}
 	w, err := wal.Open(dir, wal.WithLogger(log.Named("wal")), wal.WithMetaStore(meta),
-		wal.WithSegmentFiler(segment.NewFiler(dir, readAheadFS{fs.New()})))
+		wal.WithSegmentFiler(segment.NewFiler(dir, vfs)))
 	if err != nil {
 		_ = meta.Close()
 		return nil, fmt.Errorf("open raft wal: %w", err)
@@ -173,6 +188,18 @@ type gatedStore struct {
 	mu     sync.RWMutex
 	closed bool
 	s      logStore
+	// onSyncFailure, when set, hears of a log write whose fsync failed: the
+	// node then stops (failclosed.go).
+	onSyncFailure func(error)
+}
+
+// wrote passes a log write's error on, telling onSyncFailure of a failed
+// fsync.
+func (g *gatedStore) wrote(err error) error {
+	if g.onSyncFailure != nil && isSyncFailure(err) {
+		g.onSyncFailure(err)
+	}
+	return err
 }
 
 func gate(s logStore) *gatedStore { return &gatedStore{s: s} }
@@ -233,7 +260,7 @@ func (g *gatedStore) StoreLog(log *raft.Log) error {
 		return errStoreClosed
 	}
 	defer g.leave()
-	return g.s.StoreLog(log)
+	return g.wrote(g.s.StoreLog(log))
 }
 
 // StoreLogs implements raft.LogStore.
@@ -242,7 +269,7 @@ func (g *gatedStore) StoreLogs(logs []*raft.Log) error {
 		return errStoreClosed
 	}
 	defer g.leave()
-	return g.s.StoreLogs(logs)
+	return g.wrote(g.s.StoreLogs(logs))
 }
 
 // DeleteRange implements raft.LogStore.
@@ -251,7 +278,7 @@ func (g *gatedStore) DeleteRange(min, max uint64) error {
 		return errStoreClosed
 	}
 	defer g.leave()
-	return g.s.DeleteRange(min, max)
+	return g.wrote(g.s.DeleteRange(min, max))
 }
 
 // Set implements raft.StableStore.

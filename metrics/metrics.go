@@ -68,6 +68,8 @@ var (
 	CredentialsReload = promauto.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "credentials_reload_success",
 		Help: "1 when the latest load of this material (http_tls, peer_tls, tokens) succeeded; 0 when its latest reload failed, so the node still uses the material it had before."},
 		[]string{"material"})
+	LogStoreFailed = promauto.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "log_store_failed",
+		Help: "1 once an fsync of the Raft log failed: the node stops itself and must be restarted."})
 	CredentialsLoaded = promauto.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "credentials_loaded_timestamp_seconds",
 		Help: "Unix time the material in use (http_tls, peer_tls, tokens) was loaded."}, []string{"material"})
 )

@@ -66,3 +66,16 @@ func TestCORSOriginsFlag(t *testing.T) {
 		t.Fatalf("an origin with a path: %v", err)
 	}
 }
+
+// TestUIFlag: the console is served unless --ui=false.
+func TestUIFlag(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want bool
+	}{{nil, true}, {[]string{"--ui=false"}, false}, {[]string{"--ui"}, true}} {
+		o, err := parseFlags(tc.args)
+		if err != nil || o.ui != tc.want {
+			t.Errorf("%v: ui %v, %v; want %v", tc.args, o.ui, err, tc.want)
+		}
+	}
+}

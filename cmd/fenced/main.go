@@ -73,6 +73,7 @@ type options struct {
 	readHeaderTimeout, idleTimeo time.Duration
 	watchWriteTimeout            time.Duration
 	corsOrigins                  string
+	ui                           bool
 	cors                         []string // corsOrigins, parsed
 	sec                          securityOptions
 	backup                       backupOptions
@@ -122,6 +123,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.idleTimeo, "http-idle-timeout", 120*time.Second, "keep-alive idle timeout of HTTP connections")
 	fs.DurationVar(&o.watchWriteTimeout, "watch-write-timeout", api.DefaultWatchWriteTimeout, "how long a watch stream waits for a watcher that does not read before it ends the stream")
 	fs.StringVar(&o.corsOrigins, "cors-origins", "", "origins whose web pages may watch and read keys through a browser, comma-separated (https://console.example.com,...; * for any origin, without credentials); default none")
+	fs.BoolVar(&o.ui, "ui", true, "serve the web console at /ui/ (docs/CONSOLE.md); it reads the cluster through this API with the credentials typed into it")
 	o.sec.register(fs)
 	o.backup.register(fs)
 	if err := fs.Parse(args); err != nil {
@@ -294,6 +296,9 @@ func run(o *options) error {
 	apiOpts.CORSOrigins = o.cors
 	handler := api.NewSecureServer(node, log, apiOpts)
 	handler.SetBackupAuth(backupAuth)
+	if o.ui {
+		handler.EnableConsole()
+	}
 	if o.pprof {
 		handler.Handle("/debug/pprof/", http.HandlerFunc(pprof.Index))
 		handler.Handle("/debug/pprof/profile", http.HandlerFunc(pprof.Profile))
@@ -320,7 +325,15 @@ func run(o *options) error {
 	startGCTuner(ctx, o.gcHeadroom, log)
 	o.dns.awaitJoin(ctx, log, node, o)
 	go announce(ctx, log, node, o, httpAdvertise)
-	<-ctx.Done()
+	select {
+	case <-ctx.Done():
+	case <-node.Failed():
+		// The log store failed an fsync: the node already stopped Raft. The
+		// process exits non-zero so its supervisor restarts it, and the
+		// restart recovers from what is really on disk.
+		_ = shutdown(log, node, srv, o.shutdownTimeout)
+		return node.Err()
+	}
 	if o.leaveOnTerminate {
 		leave(log, node, o.loaded.apiClient([]string{httpAdvertise}), o.shutdownTimeout)
 	}

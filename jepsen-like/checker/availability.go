@@ -46,6 +46,10 @@ type AvailabilityOptions struct {
 	Margin          time.Duration
 }
 
+// Served reports whether the cluster answered op with a definite verdict
+// (see served); the report marks each client's longest time without one.
+func Served(o *history.Op) bool { return served(o) }
+
 // served reports whether the cluster answered op with a definite verdict:
 // an acknowledgement, a verify's verdict, or a refusal that says something
 // about the key (held, stale, expired...). Timeouts, "unavailable" and

@@ -115,13 +115,7 @@ func holderColor(h string) string {
 }
 
 func layout(ops []history.Op, faults []history.Fault) timeline {
-	var end int64 = 1
-	for _, o := range ops {
-		end = max(end, o.Complete)
-	}
-	for _, f := range faults {
-		end = max(end, f.End)
-	}
+	end := runEnd(ops, faults)
 	plotW := svgWidth - leftMargin - 10
 	x := func(t int64) float64 { return leftMargin + plotW*float64(t)/float64(end) }
 
@@ -305,6 +299,12 @@ svg text{font-size:11px;font-family:monospace}
 {{range .T.Dots}}<circle cx="{{.X}}" cy="{{.Y}}" r="2.5" fill="{{.Fill}}"><title>{{.Title}}</title></circle>
 {{end}}
 </svg>
+<h2>Latency</h2>
+<p>Per second of invocation and kind of operation, the median (dashed) and 99th percentile (solid) of the time fenced took to acknowledge or refuse it, on the timeline's time axis with the same fault bands. Unknown outcomes are left out (their latency is the client's timeout); a line breaks where a second had no answer of that kind.</p>
+{{.Latency}}
+<h2>Throughput and time without service</h2>
+<p>Operations completed per second: acknowledged (ok), refused (a definite answer), unknown outcome. Below, one row per client: its longest time without service (no acknowledgement, verdict or refusal about a key), from the last answer before it to the first after it.</p>
+{{.Throughput}}
 <h2>Faults</h2>
 <table><tr><th>#</th><th>nemesis</th><th>from</th><th>to</th><th>nodes</th><th>detail</th></tr>
 {{range .S.Faults}}<tr><td>{{.Index}}</td><td>{{.Nemesis}}</td><td>{{secs .Start}}s</td><td>{{secs .End}}s</td><td>{{join .Nodes ","}}</td><td>{{.Detail}}</td></tr>
@@ -365,7 +365,8 @@ func WriteSummary(dir string, s Summary) error {
 	if err != nil {
 		return err
 	}
-	err = page.Execute(f, map[string]any{"S": s, "T": layout(s.Ops, s.Faults), "Passed": passed, "Failed": failed, "Counts": counts})
+	err = page.Execute(f, map[string]any{"S": s, "T": layout(s.Ops, s.Faults),
+		"Latency": latencyPlot(s.Ops, s.Faults), "Throughput": throughputPlot(s.Ops, s.Faults), "Passed": passed, "Failed": failed, "Counts": counts})
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

@@ -31,6 +31,10 @@ var (
 	ErrSealed   = types.ErrSealed
 	ErrClosed   = types.ErrClosed
 
+	// ErrSyncFailed: an fsync of the log failed (fenced patch). Every write
+	// after it fails with an error wrapping it until the WAL is reopened.
+	ErrSyncFailed = types.ErrSyncFailed
+
 	DefaultSegmentSize = 64 * 1024 * 1024
 )
 
@@ -82,6 +86,13 @@ type WAL struct {
 	// waits on the close before acquiring the lock and continuing.
 	triggerRotate chan uint64
 	awaitRotate   chan struct{}
+
+	// syncFailed holds the first write error that wrapped ErrSyncFailed
+	// (fenced patch). Once set, every write fails with it: after a failed
+	// fsync the kernel may have dropped the dirty pages and marked them
+	// clean, so the success of a later fsync proves nothing about them. The
+	// WAL fails closed; reopening it recovers what is really on disk.
+	syncFailed atomic.Value // error
 }
 
 type walOpt func(*WAL)
@@ -356,7 +367,7 @@ func (w *WAL) StoreLog(log *raft.Log) error {
 
 // StoreLogs stores multiple log entries.
 func (w *WAL) StoreLogs(logs []*raft.Log) error {
-	if err := w.checkClosed(); err != nil {
+	if err := w.checkWritable(); err != nil {
 		return err
 	}
 	if len(logs) < 1 {
@@ -365,10 +376,21 @@ func (w *WAL) StoreLogs(logs []*raft.Log) error {
 
 	w.writeMu.Lock()
 	defer w.writeMu.Unlock()
+	if err := w.checkWritable(); err != nil {
+		return err
+	}
 
 	// Ensure queued rotation has completed before us if we raced with it for
 	// write lock.
 	w.awaitRotationLocked()
+
+	// fenced patch: a rotation that failed (no space for the next segment file,
+	// or for the meta store's commit) left a sealed tail; so does a restart
+	// after a seal whose meta commit failed. Rotate now, so the append goes on
+	// once space returns instead of failing with ErrSealed forever.
+	if err := w.rotateSealedTailLocked(); err != nil {
+		return err
+	}
 
 	s, release := w.acquireState()
 	defer release()
@@ -429,6 +451,9 @@ func (w *WAL) StoreLogs(logs []*raft.Log) error {
 		nBytes += uint64(len(encoded[i].Data))
 	}
 	if err := s.tail.Append(encoded); err != nil {
+		if errors.Is(err, ErrSyncFailed) {
+			w.syncFailed.CompareAndSwap(nil, err)
+		}
 		return err
 	}
 	w.metrics.IncrementCounter("log_appends", 1)
@@ -462,7 +487,7 @@ func (w *WAL) awaitRotationLocked() {
 // Implements raft.LogStore. Note that we only support deleting ranges that are
 // a suffix or prefix of the log.
 func (w *WAL) DeleteRange(min uint64, max uint64) error {
-	if err := w.checkClosed(); err != nil {
+	if err := w.checkWritable(); err != nil {
 		return err
 	}
 	if min > max {
@@ -472,10 +497,21 @@ func (w *WAL) DeleteRange(min uint64, max uint64) error {
 
 	w.writeMu.Lock()
 	defer w.writeMu.Unlock()
+	if err := w.checkWritable(); err != nil {
+		return err
+	}
 
 	// Ensure queued rotation has completed before us if we raced with it for
 	// write lock.
 	w.awaitRotationLocked()
+
+	// fenced patch: a rotation that failed (no space for the next segment file,
+	// or for the meta store's commit) left a sealed tail; so does a restart
+	// after a seal whose meta commit failed. Rotate now, so the append goes on
+	// once space returns instead of failing with ErrSealed forever.
+	if err := w.rotateSealedTailLocked(); err != nil {
+		return err
+	}
 
 	s, release := w.acquireState()
 	defer release()
@@ -607,6 +643,24 @@ func (w *WAL) runRotate() {
 	}
 }
 
+// rotateSealedTailLocked completes the rotation of a tail that is sealed on
+// disk but still the tail in the WAL's state: the background rotation failed,
+// or the WAL was reopened after a seal whose meta commit failed. It returns
+// the rotation's error, which wraps the cause (ENOSPC for a full disk), so
+// the caller learns why its append failed. writeMu must be held.
+func (w *WAL) rotateSealedTailLocked() error {
+	s, release := w.acquireState()
+	sealed, indexStart, err := s.tail.Sealed()
+	release()
+	if err != nil || !sealed {
+		return err
+	}
+	if err := w.rotateSegmentLocked(indexStart); err != nil {
+		return fmt.Errorf("rotate sealed tail segment: %w", err)
+	}
+	return nil
+}
+
 func (w *WAL) rotateSegmentLocked(indexStart uint64) error {
 	txn := func(newState *state) (func(), func() error, error) {
 		// Mark current tail as sealed in segments
@@ -669,6 +723,17 @@ func (w *WAL) createNextSegment(newState *state) (func() error, error) {
 	post := func() error {
 		// Now create the new segment for writing.
 		sw, err := w.sf.Create(newTail)
+		if errors.Is(err, os.ErrExist) {
+			// fenced patch: a file with this ID is left from an attempt that
+			// failed after creating it (no space to preallocate it, then a crash
+			// or a failed removal). The state never held a segment with this ID
+			// (nextSegmentID only moves on when a state holding it is stored), so
+			// the file holds no acknowledged entry: replace it.
+			if derr := w.sf.Delete(newTail.BaseIndex, newTail.ID); derr != nil {
+				return fmt.Errorf("remove stale segment file: %w", derr)
+			}
+			sw, err = w.sf.Create(newTail)
+		}
 		if err != nil {
 			return err
 		}
@@ -896,6 +961,18 @@ func (w *WAL) checkClosed() error {
 	closed := atomic.LoadUint32(&w.closed)
 	if closed != 0 {
 		return ErrClosed
+	}
+	return nil
+}
+
+// checkWritable is checkClosed for writes: it also refuses every write once an
+// fsync has failed (fenced patch, see syncFailed).
+func (w *WAL) checkWritable() error {
+	if err := w.checkClosed(); err != nil {
+		return err
+	}
+	if err, _ := w.syncFailed.Load().(error); err != nil {
+		return fmt.Errorf("log store refuses writes until reopened: %w", err)
 	}
 	return nil
 }

@@ -22,6 +22,10 @@ import (
 type FS struct {
 }
 
+// preallocate reserves a new segment file's blocks. A variable so tests can
+// make it fail as it does on a full disk (fenced patch).
+var preallocate = fileutil.Preallocate
+
 func New() *FS {
 	return &FS{}
 }
@@ -60,8 +64,12 @@ func (fs *FS) Create(dir string, name string, size uint64) (types.WritableFile, 
 		if size > math.MaxInt32 {
 			return nil, fmt.Errorf("maximum file size is %d bytes", math.MaxInt32)
 		}
-		if err := fileutil.Preallocate(f, int64(size), true); err != nil {
+		if err := preallocate(f, int64(size), true); err != nil {
+			// fenced patch: remove the file we just created (O_EXCL, so it is
+			// ours and empty) so that a retry once space returns can create it
+			// again instead of failing with "file exists".
 			f.Close()
+			os.Remove(filepath.Join(dir, name))
 			return nil, err
 		}
 	}

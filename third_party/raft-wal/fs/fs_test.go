@@ -8,6 +8,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"syscall"
 	"testing"
 
 	"github.com/stretchr/testify/require"
@@ -134,4 +135,27 @@ func TestRealFSNoDir(t *testing.T) {
 	_, err = fs.OpenWriter("/not-a-real-dir", "foo")
 	require.Error(t, err)
 	require.Contains(t, err.Error(), "no such file or directory")
+}
+
+// TestCreateWithoutSpaceLeavesNoFile is a fenced patch's regression test: a
+// Create whose preallocation fails (ENOSPC on a full disk) must not leave the
+// file behind, or the retry once space returns fails with "file exists".
+func TestCreateWithoutSpaceLeavesNoFile(t *testing.T) {
+	dir := t.TempDir()
+	orig := preallocate
+	t.Cleanup(func() { preallocate = orig })
+	preallocate = func(*os.File, int64, bool) error { return syscall.ENOSPC }
+
+	fs := New()
+	_, err := fs.Create(dir, "00001-abcd1234.wal", 512*1024)
+	require.ErrorIs(t, err, syscall.ENOSPC)
+	files, err := fs.ListDir(dir)
+	require.NoError(t, err)
+	require.Empty(t, files)
+
+	// Space returns: the same file can be created.
+	preallocate = orig
+	wf, err := fs.Create(dir, "00001-abcd1234.wal", 512*1024)
+	require.NoError(t, err)
+	require.NoError(t, wf.Close())
 }

@@ -459,9 +459,10 @@ func (w *Writer) sync() error {
 		return err
 	}
 
-	// Sync file
+	// Sync file. The error says so (fenced patch): the WAL must not take a
+	// later fsync's success as proof that these bytes are durable.
 	if err := w.wf.Sync(); err != nil {
-		return err
+		return &types.SyncError{Err: err}
 	}
 
 	// Update commitIdx atomically
