@@ -39,7 +39,7 @@ const (
 // The flood's sizes: past mallory's shares (100 watches per node by
 // default, tenantWaitersPerKey waiters per key), small enough for two cores.
 const (
-	floodWatches       = 110
+	floodWatches       = 130
 	floodCyclers       = 4
 	floodWaiters       = tenantWaitersPerKey + 16
 	floodVictimWaiters = tenantWaitersPerKey + 16
