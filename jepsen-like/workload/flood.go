@@ -115,7 +115,9 @@ func (f *Flood) Stop() map[string]map[string]int {
 	f.wg.Wait()
 	f.hc.CloseIdleConnections()
 	f.api.CloseIdleConnections()
-	return f.tally.Counts()
+	counts := f.tally.Counts()
+	f.cfg.Log.Info("flood done", "identity", f.cfg.Identity, "answers", history.Describe(counts))
+	return counts
 }
 
 // code names the outcome of a Go client call.
