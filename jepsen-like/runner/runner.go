@@ -373,7 +373,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 		results = append(results, checker.LeaseBound(flapOps, nemesis.LeaseEnd, leaseBound(cfg)))
 	}
 	results = append(results, checker.Watch(ops, streams, observers)...)
-	results = append(results, tenants.check(ops)...)
+	results = append(results, tenants.check(cfg, ops, log)...)
 	r := &Result{Dir: cfg.Results, Results: results, Ops: len(ops), Faults: len(faults), Skipped: skipped}
 	for _, c := range results {
 		if c.Pass {
