@@ -270,6 +270,7 @@ func (n *Node) restorePlan(meta BackupMeta, img *fsm.Image, term, lastIndex uint
 	img.Applied = lastIndex + 1
 	img.ClusterID = n.fsm.ClusterID()
 	img.Members = n.fsm.Members()
+	res.Expired += img.EndPermits()
 	for i, k := range img.Keys {
 		if k.State == fsm.Held {
 			img.Keys[i].State = fsm.Expired
