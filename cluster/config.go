@@ -113,6 +113,11 @@ type Config struct {
 	// chaos suite's disk nemesis. Never set it outside such a test.
 	AckUnwrittenLog bool
 
+	// LogStallBound is how long a leader's own log write (its fsync) may
+	// take before the leader stops leading (stall.go); DefaultLogStallBound
+	// when zero, negative turns it off.
+	LogStallBound time.Duration
+
 	// DataDirMinFree and DataDirMinFreePercent are the data dir's
 	// free-space floor: below the larger of the two (bytes, and percent of
 	// its file system) the leader refuses new keys with ErrNoSpace and
@@ -149,6 +154,9 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
+	if c.LogStallBound == 0 {
+		c.LogStallBound = DefaultLogStallBound
+	}
 	if c.DiskCheckInterval == 0 {
 		c.DiskCheckInterval = defaultDiskCheckInterval
 	}

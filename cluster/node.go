@@ -35,6 +35,7 @@ type Node struct {
 	raftMu   sync.RWMutex // guards raft across a single-node restart
 	raft     *raft.Raft
 	trans    *raft.NetworkTransport
+	layer    *StreamLayer  // trans's; muted while the leader's log write stalls (stall.go)
 	raftDone chan struct{} // closed when this raft instance is replaced
 
 	leases  *leases
@@ -131,9 +132,10 @@ func New(cfg Config) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.watchMembership()
 	go n.watchDisk()
+	go n.watchStalls()
 	n.startReclaim()
 	return n, nil
 }
@@ -192,7 +194,7 @@ func (n *Node) startRaft() error {
 	}
 	done := make(chan struct{})
 	n.raftMu.Lock()
-	n.raft, n.trans, n.raftDone = r, trans, done
+	n.raft, n.trans, n.layer, n.raftDone = r, trans, layer, done
 	n.raftMu.Unlock()
 	n.wg.Add(1)
 	go n.watchLeadership(r, notify, done)
