@@ -3,6 +3,8 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -186,6 +188,7 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /metrics", metrics.Handler())
 	s.routeOpenAPI()
 	s.routeACL()
+	s.routeSigningKeys()
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if m := s.methodOf(r.URL.Path); m != "" {
 			w.Header().Set("Allow", m)
@@ -497,16 +500,18 @@ func (s *Server) acquire(ctx context.Context, body []byte, _ *http.Request) (any
 		return nil, err
 	}
 	g, err := s.node.Acquire(ctx, cluster.AcquireArgs{Key: req.Key, Holder: req.Holder, TTL: ttl, Wait: wait, RequestID: req.RequestID, LockDelay: delay,
-		Value: req.Value, Limit: req.Limit, Owner: ownerOf(ctx)})
+		Value: req.Value, Limit: req.Limit, Shared: req.Mode == client.ModeShared, Owner: ownerOf(ctx)})
 	if err != nil {
 		return nil, err
 	}
-	return grantOf(g.KeyState, g.Renewed), nil
+	out := grantOf(g.KeyState, g.Renewed)
+	out.Proof = s.proofOf(g.KeyState)
+	return out, nil
 }
 
 func grantOf(k fsm.KeyState, renewed bool) client.Grant {
 	return client.Grant{Key: k.Key, Holder: k.Holder, Token: k.Token, Epoch: k.Token.Epoch(), Seq: k.Token.Seq(), TTL: k.TTL.String(), Renewed: renewed, Value: k.Value,
-		Limit: k.Limit}
+		Limit: k.Limit, Mode: modeOf(k.Shared)}
 }
 
 func (s *Server) renew(ctx context.Context, body []byte, _ *http.Request) (any, error) {
@@ -525,7 +530,7 @@ func (s *Server) renew(ctx context.Context, body []byte, _ *http.Request) (any, 
 	if err != nil {
 		return nil, err
 	}
-	return client.RenewResponse{Key: k.Key, Holder: k.Holder, Token: k.Token, TTL: k.TTL.String()}, nil
+	return client.RenewResponse{Key: k.Key, Holder: k.Holder, Token: k.Token, TTL: k.TTL.String(), Proof: s.proofOf(k)}, nil
 }
 
 func (s *Server) keepalive(ctx context.Context, body []byte, _ *http.Request) (any, error) {
@@ -720,10 +725,10 @@ func keyInfoOf(k cluster.KeyInfo) client.KeyInfo {
 	if k.DelayLeft > 0 {
 		ki.LockDelayRemaining = k.DelayLeft.Round(time.Millisecond).String()
 	}
-	ki.Limit, ki.Waiters = k.Limit, k.Waiters
+	ki.Limit, ki.Waiters, ki.Mode = k.Limit, k.Waiters, modeOf(k.Shared)
 	for _, p := range k.Permits {
 		pi := keyInfoOf(cluster.KeyInfo{KeyState: p.KeyState, Deadline: p.Deadline})
-		pi.Limit = 0 // said once, by the key
+		pi.Limit, pi.Mode = 0, modeOf(p.Shared) // the limit said once, by the key
 		ki.Permits = append(ki.Permits, pi)
 	}
 	return ki
@@ -840,7 +845,17 @@ func (s *Server) join(ctx context.Context, body []byte, _ *http.Request) (any, e
 		checkName("http_addr", req.HTTPAddr, client.MaxKeyLen, false)); err != nil {
 		return nil, err
 	}
+	var signingKey []byte
+	if req.SigningKey != "" {
+		var err error
+		if signingKey, err = base64.RawURLEncoding.Strict().DecodeString(req.SigningKey); err != nil || len(signingKey) != ed25519.PublicKeySize {
+			return nil, fmt.Errorf("%w: signing_key must be a %d-byte Ed25519 public key in base64url", cluster.ErrBadRequest, ed25519.PublicKeySize)
+		}
+	}
 	if err := s.node.Join(ctx, req.ID, req.RaftAddr, req.HTTPAddr); err != nil {
+		return nil, err
+	}
+	if err := s.registerJoined(ctx, req.ID, signingKey); err != nil {
 		return nil, err
 	}
 	return map[string]string{"joined": req.ID}, nil

@@ -49,6 +49,9 @@ type Config struct {
 	RaftBind string
 	// RaftAdvertise is the address peers dial; RaftBind when empty.
 	RaftAdvertise string
+	// SigningKeyFile is the node's Ed25519 signing key (PKCS #8 PEM); when
+	// empty, signing.key in DataDir, made on first start.
+	SigningKeyFile string
 	// HTTPAdvertise is the address of this node's HTTP API, recorded in the
 	// replicated state so followers can forward to the leader.
 	HTTPAdvertise string
@@ -110,6 +113,11 @@ type Config struct {
 	// chaos suite's disk nemesis. Never set it outside such a test.
 	AckUnwrittenLog bool
 
+	// LogStallBound is how long a leader's own log write (its fsync) may
+	// take before the leader stops leading (stall.go); DefaultLogStallBound
+	// when zero, negative turns it off.
+	LogStallBound time.Duration
+
 	// DataDirMinFree and DataDirMinFreePercent are the data dir's
 	// free-space floor: below the larger of the two (bytes, and percent of
 	// its file system) the leader refuses new keys with ErrNoSpace and
@@ -146,6 +154,9 @@ type Config struct {
 }
 
 func (c *Config) setDefaults() {
+	if c.LogStallBound == 0 {
+		c.LogStallBound = DefaultLogStallBound
+	}
 	if c.DiskCheckInterval == 0 {
 		c.DiskCheckInterval = defaultDiskCheckInterval
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"github.com/fenced/fenced/fence/proof"
 	"github.com/fenced/fenced/fsm"
 	"github.com/fenced/fenced/metrics"
 )
@@ -34,6 +35,7 @@ type Node struct {
 	raftMu   sync.RWMutex // guards raft across a single-node restart
 	raft     *raft.Raft
 	trans    *raft.NetworkTransport
+	layer    *StreamLayer  // trans's; muted while the leader's log write stalls (stall.go)
 	raftDone chan struct{} // closed when this raft instance is replaced
 
 	leases  *leases
@@ -54,6 +56,11 @@ type Node struct {
 	newTerm atomic.Bool
 
 	testHooks atomic.Pointer[hooks] // nil in production (hooks.go)
+
+	// signer is the node's signing key (signing.go); rotateMu serializes
+	// rotations.
+	signer   atomic.Pointer[proof.Signer]
+	rotateMu sync.Mutex
 
 	// memberRecord mirrors the durable record of how far this node got
 	// into the cluster (membership.go); memberMu serializes writing it.
@@ -94,6 +101,11 @@ func New(cfg Config) (*Node, error) {
 	if !cfg.LeaseRearmFull {
 		n.leases.takeoverAt = n.takeovers.after
 	}
+	signer, err := loadSigner(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	n.signer.Store(&signer)
 	n.confirm = &confirmer{verify: func() error { return translateRead(n.wait(n.r().VerifyLeader())) }}
 	store, stopStoreMetrics, err := openStoreWith(cfg.DataDir, cfg.Store, cfg.NoSync, cfg.Logger, walOptions{wrap: cfg.storeVFS, segmentSize: cfg.WALSegmentSize})
 	if err != nil {
@@ -120,9 +132,10 @@ func New(cfg Config) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
-	n.wg.Add(2)
+	n.wg.Add(3)
 	go n.watchMembership()
 	go n.watchDisk()
+	go n.watchStalls()
 	n.startReclaim()
 	return n, nil
 }
@@ -181,7 +194,7 @@ func (n *Node) startRaft() error {
 	}
 	done := make(chan struct{})
 	n.raftMu.Lock()
-	n.raft, n.trans, n.raftDone = r, trans, done
+	n.raft, n.trans, n.layer, n.raftDone = r, trans, layer, done
 	n.raftMu.Unlock()
 	n.wg.Add(1)
 	go n.watchLeadership(r, notify, done)
@@ -301,6 +314,7 @@ func (n *Node) establish(r *raft.Raft, gen uint64, gained time.Time) {
 		return
 	}
 	n.reclaim.activate(gen)
+	n.registerSigningKey(r, gen)
 	if h := n.hook().beforeReady; h != nil {
 		h(gen)
 	}
@@ -397,7 +411,7 @@ func (n *Node) Ended(k fsm.KeyState) {
 		h(k)
 	}
 	n.leases.ended(leaseOf(k))
-	if k.Limit > 0 {
+	if k.Permit() {
 		n.permitEnded(k.Key)
 	} else {
 		n.reclaim.ended(k)

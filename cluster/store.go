@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -201,9 +202,28 @@ type gatedStore struct {
 	// onNoSpace, when set, hears of every failed log write, to notice
 	// ENOSPC (diskspace.go).
 	onNoSpace func(error)
+	// writeStart is when the log write in progress began (unix nanos), 0
+	// when none is (stall.go).
+	writeStart atomic.Int64
 	// ackUnwritten reports a failed log write as a success
 	// (Config.AckUnwrittenLog): a positive control, never in production.
 	ackUnwritten bool
+}
+
+// timeWrite marks a log write in progress until the returned func is called.
+func (g *gatedStore) timeWrite() func() {
+	g.writeStart.Store(time.Now().UnixNano())
+	return func() { g.writeStart.Store(0) }
+}
+
+// writeStalled returns how long the log write in progress has taken; 0 when
+// none is in progress.
+func (g *gatedStore) writeStalled() time.Duration {
+	start := g.writeStart.Load()
+	if start == 0 {
+		return 0
+	}
+	return time.Since(time.Unix(0, start))
 }
 
 // wrote passes a log write's error on, telling onSyncFailure of a failed
@@ -279,6 +299,7 @@ func (g *gatedStore) StoreLog(log *raft.Log) error {
 		return errStoreClosed
 	}
 	defer g.leave()
+	defer g.timeWrite()()
 	return g.wrote(g.s.StoreLog(log))
 }
 
@@ -288,6 +309,7 @@ func (g *gatedStore) StoreLogs(logs []*raft.Log) error {
 		return errStoreClosed
 	}
 	defer g.leave()
+	defer g.timeWrite()()
 	return g.wrote(g.s.StoreLogs(logs))
 }
 

@@ -7,6 +7,7 @@ import (
 	"math"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/spf13/pflag"
 
@@ -61,6 +62,15 @@ func parseSize(s string) (uint64, error) {
 		return 0, fmt.Errorf("not a size: %q", s)
 	}
 	return uint64(f * mult), nil
+}
+
+// stallBound is cluster.Config.LogStallBound for --log-stall-bound: 0 turns
+// the step-down off.
+func stallBound(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // peerHasSpace asks a voter, at its HTTP address, whether its data dir has
