@@ -93,6 +93,8 @@ func (e *Env) Supported(name string) error {
 		}
 	case LostAnswers:
 		return e.supportsLostAnswers()
+	case FillDisk:
+		return e.supportsFillDisk()
 	case PauseLeader, KillRandom, KillLeader, KillAll, RollingRestart, Mixed:
 	case FreezeFollower, FreezeLeader, SlowNode, FlapLeaders:
 	default:
@@ -132,6 +134,8 @@ func (e *Env) Run(ctx context.Context, name string) error {
 		return e.lostAnswers(ctx)
 	case FlapLeaders:
 		return e.flapLeaders(ctx)
+	case FillDisk:
+		return e.fillDisk(ctx)
 	}
 	return fmt.Errorf("unknown nemesis %q", name)
 }
