@@ -96,7 +96,7 @@ func New(cfg Config) (*Node, error) {
 		n.leases.takeoverAt = n.takeovers.after
 	}
 	n.confirm = &confirmer{verify: func() error { return translateRead(n.wait(n.r().VerifyLeader())) }}
-	store, stopStoreMetrics, err := openStoreWith(cfg.DataDir, cfg.Store, cfg.NoSync, cfg.Logger, walOptions{wrap: cfg.storeVFS, segmentSize: cfg.WALSegmentSize})
+	store, stopStoreMetrics, err := openStoreWith(cfg.DataDir, cfg.Store, cfg.NoSync, cfg.Logger, walOptions{wrap: cfg.walFileSystem(), segmentSize: cfg.WALSegmentSize})
 	if err != nil {
 		return nil, err
 	}

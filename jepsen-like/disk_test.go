@@ -38,3 +38,29 @@ func TestFillDisk(t *testing.T) {
 		t.Fatal("no disk fault recorded")
 	}
 }
+
+// TestSlowDisk runs the slow-disk nemesis (every raft log fsync of the
+// leader takes 3 s longer, past its 2 s --log-stall-bound) on a chaos build
+// and requires every checker to pass: the leader steps down, the others
+// serve, and it catches up once its disk is fast again.
+func TestSlowDisk(t *testing.T) {
+	if testing.Short() {
+		t.Skip("chaos run; skipped with -short")
+	}
+	bin, err := proccluster.FencedChaos()
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, out := runSuite(t, runner.Config{Schedule: "short", Seed: 3, Nodes: 3, Backend: runner.DefaultBackend(), Results: resultsDir(t),
+		Binary: bin, Faults: []string{nemesis.SlowDisk}, LinearizableTimeout: 30 * time.Second})
+	t.Logf("\n%s", out)
+	if len(res.Skipped) > 0 {
+		t.Fatalf("the slow-disk nemesis was skipped: %v", res.Skipped)
+	}
+	if res.Failed > 0 {
+		t.Fatalf("%d checkers failed", res.Failed)
+	}
+	if res.Faults < 1 {
+		t.Fatal("no disk fault recorded")
+	}
+}

@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"time"
 )
 
 // DiskFiller is a backend whose nodes each keep their data dir on a small file
@@ -91,4 +92,67 @@ func freeDir(dataDir string) error {
 		return nil
 	}
 	return err
+}
+
+// DiskSlower is a backend whose nodes run a chaos build of fenced started with
+// --unsafe-fsync-delay-file SlowFsyncFile: while that file exists in a node's
+// data dir, each of its raft log fsyncs first waits the duration written in
+// it.
+type DiskSlower interface {
+	// SlowDisk makes every fsync of a node's raft log take d longer;
+	// FastDisk undoes it.
+	SlowDisk(ctx context.Context, id string, d time.Duration) error
+	FastDisk(ctx context.Context, id string) error
+}
+
+// SlowFsyncFile is the control file of the slow-disk nemesis, relative to the
+// data dir (fenced --unsafe-fsync-delay-file).
+const SlowFsyncFile = "chaos-slow-fsync"
+
+func slowDir(dataDir string, d time.Duration) error {
+	return os.WriteFile(filepath.Join(dataDir, SlowFsyncFile), []byte(d.String()), 0o600)
+}
+
+func fastDir(dataDir string) error {
+	err := os.Remove(filepath.Join(dataDir, SlowFsyncFile))
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	return err
+}
+
+// SlowDisk implements DiskSlower.
+func (l *Local) SlowDisk(_ context.Context, id string, d time.Duration) error {
+	n, err := l.node(id)
+	if err != nil {
+		return err
+	}
+	return slowDir(n.DataDir, d)
+}
+
+// FastDisk implements DiskSlower.
+func (l *Local) FastDisk(_ context.Context, id string) error {
+	n, err := l.node(id)
+	if err != nil {
+		return err
+	}
+	return fastDir(n.DataDir)
+}
+
+// SlowDisk implements DiskSlower.
+func (b *Netns) SlowDisk(_ context.Context, id string, d time.Duration) error {
+	n, err := b.node(id)
+	if err != nil {
+		return err
+	}
+	return slowDir(n.DataDir, d)
+}
+
+// FastDisk implements DiskSlower.
+func (b *Netns) FastDisk(_ context.Context, id string) error {
+	n, err := b.node(id)
+	if err != nil {
+		return err
+	}
+	return fastDir(n.DataDir)
 }
