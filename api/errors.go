@@ -35,6 +35,7 @@ var wireErrors = []struct {
 	err  error
 }{
 	{"held", fsm.ErrHeld},
+	{"limit_mismatch", fsm.ErrLimitMismatch},
 	{"not_holder", fsm.ErrNotHolder},
 	{"stale_token", fsm.ErrStaleToken},
 	{"expired", fsm.ErrExpired},

@@ -150,15 +150,15 @@ func TestKeyShowsLockDelayAndWaiters(t *testing.T) {
 		}
 		return kr.Keys[0]
 	}
-	if k := read(); k.LockDelay != "5s" || k.Waiters != 0 || k.LockDelayRemaining != "" {
+	if k := read(); k.LockDelay != "5s" || len(k.Waiters) != 0 || k.LockDelayRemaining != "" {
 		t.Fatalf("before any waiter: %+v", k)
 	}
 	go func() {
 		_, _ = c.Acquire(ctx, client.AcquireRequest{Key: "delayed", Holder: "b", TTL: "1m", Wait: "1m"})
 	}()
 	testutil.Eventually(t, 10*time.Second, func() error {
-		if k := read(); k.Waiters != 1 {
-			return fmt.Errorf("one acquire waits, the key says %d", k.Waiters)
+		if k := read(); len(k.Waiters) != 1 {
+			return fmt.Errorf("one acquire waits, the key says %v", k.Waiters)
 		}
 		return nil
 	})

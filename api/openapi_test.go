@@ -329,6 +329,13 @@ func driveCluster(k *contract) {
 	post("/v1/acquire", `{"key":"orders/db","holder":"alice","ttl":"30s"}`, 200, "")
 	k.do(base, contractCall{method: "GET", path: "/v1/keys/orders%2Fdb?index=1&wait=10ms", status: 200}) // a blocking read
 	post("/v1/acquire", `{"key":"orders/db","holder":"bob","ttl":"30s"}`, 409, "held")
+	// A semaphore: its permits, its refusals and its read.
+	post("/v1/acquire", `{"key":"pool","holder":"alice","ttl":"30s","limit":2,"request_id":"p1"}`, 200, "")
+	post("/v1/acquire", `{"key":"pool","holder":"bob","ttl":"30s","limit":2}`, 200, "")
+	post("/v1/acquire", `{"key":"pool","holder":"carol","ttl":"30s","limit":2}`, 409, "held")
+	post("/v1/acquire", `{"key":"pool","holder":"carol","ttl":"30s","limit":3}`, 409, "limit_mismatch")
+	bad("/v1/acquire", `{"key":"pool","holder":"carol","limit":0}`, "bad_request")
+	k.do(base, contractCall{method: "GET", path: "/v1/keys/pool", status: 200})
 	post("/v1/acquire", `{"key":"other","holder":"bob","ttl":"2s","lock_delay":"1s","wait":"0s"}`, 200, "")
 	bad("/v1/acquire", `{"holder":"bob"}`, "bad_request")
 	bad("/v1/acquire", `{"key":"k","holder":"bob","extra":1}`, "bad_request")

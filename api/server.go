@@ -496,8 +496,11 @@ func (s *Server) acquire(ctx context.Context, body []byte, _ *http.Request) (any
 	if err != nil {
 		return nil, err
 	}
+	if err := checkLimit(body, req, delay); err != nil {
+		return nil, err
+	}
 	g, err := s.node.Acquire(ctx, cluster.AcquireArgs{Key: req.Key, Holder: req.Holder, TTL: ttl, Wait: wait, RequestID: req.RequestID, LockDelay: delay,
-		Value: req.Value, Owner: ownerOf(ctx)})
+		Value: req.Value, Limit: req.Limit, Owner: ownerOf(ctx)})
 	if err != nil {
 		return nil, err
 	}
@@ -507,7 +510,8 @@ func (s *Server) acquire(ctx context.Context, body []byte, _ *http.Request) (any
 }
 
 func grantOf(k fsm.KeyState, renewed bool) client.Grant {
-	return client.Grant{Key: k.Key, Holder: k.Holder, Token: k.Token, Epoch: k.Token.Epoch(), Seq: k.Token.Seq(), TTL: k.TTL.String(), Renewed: renewed, Value: k.Value}
+	return client.Grant{Key: k.Key, Holder: k.Holder, Token: k.Token, Epoch: k.Token.Epoch(), Seq: k.Token.Seq(), TTL: k.TTL.String(), Renewed: renewed, Value: k.Value,
+		Limit: k.Limit}
 }
 
 func (s *Server) renew(ctx context.Context, body []byte, _ *http.Request) (any, error) {
@@ -721,7 +725,12 @@ func keyInfoOf(k cluster.KeyInfo) client.KeyInfo {
 	if k.DelayLeft > 0 {
 		ki.LockDelayRemaining = k.DelayLeft.Round(time.Millisecond).String()
 	}
-	ki.Waiters = k.Waiters
+	ki.Limit, ki.Waiters = k.Limit, k.Waiters
+	for _, p := range k.Permits {
+		pi := keyInfoOf(cluster.KeyInfo{KeyState: p.KeyState, Deadline: p.Deadline})
+		pi.Limit = 0 // said once, by the key
+		ki.Permits = append(ki.Permits, pi)
+	}
 	return ki
 }
 

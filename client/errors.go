@@ -14,8 +14,12 @@ import (
 // errors onto these codes.
 var (
 	// ErrHeld: the key is held by another holder (409 held, with HeldBy
-	// and RetryAfter).
+	// and RetryAfter); for a semaphore key, every permit is taken.
 	ErrHeld = errors.New("key is held by another holder")
+	// ErrLimitMismatch: the key has live grants of another shape: a
+	// semaphore of another limit, a lock asked for as a semaphore, or a
+	// semaphore asked for as a lock (409 limit_mismatch).
+	ErrLimitMismatch = errors.New("the key is held with another limit")
 	// ErrNotHolder: the request names a holder that does not hold the key.
 	ErrNotHolder = errors.New("not the holder of the key")
 	// ErrStaleToken: the token is not the key's current grant.
@@ -99,6 +103,7 @@ var codes = []struct {
 	err    error
 }{
 	{"held", http.StatusConflict, ErrHeld},
+	{"limit_mismatch", http.StatusConflict, ErrLimitMismatch},
 	{"not_holder", http.StatusConflict, ErrNotHolder},
 	{"stale_token", http.StatusConflict, ErrStaleToken},
 	{"expired", http.StatusConflict, ErrExpired},

@@ -53,6 +53,10 @@ type LeaseOptions struct {
 	Margin time.Duration
 	// Value is published with the grant (AcquireRequest.Value).
 	Value string
+	// Limit, when set, makes the lease one of the key's permits, the key
+	// being a semaphore of Limit permits (AcquireRequest.Limit); see
+	// Semaphore.
+	Limit int
 }
 
 // Lease acquires key for holder and keeps the grant alive until Release or
@@ -69,7 +73,7 @@ func (c *Client) Lease(ctx context.Context, key, holder string, o LeaseOptions) 
 	case o.Margin >= o.TTL:
 		return nil, fmt.Errorf("%w: lease margin %v leaves nothing of the TTL %v", ErrBadRequest, o.Margin, o.TTL)
 	}
-	req := AcquireRequest{Key: key, Holder: holder, TTL: o.TTL.String(), RequestID: NewRequestID(), Value: o.Value}
+	req := AcquireRequest{Key: key, Holder: holder, TTL: o.TTL.String(), RequestID: NewRequestID(), Value: o.Value, Limit: o.Limit}
 	if o.Wait > 0 {
 		req.Wait = o.Wait.String()
 	}
@@ -99,6 +103,22 @@ func (c *Client) Lease(ctx context.Context, key, holder string, o LeaseOptions) 
 	l.renewed(sent, ttl)
 	go l.keepalive(kctx)
 	return l, nil
+}
+
+// Semaphore acquires one of key's permits for holder, the key being a
+// semaphore of limit permits (1 to MaxLimit), and keeps it alive as Lease
+// keeps a lock's grant: at most limit holders hold a permit at once, each
+// with its own fencing token, strictly increasing over every grant of the
+// key. A key whose live grants are of another shape (another limit, or a
+// lock) is refused with ErrLimitMismatch; with every permit taken, with
+// ErrHeld, or, with o.Wait, the acquire waits its turn, first come first
+// served. Verify allows a permit's token while that permit is live.
+func (c *Client) Semaphore(ctx context.Context, key, holder string, limit int, o LeaseOptions) (*Lease, error) {
+	if limit < 1 || limit > MaxLimit {
+		return nil, fmt.Errorf("%w: semaphore limit %d is outside 1..%d", ErrBadRequest, limit, MaxLimit)
+	}
+	o.Limit = limit
+	return c.Lease(ctx, key, holder, o)
 }
 
 // serverTTL reads the TTL of an answer; a lease cannot be timed without it.

@@ -39,7 +39,17 @@ type AcquireRequest struct {
 	// UTF-8 text): reads and watch events return it. An acquire by the
 	// holder of the grant replaces it, keeping the token.
 	Value string `json:"value,omitempty"`
+	// Limit, from 1 to MaxLimit, asks for one of the key's permits: the key
+	// is a semaphore of Limit permits, each to a different holder with its
+	// own token. Absent (or 0), the key is a lock. The first live grant of
+	// a key sets its shape: while any grant is live, an acquire naming
+	// another limit (or none) is refused with limit_mismatch. A permit has
+	// no lock-delay.
+	Limit int `json:"limit,omitempty"`
 }
+
+// MaxLimit is the most permits a semaphore key may have.
+const MaxLimit = 1024
 
 // Grant is the answer to a successful acquire: the key, its holder and the
 // fencing token of the grant, with its epoch and seq spelled out.
@@ -52,6 +62,8 @@ type Grant struct {
 	TTL     string      `json:"ttl"`
 	Renewed bool        `json:"renewed,omitempty"`
 	Value   string      `json:"value,omitempty"`
+	// Limit is the key's limit when the grant is a semaphore permit.
+	Limit int `json:"limit,omitempty"`
 	// Proof is the grant's proof: a JWS (EdDSA/Ed25519) signed by the
 	// leader that committed it over key, token, holder and the cluster's
 	// ID. A resource checks it offline against the cluster's public keys
@@ -158,8 +170,15 @@ type KeyInfo struct {
 	// LockDelayRemaining is what is left of a lock-delay in force, on the
 	// leader's clock; absent when none is.
 	LockDelayRemaining string `json:"lock_delay_remaining,omitempty"`
-	// Waiters is how many acquires wait for the key; absent when none.
-	Waiters int `json:"waiters,omitempty"`
+	// Limit, Permits and Waiters describe a semaphore key in GET
+	// /v1/keys/{key}: its limit and its live permits (each a grant of its
+	// own, in token order), while any is live; the fields above are then
+	// the key's last grant, whose token is the key's high-water mark.
+	// Waiters are the holders waiting for the key on the leader, first
+	// come first (locks too; the console shows how many); absent when none.
+	Limit   int       `json:"limit,omitempty"`
+	Permits []KeyInfo `json:"permits,omitempty"`
+	Waiters []string  `json:"waiters,omitempty"`
 }
 
 // KeysResponse is the answer of GET /v1/keys. Truncated says the listing was
@@ -322,6 +341,9 @@ type WatchEvent struct {
 	Ended      string      `json:"ended,omitempty"`
 	Reason     string      `json:"reason,omitempty"`
 	Value      string      `json:"value,omitempty"`
+	// Limit is the key's limit when the event's grant is a semaphore
+	// permit: each permit's grant and end is an event of its own.
+	Limit int `json:"limit,omitempty"`
 }
 
 // Watch event types of the changes of a key: each is a committed log entry

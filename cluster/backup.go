@@ -270,6 +270,7 @@ func (n *Node) restorePlan(meta BackupMeta, img *fsm.Image, term, lastIndex uint
 	img.Applied = lastIndex + 1
 	img.ClusterID = n.fsm.ClusterID()
 	img.Members = n.fsm.Members()
+	res.Expired += img.EndPermits()
 	// The signing keys are this cluster's members', as the members are: a
 	// backup never brings back keys another cluster (or an older state of
 	// this one) published.

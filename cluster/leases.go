@@ -731,7 +731,10 @@ func (l *leases) takeDue(gen uint64) (ends []ending, more bool) {
 			more = true
 			break
 		}
-		e := fsm.Expire{Key: r.keyString(), Token: r.token, Armed: r.armed}
+		// A permit's lease is named apart from its key (permits.go); its
+		// expiry names the key, and the state machine finds the permit by
+		// its token.
+		e := fsm.Expire{Key: grantKey(r.keyString()), Token: r.token, Armed: r.armed}
 		lockDelay := l.lockDelayOf(i)
 		l.removeLocked(i)
 		if lockDelay > 0 {
@@ -878,12 +881,14 @@ func (l *leases) renewHolder(holder string, may func(key string) bool) ([]Renewe
 	var touch []fsm.TouchKey
 	for i := l.holders[h].first; i != none; {
 		r := l.rec(i)
-		if r.deadline > now && (may == nil || may(r.keyString())) {
+		if key := grantKey(r.keyString()); r.deadline > now && (may == nil || may(key)) {
 			if l.touchBelow != 0 && r.armed <= l.touchBelow {
-				touch = append(touch, fsm.TouchKey{Key: r.keyString(), Token: r.token})
+				touch = append(touch, fsm.TouchKey{Key: key, Token: r.token})
 			} else {
 				r.deadline = now + int64(r.ttl())
-				out = append(out, RenewedLease{Key: l.state(i), Deadline: l.at(r.deadline)})
+				k := l.state(i)
+				k.Key = key
+				out = append(out, RenewedLease{Key: k, Deadline: l.at(r.deadline)})
 			}
 		}
 		i = r.next

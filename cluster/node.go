@@ -300,7 +300,7 @@ func (n *Node) establish(r *raft.Raft, gen uint64, gained time.Time) {
 	}
 	// The re-arm overlaps the takeover wait: its leases count from the
 	// wait's end, as if armed then, and nothing is served before it.
-	n.leases.activateAt(gen, gained.Add(takeoverWait), n.touchBelow(barrier), n.fsm.WalkLive, n.fsm.LockDelayed())
+	n.leases.activateAt(gen, gained.Add(takeoverWait), n.touchBelow(barrier), n.walkLeases, n.fsm.LockDelayed())
 	if !n.waitTakeover(gen, gained) {
 		n.leases.deactivateGen(gen)
 		return
@@ -362,7 +362,7 @@ func (n *Node) registerSelf(r *raft.Raft, gen uint64) {
 
 // Granted implements fsm.Observer.
 func (n *Node) Granted(k fsm.KeyState, renewed bool) {
-	n.leases.granted(k)
+	n.leases.granted(leaseOf(k))
 	if !renewed {
 		n.reclaim.granted(k)
 	}
@@ -378,7 +378,7 @@ func (n *Node) Granted(k fsm.KeyState, renewed bool) {
 // Touched implements fsm.Toucher: a Touch entry renewed k, which now runs a
 // full TTL from now with its new Armed index.
 func (n *Node) Touched(k fsm.KeyState) {
-	n.leases.granted(k)
+	n.leases.granted(leaseOf(k))
 }
 
 // BarrierApplied implements fsm.TakeoverObserver.
@@ -402,8 +402,12 @@ func (n *Node) Ended(k fsm.KeyState) {
 	if h := n.hook().ended; h != nil {
 		h(k)
 	}
-	n.leases.ended(k)
-	n.reclaim.ended(k)
+	n.leases.ended(leaseOf(k))
+	if k.Limit > 0 {
+		n.permitEnded(k.Key)
+	} else {
+		n.reclaim.ended(k)
+	}
 	n.waiters.kick(k.Key)
 	if n.ready.Load() != 0 {
 		if k.State == fsm.Expired {
@@ -420,7 +424,7 @@ func (n *Node) Restored() {
 	n.takeovers.reset()
 	if gen := n.ready.Load(); gen != 0 {
 		// Every grant of the new state is renewed through a touch first.
-		n.leases.activateAt(gen, time.Time{}, n.touchBelow(n.fsm.Applied()), n.fsm.WalkLive, n.fsm.LockDelayed())
+		n.leases.activateAt(gen, time.Time{}, n.touchBelow(n.fsm.Applied()), n.walkLeases, n.fsm.LockDelayed())
 		n.reclaim.activate(gen)
 		n.reclaim.requestScan()
 	}

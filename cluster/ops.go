@@ -26,6 +26,9 @@ type AcquireArgs struct {
 	LockDelay time.Duration
 	// Value is published with the grant (fsm.Acquire.Value).
 	Value string
+	// Limit, from 1 to fsm.MaxLimit, asks for one of the key's permits as
+	// a semaphore of that many (fsm.Acquire.Limit); 0 is a lock.
+	Limit int
 	// Owner is the authenticated client identity the acquire is counted
 	// against (Limits.MaxKeysPerIdentity, MaxWaitersPerIdentity); empty
 	// for an admin or without authentication.
@@ -80,6 +83,9 @@ func (n *Node) Acquire(ctx context.Context, a AcquireArgs) (Grant, error) {
 	}
 	if err := n.checkLimits(a); err != nil {
 		return Grant{}, err
+	}
+	if a.Limit > 0 {
+		return n.acquirePermit(ctx, a)
 	}
 	var deadline time.Time
 	if a.Wait > 0 {
@@ -213,6 +219,8 @@ func (n *Node) withRetryAfter(he *fsm.HeldError) error {
 	e := &HeldError{HeldError: he, RetryAfter: time.Second}
 	if dl, ok := n.leases.live(he.Key, he.Token); ok {
 		e.RetryAfter = time.Until(dl).Round(time.Millisecond)
+	} else if dl, ok := n.leases.live(permitLease(he.Key, he.Token), he.Token); ok {
+		e.RetryAfter = time.Until(dl).Round(time.Millisecond)
 	}
 	return e
 }
@@ -254,6 +262,10 @@ func (n *Node) holds(key, holder string) bool {
 // as a committed refusal would.
 func (n *Node) tryAcquireUnlessHeld(ctx context.Context, a AcquireArgs, waiting bool) (Grant, error) {
 	if n.heldByOther(a.Key, a.Holder) {
+		if limit, _ := n.fsm.Permits(a.Key); limit != 0 {
+			// A semaphore: the state machine answers limit_mismatch.
+			return n.tryAcquire(a)
+		}
 		if waiting {
 			return Grant{}, n.heldError(a.Key)
 		}
@@ -281,7 +293,7 @@ func (n *Node) tryAcquire(a AcquireArgs) (Grant, error) {
 	if h := n.hook().proposing; h != nil {
 		h(a)
 	}
-	res, err := n.apply(fsm.Acquire{Key: a.Key, Holder: a.Holder, TTL: a.TTL, RequestID: a.RequestID, LockDelay: a.LockDelay, Value: a.Value})
+	res, err := n.apply(fsm.Acquire{Key: a.Key, Holder: a.Holder, TTL: a.TTL, RequestID: a.RequestID, LockDelay: a.LockDelay, Value: a.Value, Limit: a.Limit})
 	if err != nil {
 		return Grant{}, err
 	}
@@ -383,6 +395,9 @@ func (n *Node) Release(ctx context.Context, a ReleaseArgs) (fsm.KeyState, error)
 		if !ok {
 			return fsm.KeyState{}, fsm.ErrUnknownKey
 		}
+		if limit, _ := n.fsm.Permits(a.Key); limit != 0 {
+			return fsm.KeyState{}, fmt.Errorf("%w: a semaphore key has several grants: name the permit's token", ErrBadRequest)
+		}
 		a.Token = k.Token
 	}
 	key := a.Key
@@ -412,7 +427,7 @@ func (n *Node) claimNext(key string) *waiter {
 }
 
 func (w *waiter) acquire() *fsm.Acquire {
-	return &fsm.Acquire{Key: w.args.Key, Holder: w.args.Holder, TTL: w.args.TTL, RequestID: w.args.RequestID, LockDelay: w.args.LockDelay, Value: w.args.Value}
+	return &fsm.Acquire{Key: w.args.Key, Holder: w.args.Holder, TTL: w.args.TTL, RequestID: w.args.RequestID, LockDelay: w.args.LockDelay, Value: w.args.Value, Limit: w.args.Limit}
 }
 
 // settleHandoff gives a claimed waiter the outcome of the command that
@@ -453,12 +468,17 @@ func (n *Node) Renew(ctx context.Context, key, holder string, tok fence.Token) (
 	if err := n.confirmRenewal(ctx); err != nil {
 		return fsm.KeyState{}, time.Time{}, err
 	}
+	name := key
 	k, deadline, r := n.leases.renewLease(key, holder, tok)
+	if r == renewRefused {
+		k, deadline, r, name = n.renewPermitLease(key, holder, tok)
+	}
 	if r == renewTouch {
 		if err := n.touch([]fsm.TouchKey{{Key: key, Token: tok}}); err != nil {
 			return fsm.KeyState{}, time.Time{}, err
 		}
-		k, deadline, r = n.leases.renewLease(key, holder, tok)
+		k, deadline, r = n.leases.renewLease(name, holder, tok)
+		k.Key = key
 	}
 	if r != renewDone {
 		return fsm.KeyState{}, time.Time{}, n.whyNoLease(key, holder, tok)
@@ -469,7 +489,15 @@ func (n *Node) Renew(ctx context.Context, key, holder string, tok fence.Token) (
 
 // whyNoLease explains a failed renewal from the applied state.
 func (n *Node) whyNoLease(key, holder string, tok fence.Token) error {
-	k, ok := n.fsm.Get(key)
+	k, ok, _, permits := n.fsm.Lookup(key)
+	for _, p := range permits {
+		if p.Token == tok && p.Holder != holder {
+			return fsm.ErrNotHolder
+		}
+		if p.Token == tok {
+			return fsm.ErrExpired
+		}
+	}
 	switch {
 	case !ok:
 		return fsm.ErrUnknownKey
@@ -601,9 +629,12 @@ func (n *Node) Verify(ctx context.Context, key string, tok fence.Token, holder s
 // request that arrived before it was called: Verify and VerifyBatch both
 // judge through it, so a check gets the same verdict either way.
 func (n *Node) judge(key string, tok fence.Token, holder string) Verdict {
-	k, ok := n.fsm.Get(key)
+	k, ok, limit, permits := n.fsm.Lookup(key)
 	if !ok {
 		return Verdict{Reason: ReasonUnknownKey}
+	}
+	if limit != 0 {
+		return n.judgePermit(k, permits, tok, holder)
 	}
 	v := Verdict{Current: &k}
 	switch {
@@ -641,12 +672,15 @@ func countVerdict(v Verdict) {
 type KeyInfo struct {
 	fsm.KeyState
 	Deadline time.Time
-	// Waiters is how many acquires wait for the key on this node (the
-	// leader: acquires wait where they are served).
-	Waiters int
 	// DelayLeft is what is left of a lock-delay in force after the key's
 	// grant expired; 0 when none is.
 	DelayLeft time.Duration
+	// Limit and Permits are a semaphore key's limit and live permits (Key
+	// only; KeyState is then the key's last grant); Waiters the holders
+	// waiting for the key on this leader, first come first.
+	Limit   int
+	Permits []PermitInfo
+	Waiters []string
 }
 
 // Key reads one key linearizably.
@@ -658,7 +692,9 @@ func (n *Node) Key(ctx context.Context, key string) (KeyInfo, bool, error) {
 	if !ok {
 		return KeyInfo{}, false, nil
 	}
-	return n.info(k), true, nil
+	ki := n.info(k)
+	ki.Limit, ki.Permits = n.permitInfos(key)
+	return ki, true, nil
 }
 
 // Keys reads a page of keys linearizably, in name order (fsm.Page), and
@@ -676,7 +712,7 @@ func (n *Node) Keys(ctx context.Context, q fsm.PageQuery) ([]KeyInfo, bool, erro
 }
 
 func (n *Node) info(k fsm.KeyState) KeyInfo {
-	ki := KeyInfo{KeyState: k, Waiters: n.waiters.len(k.Key)}
+	ki := KeyInfo{KeyState: k, Waiters: n.waiters.holders(k.Key)}
 	if k.State == fsm.Held {
 		ki.Deadline, _ = n.leases.live(k.Key, k.Token)
 	}

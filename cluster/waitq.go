@@ -133,6 +133,18 @@ func (q *waitq) kickAll() {
 	}
 }
 
+// holders returns the holders waiting for key, first come first; nil when
+// none.
+func (q *waitq) holders(key string) []string {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	var out []string
+	for _, w := range q.queue[key] {
+		out = append(out, w.args.Holder)
+	}
+	return out
+}
+
 // count returns the number of waiters on all keys.
 func (q *waitq) count() int {
 	q.mu.Lock()

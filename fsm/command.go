@@ -93,6 +93,9 @@ type Acquire struct {
 	// reads and watch events return it, and an acquire by the holder of
 	// the grant replaces it. At most MaxValueLen bytes.
 	Value string
+	// Limit, from 1 to MaxLimit, asks for one of the key's permits as a
+	// semaphore of that many (command type 13); 0 is a lock.
+	Limit int
 
 	// rules are the rules of the entry's version (rulesCurrent for a new
 	// acquire).
@@ -160,6 +163,9 @@ type SetClusterID struct {
 func Encode(c Command) []byte { return c.encode(make([]byte, 0, 64)) }
 
 func (c Acquire) encode(b []byte) []byte {
+	if c.Limit != 0 {
+		return c.encodePermit(b)
+	}
 	version := version4
 	switch {
 	case c.rules == rulesV1:
@@ -269,6 +275,8 @@ func Decode(b []byte) (Command, error) {
 		c = d.touch()
 	case typeSigningKey:
 		c = d.signingKey()
+	case typeSemAcquire:
+		c = d.permitAcquire()
 	default:
 		return nil, fmt.Errorf("%w: unknown type %d", ErrCorrupt, b[0])
 	}
@@ -324,12 +332,16 @@ func (d *decoder) next() *Acquire {
 	if !d.bool() {
 		return nil
 	}
-	if d.err != nil || len(d.buf) < 2 || d.buf[0] != typeAcquire || !knownVersion(typeAcquire, d.buf[1]) {
+	if d.err != nil || len(d.buf) < 2 || d.buf[0] != typeAcquire && d.buf[0] != typeSemAcquire || !knownVersion(d.buf[0], d.buf[1]) {
 		d.fail("handoff")
 		return nil
 	}
-	version := d.buf[1]
+	typ, version := d.buf[0], d.buf[1]
 	d.buf = d.buf[2:]
+	if typ == typeSemAcquire {
+		a := d.permitAcquire()
+		return &a
+	}
 	a := d.acquire(version)
 	return &a
 }

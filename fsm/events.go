@@ -71,6 +71,9 @@ type Event struct {
 	// Ended is how the previous grant of a handoff ended (released,
 	// force_released or expired).
 	Ended EventType
+	// Limit is the key's limit when the grant is a semaphore permit; 0 for
+	// a lock.
+	Limit int
 }
 
 // change returns the change one applied command made to a key, if any.
@@ -115,7 +118,7 @@ func change(cmd Command, res *Result, index uint64) (Event, bool) {
 }
 
 func eventOf(t EventType, k KeyState, index uint64) Event {
-	return Event{Index: index, Type: t, Key: k.Key, Holder: k.Holder, Token: k.Token, TTL: k.TTL, LockDelay: k.LockDelay, State: k.State, Value: k.Value}
+	return Event{Index: index, Type: t, Key: k.Key, Holder: k.Holder, Token: k.Token, TTL: k.TTL, LockDelay: k.LockDelay, State: k.State, Value: k.Value, Limit: k.Limit}
 }
 
 // Errors a subscription ends with.

@@ -63,6 +63,11 @@ type KeyState struct {
 	LockDelay time.Duration
 	// Value is what the holder published with the grant.
 	Value string
+	// Limit is the key's limit when the grant is a semaphore permit (see
+	// acquirePermit), 0 for a lock. The key table's entry never carries
+	// it: a key's last grant reads as a lock's, and Permits lists a
+	// semaphore's live permits with their limit.
+	Limit int
 }
 
 // entry is a key's state as the FSM stores it: KeyState in 48 bytes, so
@@ -259,7 +264,10 @@ type FSM struct {
 	keys keyTable
 	// extras holds what some keys' entries cannot (see entry); nil while
 	// no key needs it.
-	extras    map[string]extra
+	extras map[string]extra
+	// sems holds the live permits of the semaphore keys (semaphore.go);
+	// nil while there are none, so a lock pays a nil check for them.
+	sems      map[string]*semaphore
 	members   map[string]string
 	floor     uint64
 	clusterID string
@@ -376,6 +384,7 @@ func (f *FSM) Reset() {
 	f.mu.Lock()
 	f.keys = newKeyTable(0)
 	f.extras = nil
+	f.sems = nil
 	f.members = make(map[string]string)
 	f.hist = newHistory()
 	f.floor, f.applied, f.clusterID = 0, 0, ""
@@ -518,6 +527,9 @@ func (f *FSM) handoff(r *Result, next Acquire, pos logPos, notices []notice) []n
 // and only the key's last grant remembered) and leaves the history alone,
 // so an old log replays as it was first applied.
 func (f *FSM) acquire(c Acquire, pos logPos) *Result {
+	if c.Limit > 0 {
+		return f.acquirePermit(c, pos)
+	}
 	term, index := pos.term, pos.index
 	if c.Key == "" || c.Holder == "" || c.TTL < time.Millisecond || c.TTL > maxMs || c.LockDelay < 0 || c.LockDelay > maxMs || len(c.Value) > MaxValueLen {
 		return &Result{Err: fmt.Errorf("%w: key, holder and a ttl of 1ms to 49 days are required", ErrInvalid)}
@@ -528,6 +540,12 @@ func (f *FSM) acquire(c Acquire, pos logPos) *Result {
 	v1, current := c.rules == rulesV1, c.rules == rulesCurrent
 	if !v1 {
 		f.tick(pos, current)
+	}
+	if s := f.shapeOf(c.Key); s != nil {
+		// A key with live permits is a semaphore until they end.
+		return &Result{Key: s.permits[0], Err: &LimitMismatchError{Key: c.Key, Limit: s.limit}}
+	}
+	if !v1 {
 		if r, answered := f.recall(c, k, exists); answered {
 			return r
 		}
@@ -606,6 +624,9 @@ func (f *FSM) release(c Release, pos logPos) *Result {
 
 // end is a release without its request id.
 func (f *FSM) end(c Release) *Result {
+	if s := f.shapeOf(c.Key); s != nil {
+		return f.endPermit(s, c)
+	}
 	k, ok := f.get(c.Key)
 	switch {
 	case !ok:
@@ -625,6 +646,9 @@ func (f *FSM) end(c Release) *Result {
 }
 
 func (f *FSM) expire(c Expire) *Result {
+	if s := f.shapeOf(c.Key); s != nil {
+		return f.expirePermit(s, c)
+	}
 	k, ok := f.get(c.Key)
 	if !ok || k.State != Held || k.Token != c.Token || k.Armed != c.Armed {
 		return &Result{Key: k}
@@ -659,7 +683,8 @@ func (f *FSM) Keys(prefix string, limit int) []KeyState {
 	return out
 }
 
-// Live returns every key whose last grant is held.
+// Live returns every key whose last grant is held, semaphore keys aside
+// (WalkPermits).
 func (f *FSM) Live() []KeyState {
 	var out []KeyState
 	f.WalkLive(func(n int) { out = make([]KeyState, 0, n) }, func(k KeyState) { out = append(out, k) })
@@ -670,19 +695,20 @@ func (f *FSM) Live() []KeyState {
 // then fn with each of them, in no particular order, all under the state
 // machine's read lock: no entry is applied meanwhile, and neither function
 // may call the FSM. A new leader re-arms its leases with it without a list
-// of every live grant.
+// of every live grant. A semaphore key's permits are walked by WalkPermits,
+// not here.
 func (f *FSM) WalkLive(begin func(n int), fn func(KeyState)) {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	n := 0
-	for _, e := range f.keys.all() {
-		if e.state == Held {
+	for name, e := range f.keys.all() {
+		if e.state == Held && f.shapeOf(name) == nil {
 			n++
 		}
 	}
 	begin(n)
 	for name, e := range f.keys.all() {
-		if e.state == Held {
+		if e.state == Held && f.shapeOf(name) == nil {
 			fn(f.keyState(name, e))
 		}
 	}

@@ -106,7 +106,7 @@ func (f *FSM) reclaim(c Reclaim, pos logPos) *Result {
 	}
 	for _, rk := range c.Keys {
 		e, exists := f.keys.get(rk.Key)
-		if !ok || !exists || e.token != rk.Token || e.state == Held || (!f.reclaimIgnoresEpoch && e.token.Epoch() >= epoch) {
+		if !ok || !exists || e.token != rk.Token || e.state == Held || f.shapeOf(rk.Key) != nil || (!f.reclaimIgnoresEpoch && e.token.Epoch() >= epoch) {
 			rr.Skipped++
 			continue
 		}
@@ -118,15 +118,15 @@ func (f *FSM) reclaim(c Reclaim, pos logPos) *Result {
 	return &Result{Changed: rr.Reclaimed > 0 || rr.Raised, Reclaim: &rr}
 }
 
-// Ended returns every key whose last grant has ended (released or expired),
-// with that grant's token, in no particular order: what a new leader may
+// Ended returns every key whose last grant has ended (released or expired)
+// and that has no live permit, with that grant's token, in no particular order: what a new leader may
 // reclaim once the retention passed.
 func (f *FSM) Ended() []ReclaimKey {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
 	out := make([]ReclaimKey, 0)
 	for name, e := range f.keys.all() {
-		if e.state != Held {
+		if e.state != Held && f.shapeOf(name) == nil {
 			out = append(out, ReclaimKey{Key: name, Token: e.token})
 		}
 	}

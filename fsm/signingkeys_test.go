@@ -86,7 +86,7 @@ func TestSigningKeysSnapshotVersion(t *testing.T) {
 	if err := a.f.Image().Encode(&before); err != nil {
 		t.Fatal(err)
 	}
-	if v := before.Bytes()[4]; v >= snapVersion5 {
+	if v := before.Bytes()[4]; v >= snapVersion6 {
 		t.Fatalf("a state without signing keys written as version %d", v)
 	}
 	a.at(1, SigningKey{Node: "n1", Kid: "a", Public: pub(1)})
@@ -94,7 +94,7 @@ func TestSigningKeysSnapshotVersion(t *testing.T) {
 	if err := a.f.Image().Encode(&after); err != nil {
 		t.Fatal(err)
 	}
-	if v := after.Bytes()[4]; v != snapVersion5 {
+	if v := after.Bytes()[4]; v != snapVersion6 {
 		t.Fatalf("signing keys written as version %d", v)
 	}
 	img, err := DecodeImage(after.Bytes())

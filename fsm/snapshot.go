@@ -35,9 +35,15 @@ const (
 	// request id's kind and owner, in the order of the ids. Every state
 	// whose log clock has been advanced is written in it.
 	snapVersion4 = 4
-	// snapVersion5 appends the members' public signing keys
+	// snapVersion5 appends, after version 4's section, the semaphore keys'
+	// live permits (appendSemaphores). A state without live permits is
+	// still written in an older version, which a node that does not know
+	// semaphores can install.
+	snapVersion5 = 5
+	// snapVersion6 appends, after version 5's section (written even when
+	// there are no permits), the members' public signing keys
 	// (appendSigningKeys). A state with none is written as before.
-	snapVersion5  = 5
+	snapVersion6  = 6
 	minKeyRecord  = 11
 	minRetiredRec = 4
 )
@@ -68,6 +74,9 @@ type Image struct {
 	// Retired holds the request ids remembered beyond their key's last
 	// grant, oldest first.
 	Retired []Retired
+	// Semaphores holds the live permits of the semaphore keys, in key
+	// order; nil when there are none.
+	Semaphores []Semaphore
 	// SigningKeys holds the members' public signing keys, in registration
 	// order.
 	SigningKeys []SigningKeyState
@@ -105,7 +114,8 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 func (f *FSM) head() *Image {
 	c := f.hist.clock
 	img := &Image{Applied: f.applied, Floor: f.floor, ClusterID: f.clusterID, Members: make(map[string]string, len(f.members)),
-		Clock: c.ms, ClockTerm: c.term, ClockLast: c.last, ClockElapsed: c.elapsed, Retired: f.hist.list(), SigningKeys: cloneSigningKeys(f.signing)}
+		Clock: c.ms, ClockTerm: c.term, ClockLast: c.last, ClockElapsed: c.elapsed, Retired: f.hist.list(), Semaphores: f.semaphores(),
+		SigningKeys: cloneSigningKeys(f.signing)}
 	for id, a := range f.members {
 		img.Members[id] = a
 	}
@@ -169,6 +179,7 @@ func (s *snapshot) Release() {}
 // sort puts the keys in name order.
 func (img *Image) sort() *Image {
 	slices.SortFunc(img.Keys, func(a, b KeyState) int { return strings.Compare(a.Key, b.Key) })
+	sortSemaphores(img.Semaphores)
 	return img
 }
 
@@ -260,6 +271,9 @@ func encodeState(w io.Writer, head *Image, version byte, n int, key func(int) Ke
 		}
 	}
 	if version >= snapVersion5 {
+		b = appendSemaphores(b, head.Semaphores)
+	}
+	if version >= snapVersion6 {
 		b = appendSigningKeys(b, head.SigningKeys)
 	}
 	if _, err := bw.Write(b); err != nil {
@@ -318,8 +332,12 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return err
 	}
+	if !checkSemaphores(head.Semaphores, func(key string) (KeyState, bool) { return t.get(key) }) {
+		return fmt.Errorf("%w: semaphore record", ErrBadSnapshot)
+	}
+	t.sems = loadSemaphores(head.Semaphores)
 	f.mu.Lock()
-	f.keys, f.extras = t.keys, t.extras
+	f.keys, f.extras, f.sems = t.keys, t.extras, t.sems
 	f.members = head.Members
 	f.floor = head.Floor
 	f.clusterID = head.ClusterID
@@ -358,6 +376,15 @@ func DecodeImage(data []byte) (*Image, error) {
 		return nil, err
 	}
 	head.Keys = img.Keys
+	if !checkSemaphores(head.Semaphores, func(key string) (KeyState, bool) {
+		i, found := slices.BinarySearchFunc(head.Keys, key, func(k KeyState, key string) int { return strings.Compare(k.Key, key) })
+		if !found {
+			return KeyState{}, false
+		}
+		return head.Keys[i], true
+	}) {
+		return nil, fmt.Errorf("%w: semaphore record", ErrBadSnapshot)
+	}
 	return head, nil
 }
 
@@ -374,7 +401,7 @@ func decodeState(data []byte, begin func(n int), key func(*rawKey) bool, value f
 		return nil, fmt.Errorf("%w: checksum mismatch", ErrBadSnapshot)
 	}
 	version := body[4]
-	if string(body[:4]) != snapMagic || version < snapVersion1 || version > snapVersion5 {
+	if string(body[:4]) != snapMagic || version < snapVersion1 || version > snapVersion6 {
 		return nil, fmt.Errorf("%w: unknown format", ErrBadSnapshot)
 	}
 	d := decoder{buf: body[5:]}
@@ -406,6 +433,9 @@ func decodeState(data []byte, begin func(n int), key func(*rawKey) bool, value f
 		d.clockAndOwners(img)
 	}
 	if version >= snapVersion5 {
+		img.Semaphores = d.semaphores(version)
+	}
+	if version >= snapVersion6 {
 		d.signingKeys(img)
 	}
 	if err := d.done(); err != nil {
@@ -519,12 +549,15 @@ func (img *Image) version() byte {
 	return img.versionFor(values)
 }
 
-// versionFor returns the oldest layout that holds the image: version 5 with
-// signing keys, version 4 once
-// the log clock was advanced or an id has a kind or an owner, else version
-// 3 with values, else 2.
+// versionFor returns the oldest layout that holds the image: version 6
+// with signing keys, version 5 with live permits, version 4 once the log
+// clock was advanced or an id has a kind or an owner, else version 3 with
+// values, else 2.
 func (img *Image) versionFor(values bool) byte {
 	if len(img.SigningKeys) > 0 {
+		return snapVersion6
+	}
+	if len(img.Semaphores) > 0 {
 		return snapVersion5
 	}
 	if img.ClockTerm != 0 || img.ClockLast != 0 || img.ClockElapsed {

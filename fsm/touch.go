@@ -65,6 +65,13 @@ func (d *decoder) touch() Touch {
 func (f *FSM) touch(c Touch, pos logPos, notices []notice) (*Result, []notice) {
 	touched := 0
 	for _, tk := range c.Keys {
+		if s := f.shapeOf(tk.Key); s != nil {
+			if p, ok := f.touchPermit(s, tk, pos.index); ok {
+				notices = append(notices, notice{key: p, granted: true, renewed: true, touched: true})
+				touched++
+			}
+			continue
+		}
 		k, ok := f.get(tk.Key)
 		if !ok || k.State != Held || k.Token != tk.Token {
 			continue

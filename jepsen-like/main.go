@@ -7,6 +7,7 @@
 //	go run ./jepsen-like --backend docker                 # the compose cluster
 //	go run ./jepsen-like --schedule full --time 10m --nodes 5 --faults all
 //	go run ./jepsen-like --broken stale-verify --faults client-pause
+//	go run ./jepsen-like --tenants --faults kill-leader,partition-leader
 package main
 
 import (
@@ -63,6 +64,7 @@ func parse(args []string) (runner.Config, string, error) {
 	fs.IntVar(&cfg.Churn, "churn", 0, "clients of the many-short-lived-keys workload, whose keys the cluster reclaims and grants again (0: none)")
 	fs.IntVar(&cfg.ChurnKeys, "churn-keys", 200, "distinct keys the churn clients draw from")
 	fs.DurationVar(&cfg.KeyRetention, "key-retention", 2*time.Second, "fenced --key-retention of a churn run")
+	fs.BoolVar(&cfg.Tenants, "tenants", false, "two tenants: authentication and key ACLs on, the workload as client alice on the jepsen/ keys, and client mallory flooding (watches past its share, request ids, waiters, ended keys, alice's keys); the tenant-isolation checker judges it")
 	fs.StringVar(&logLevel, "log-level", "info", "harness log level")
 	if err := fs.Parse(args); err != nil {
 		return cfg, "", err

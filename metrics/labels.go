@@ -11,7 +11,7 @@ var (
 	RenewalKinds = []string{"acquire", "renew", "keepalive"}
 	// RefusalReasons label fenced_refusals_total: the API error codes.
 	RefusalReasons = []string{
-		"held", "not_holder", "stale_token", "expired", "grant_ended", "no_lease", "lock_delay", "unknown_key",
+		"held", "limit_mismatch", "not_holder", "stale_token", "expired", "grant_ended", "no_lease", "lock_delay", "unknown_key",
 		"seq_exhausted", "epoch_exhausted", "epoch_regressed", "malformed_token", "bad_request", "not_leader",
 		"not_ready", "busy", "shutting_down", "unavailable", "not_member", "outcome_unknown", "unauthenticated",
 		"forbidden", "rate_limited", "request_timeout", "too_many_keys", "too_many_waiters", "too_many_ended_keys", "too_many_watches", "compacted", "internal",

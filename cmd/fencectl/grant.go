@@ -47,29 +47,49 @@ grant expires, as Chubby and Consul do: a holder that lost its lease without
 knowing it gets time to notice before someone else writes. It applies after an
 expiry only, not after a release (a released key is free at once); it is off
 by default, and at most 5m. An acquire refused because of a lock-delay says
-when to retry; one with --wait long enough waits it out.`,
+when to retry; one with --wait long enough waits it out.
+
+--limit N makes KEY a semaphore of N permits (1 to 1024): up to N holders hold
+it at once, each with a permit of its own and its own fencing token (higher
+than every earlier grant of KEY). Renew, release and verify name the permit by
+its token. While any permit is live, an acquire with another --limit (or none)
+is refused (limit_mismatch). A permit has no --lock-delay.`,
 	examples: `
 fencectl acquire db --holder alice --ttl 30s
 fencectl acquire db --holder alice --wait 1m
 fencectl acquire db --holder alice --ttl 10s --lock-delay 15s
+fencectl acquire workers --limit 4 --holder w1 --wait 1m
 TOKEN=$(fencectl acquire db --holder "$(hostname)" -o json | jq -r .token)`,
 	new: func() runner { return &acquireCmd{} },
 }
 
 type acquireCmd struct {
+	fs        *pflag.FlagSet
 	holder    string
 	requestID string
 	ttl       time.Duration
 	wait      time.Duration
 	lockDelay time.Duration
+	limit     int
 }
 
 func (a *acquireCmd) flags(fs *pflag.FlagSet) {
+	a.fs = fs
 	fs.StringVar(&a.holder, "holder", "", "holder identity (default: HOST/PID/RANDOM, printed)")
 	fs.StringVar(&a.requestID, "request-id", "", "request id, to repeat an acquire whose outcome was unknown (default: random, printed then)")
 	fs.DurationVar(&a.ttl, "ttl", client.DefaultTTL, "lease time of the grant without renewal")
 	fs.DurationVar(&a.wait, "wait", 0, "wait up to this long while another holder has the key")
 	fs.DurationVar(&a.lockDelay, "lock-delay", 0, "keep the key from other holders this long after this grant expires (not after a release)")
+	fs.IntVar(&a.limit, "limit", 0, "make the key a semaphore of this many permits (1..1024) and acquire one")
+}
+
+// checkLimit refuses a --limit fenced would refuse, before any request:
+// given (set), it must be 1 to client.MaxLimit.
+func checkLimit(set bool, limit int) error {
+	if set && (limit < 1 || limit > client.MaxLimit) {
+		return fmt.Errorf("--limit %d is outside 1..%d", limit, client.MaxLimit)
+	}
+	return nil
 }
 
 func (a *acquireCmd) run(ctx context.Context, e *env, args []string) error {
@@ -85,6 +105,12 @@ func (a *acquireCmd) run(ctx context.Context, e *env, args []string) error {
 	if len(a.requestID) > client.MaxRequestIDLen {
 		return usageErr("acquire", fmt.Sprintf("--request-id is longer than %d bytes", client.MaxRequestIDLen))
 	}
+	if err := checkLimit(a.fs.Changed("limit"), a.limit); err != nil {
+		return usageErr("acquire", err.Error())
+	}
+	if a.limit > 0 && a.lockDelay > 0 {
+		return usageErr("acquire", "--lock-delay cannot be given with --limit: a semaphore's permits have no lock-delay")
+	}
 	holder := a.holder
 	if holder == "" {
 		holder = defaultHolder()
@@ -98,6 +124,7 @@ func (a *acquireCmd) run(ctx context.Context, e *env, args []string) error {
 	if a.lockDelay > 0 {
 		req.LockDelay = a.lockDelay.String()
 	}
+	req.Limit = a.limit
 	g, err := e.client().Acquire(ctx, req)
 	if errors.Is(err, client.ErrUnknownOutcome) {
 		// Only the same holder and request id get the grant an earlier
@@ -112,13 +139,11 @@ func (a *acquireCmd) run(ctx context.Context, e *env, args []string) error {
 	if e.jsonOutput() {
 		return printJSON(e.stdout, g)
 	}
-	return fields(e.stdout,
-		"key", g.Key,
-		"holder", g.Holder,
-		"token", tokenText(g.Token),
-		"ttl", g.TTL,
-		"renewed", yesNo(g.Renewed),
-	)
+	kv := []string{"key", g.Key, "holder", g.Holder, "token", tokenText(g.Token), "ttl", g.TTL, "renewed", yesNo(g.Renewed)}
+	if g.Limit > 0 {
+		kv = append(kv, "limit", fmt.Sprint(g.Limit))
+	}
+	return fields(e.stdout, kv...)
 }
 
 // repeatArgs are the arguments that repeat req: the same holder and request
@@ -130,6 +155,9 @@ func (a *acquireCmd) repeatArgs(req client.AcquireRequest) string {
 	}
 	if a.lockDelay > 0 {
 		s += fmt.Sprintf(" --lock-delay %v", a.lockDelay)
+	}
+	if a.limit > 0 {
+		s += fmt.Sprintf(" --limit %d", a.limit)
 	}
 	return s
 }

@@ -56,6 +56,12 @@ while COMMAND kept running) can still act after the key moved on, until it is
 killed. Only the resource can refuse such late writes: send FENCE_TOKEN with
 every write and have the resource refuse lower tokens.
 
+With --limit N, KEY is a semaphore of N permits (1 to 1024) and COMMAND runs
+under one of them: up to N such commands run at once, each with its own
+FENCE_TOKEN (a resource that must see only live permits asks verify, which
+allows any live permit's token). While any permit is live, a lock of KEY with
+another --limit (or none) is refused.
+
 SIGINT, SIGTERM and SIGHUP are passed on to COMMAND's process group while it
 runs. Received while waiting for the key, they end fencectl (exit 130, 143,
 129) and any grant that may have been made is released. Everything left in
@@ -66,7 +72,8 @@ document, as stdout belongs to COMMAND.`,
 fencectl lock db-migrate -- ./migrate.sh --apply
 fencectl lock nightly --wait 10m --ttl 30s -- backup /var/lib/data
 fencectl lock deploy --shell -- 'deploy.sh "$FENCE_TOKEN" && notify done'
-fencectl lock job --holder "$(hostname)" --grace 10s --ttl 1m -- ./job`,
+fencectl lock job --holder "$(hostname)" --grace 10s --ttl 1m -- ./job
+fencectl lock encoders --limit 4 --wait 1h -- ./encode.sh`,
 	new: func() runner { return &lockCmd{} },
 }
 
@@ -78,6 +85,7 @@ type lockCmd struct {
 	grace  time.Duration
 	margin time.Duration
 	shell  bool
+	limit  int
 }
 
 func (l *lockCmd) flags(fs *pflag.FlagSet) {
@@ -88,6 +96,7 @@ func (l *lockCmd) flags(fs *pflag.FlagSet) {
 	fs.BoolVar(&l.shell, "shell", false, "run the words after -- with /bin/sh -c")
 	fs.DurationVar(&l.grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when the lock is lost")
 	fs.DurationVar(&l.margin, "margin", 0, "stop COMMAND this long before the lease could expire (default: the larger of ttl/3 and grace+1s)")
+	fs.IntVar(&l.limit, "limit", 0, "make the key a semaphore of this many permits (1..1024) and run COMMAND under one of them")
 }
 
 func (l *lockCmd) run(ctx context.Context, e *env, args []string) error {
@@ -102,9 +111,12 @@ func (l *lockCmd) run(ctx context.Context, e *env, args []string) error {
 	if err := checkTTLWait(l.ttl, l.wait); err != nil {
 		return usageErr("lock", err.Error())
 	}
+	if err := checkLimit(l.fs.Changed("limit"), l.limit); err != nil {
+		return usageErr("lock", err.Error())
+	}
 	argv, holder, sigs, stop := prepareSession(l.shell, argv, l.holder)
 	defer stop()
-	s := &lockSession{e: e, c: e.waitingClient(), key: key, holder: holder, t: t, wait: l.wait, sigs: sigs}
+	s := &lockSession{e: e, c: e.waitingClient(), key: key, holder: holder, t: t, wait: l.wait, sigs: sigs, limit: l.limit}
 	return s.run(ctx, argv)
 }
 
@@ -133,6 +145,8 @@ type lockSession struct {
 	wait   time.Duration
 	sigs   chan os.Signal
 	value  string // published with the grant (elect --value)
+	// limit, when set, makes the grant one of the key's permits.
+	limit int
 	// election: the grant is the leadership of an election (elect), and
 	// is spoken of as such.
 	election bool
@@ -262,7 +276,7 @@ func (s *lockSession) acquire(ctx context.Context) (*client.Grant, time.Time, er
 	sent := time.Now()
 	go func() {
 		req := acquireRequest(s.key, s.holder, s.t.ttl, s.wait)
-		req.Value = s.value
+		req.Value, req.Limit = s.value, s.limit
 		g, err := s.c.Acquire(actx, req)
 		res <- result{g, err}
 	}()

@@ -57,6 +57,21 @@ type Config struct {
 	// Image is the fenced image the docker backend runs; when empty it
 	// builds one from this module (and removes it at Close).
 	Image string
+	// Token is the bearer token (an admin's) of the backend's own calls,
+	// the status reads that find the leader, when the nodes run with
+	// authentication; "" without.
+	Token string
+}
+
+// AuthOptions returns the client options that present token as a bearer
+// token, or none for "". The harness's clusters serve plain http on
+// loopback or in their own namespaces, so the token travels in the clear,
+// as fenced warns it then does.
+func AuthOptions(token string) []client.Option {
+	if token == "" {
+		return nil
+	}
+	return []client.Option{client.WithBearerToken(token), client.WithInsecureCredentials()}
 }
 
 // Backend is a running fenced cluster the nemeses can hurt.
@@ -98,10 +113,10 @@ type Backend interface {
 	Close() error
 }
 
-// leaderOf asks every reachable node for its status and returns the node
+// leaderOf asks every reachable node (with cfg's token) for its status and returns the node
 // that reports itself the ready leader, polling until timeout.
-func leaderOf(ctx context.Context, ids []string, endpoint func(string) string, up func(string) bool, timeout time.Duration) (string, error) {
-	cl := client.New(nil, client.WithHTTPClient(&http.Client{Timeout: time.Second}))
+func leaderOf(ctx context.Context, cfg Config, ids []string, endpoint func(string) string, up func(string) bool, timeout time.Duration) (string, error) {
+	cl := client.New(nil, append([]client.Option{client.WithHTTPClient(&http.Client{Timeout: time.Second})}, AuthOptions(cfg.Token)...)...)
 	deadline := time.Now().Add(timeout)
 	var last error = errors.New("no node answered")
 	for {

@@ -528,7 +528,7 @@ func (d *Docker) install(ctx context.Context) error {
 
 // Leader implements Backend.
 func (d *Docker) Leader(ctx context.Context, timeout time.Duration) (string, error) {
-	return leaderOf(ctx, d.ids(), d.Endpoint, func(id string) bool {
+	return leaderOf(ctx, d.cfg, d.ids(), d.Endpoint, func(id string) bool {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		return !d.down[id] && !d.paused[id]

@@ -124,7 +124,7 @@ func (l *Local) Heal(context.Context) error { return nil }
 
 // Leader implements Backend.
 func (l *Local) Leader(ctx context.Context, timeout time.Duration) (string, error) {
-	return leaderOf(ctx, l.Nodes(), l.Endpoint, l.up, timeout)
+	return leaderOf(ctx, l.cfg, l.Nodes(), l.Endpoint, l.up, timeout)
 }
 
 func (l *Local) up(id string) bool {

@@ -376,7 +376,7 @@ func (b *Netns) Resume(_ context.Context, id string) error {
 
 // Leader implements Backend.
 func (b *Netns) Leader(ctx context.Context, timeout time.Duration) (string, error) {
-	return leaderOf(ctx, b.ids(), b.Endpoint, func(id string) bool {
+	return leaderOf(ctx, b.cfg, b.ids(), b.Endpoint, func(id string) bool {
 		n := b.c.Node(id)
 		return n != nil && n.Running() && !n.Paused()
 	}, timeout)

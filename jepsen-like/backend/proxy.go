@@ -40,6 +40,7 @@ type Proxies struct {
 	leaderOf map[string]string
 
 	mu    sync.Mutex
+	auth  string // Authorization of requests that carry none
 	rng   *rand.Rand
 	loss  float64
 	stats LossStats
@@ -123,6 +124,15 @@ func (p *Proxies) Front(ep string) string {
 	return ep
 }
 
+// SetBearer makes the proxies present token as a bearer token on every
+// request that carries no Authorization of its own: the workload's clients
+// then act as one client identity without knowing it.
+func (p *Proxies) SetBearer(token string) {
+	p.mu.Lock()
+	p.auth = "Bearer " + token
+	p.mu.Unlock()
+}
+
 // SetLoss sets the probability with which an answer is lost (0: none).
 func (p *Proxies) SetLoss(prob float64) {
 	p.mu.Lock()
@@ -199,6 +209,11 @@ func (p *Proxies) handler(ep string) http.Handler {
 			}
 			req.Header[k] = vs
 		}
+		p.mu.Lock()
+		if p.auth != "" && req.Header.Get("Authorization") == "" {
+			req.Header.Set("Authorization", p.auth)
+		}
+		p.mu.Unlock()
 		resp, err := p.upstream.RoundTrip(req)
 		var op *net.OpError
 		switch {

@@ -85,6 +85,10 @@ type Config struct {
 	ChurnKeys int `json:"churn_keys,omitempty"`
 	// KeyRetention is fenced's --key-retention; 0: fenced's default.
 	KeyRetention time.Duration `json:"key_retention,omitempty"`
+	// Tenants runs the cluster with authentication and key ACLs, the
+	// workload as the client identity alice (on the jepsen/ keys), and a
+	// second identity, mallory, flooding it (tenants.go).
+	Tenants bool `json:"tenants,omitempty"`
 }
 
 // Defaults fills the zero fields.
@@ -191,6 +195,9 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("unknown fault %q (known: %s, or all)", f, strings.Join(nemesis.Known(), ", "))
 		}
 	}
+	if tenantsOn(*c) && c.Backend == "docker" {
+		return errors.New("--tenants runs on the netns or local backend (the compose cluster has no tokens file)")
+	}
 	if c.Clients < 1 || c.Keys < 1 || c.TTL < 100*time.Millisecond {
 		return errors.New("need at least one client and one key, and a TTL of at least 100ms")
 	}
@@ -258,8 +265,13 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 		return nil, err
 	}
 	defer os.RemoveAll(dataDir)
+	tenants, tenantArgs, err := setupTenants(cfg, dataDir)
+	if err != nil {
+		return nil, fmt.Errorf("tenants: %w", err)
+	}
+	args = append(args, tenantArgs...)
 
-	bcfg := backend.Config{Nodes: cfg.Nodes, Binary: cfg.Binary, Dir: dataDir, Args: args, Image: cfg.Image}
+	bcfg := backend.Config{Nodes: cfg.Nodes, Binary: cfg.Binary, Dir: dataDir, Args: args, Image: cfg.Image, Token: tenants.adminToken()}
 	var b backend.Backend
 	switch cfg.Backend {
 	case "netns":
@@ -291,15 +303,20 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 		return nil, err
 	}
 	defer px.Close()
+	if tenants != nil {
+		px.SetBearer(tenants.tokens[tenantVictim])
+	}
 	rec := history.NewRecorder()
 	res := resource.New(cfg.Broken != workload.BrokenResourceNoCheck)
 	pinKeys(ctx, b.Endpoints(), cfg, res, log)
 	wl := workload.New(workload.Config{
 		Endpoints: px.Endpoints(), Clients: cfg.Clients, Keys: cfg.Keys, TTL: cfg.TTL,
 		OpTimeout: cfg.OpTimeout, AttemptTimeout: attemptTimeout(cfg), Broken: cfg.Broken, Seed: cfg.Seed, Log: log.Named("workload"),
+		HolderPrefix: tenants.holderPrefix(),
 	}, rec, res)
 	env := &nemesis.Env{B: b, Rec: rec, W: wl, Rng: rand.New(rand.NewSource(cfg.Seed)), Log: log.Named("nemesis"),
-		Hold: cfg.Hold, ElectionTimeout: cfg.ElectionTimeout, TTL: cfg.TTL, OnRestart: wl.NodeRestarted, Answers: px}
+		Hold: cfg.Hold, ElectionTimeout: cfg.ElectionTimeout, TTL: cfg.TTL, OnRestart: wl.NodeRestarted, Answers: px,
+		Status: tenants.status(b)}
 
 	var names, skipped []string
 	for _, f := range cfg.Faults {
@@ -313,7 +330,8 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 
 	churn := startChurn(ctx, cfg, b.Endpoints(), rec)
 	wl.Start(ctx)
-	watchers := workload.StartWatchers(ctx, b.Endpoints(), cfg.Broken, log.Named("watch"))
+	watchers := workload.StartWatchers(ctx, b.Endpoints(), cfg.Broken, log.Named("watch"), tenants.victim()...)
+	tenants.start(ctx, cfg, b.Endpoints(), log.Named("flood"))
 	if len(names) > 0 {
 		for _, err := range env.Schedule(ctx, cfg.Schedule, names, cfg.Time, cfg.Quiet) {
 			log.Warn("nemesis", "error", err)
@@ -332,15 +350,16 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 	cancel()
 	healedAt := time.Now()
 	final := &checker.Final{RecoveryLimit: cfg.RecoveryLimit, ConvergeLimit: cfg.ConvergeLimit}
-	probe(rec, b.Endpoints(), cfg, healedAt, final, cfg.Clients)
+	probe(rec, b.Endpoints(), cfg, healedAt, final, cfg.Clients, tenants.admin())
 	log.Info("recovery", "recovered", final.Recovered, "after", final.RecoveryTime)
 	// The clients go on for a while on the healed cluster: what a fault
 	// broke often shows only in the operations after it.
 	hold(ctx, 2*cfg.Quiet)
 	wl.Stop()
 	churn.stop()
-	converge(b, cfg, final)
-	readFinal(rec, b, final)
+	tenants.stop()
+	converge(b, cfg, final, tenants.admin())
+	readFinal(rec, b, final, tenants.admin())
 
 	streams, observers := watchers.Stop(b.Endpoints(), 30*time.Second)
 	ops, faults := rec.Ops(), rec.Faults()
@@ -357,6 +376,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 		results = append(results, checker.LeaseBound(flapOps, nemesis.LeaseEnd, leaseBound(cfg)))
 	}
 	results = append(results, checker.Watch(ops, streams, observers)...)
+	results = append(results, tenants.check(ops)...)
 	if res.RequiresProofs() {
 		results = append(results, checker.HostileTokens(hostileOps, workload.HostileWrite))
 	}
@@ -440,8 +460,8 @@ func hold(ctx context.Context, d time.Duration) {
 // probe measures recovery: the time from the final heal until an acquire, a
 // verify of its token and its release all succeed. The probe's operations go
 // into the history (their own key, their own client id).
-func probe(rec *history.Recorder, endpoints []string, cfg Config, healed time.Time, final *checker.Final, clientID int) {
-	cl := client.New(endpoints, client.WithHTTPClient(&http.Client{Timeout: 1500 * time.Millisecond}))
+func probe(rec *history.Recorder, endpoints []string, cfg Config, healed time.Time, final *checker.Final, clientID int, opts []client.Option) {
+	cl := client.New(endpoints, append([]client.Option{client.WithHTTPClient(&http.Client{Timeout: 1500 * time.Millisecond})}, opts...)...)
 	key, holder := "jepsen/probe", "probe"
 	deadline := healed.Add(cfg.RecoveryLimit)
 	err := testutil.Poll(time.Until(deadline), func() error {
@@ -500,8 +520,8 @@ func probeOnce(ctx context.Context, rec *history.Recorder, cl *client.Client, ke
 
 // converge waits until every node reports, locally, the same commit index,
 // applied index, last index and key count, with everything committed applied.
-func converge(b backend.Backend, cfg Config, final *checker.Final) {
-	cl := client.New(nil, client.WithHTTPClient(&http.Client{Timeout: time.Second}))
+func converge(b backend.Backend, cfg Config, final *checker.Final, opts []client.Option) {
+	cl := client.New(nil, append([]client.Option{client.WithHTTPClient(&http.Client{Timeout: time.Second})}, opts...)...)
 	start := time.Now()
 	err := testutil.Poll(cfg.ConvergeLimit, func() error {
 		statuses := map[string]*client.Status{}
@@ -540,11 +560,11 @@ func converge(b backend.Backend, cfg Config, final *checker.Final) {
 }
 
 // readFinal reads every key linearizably through each node.
-func readFinal(rec *history.Recorder, b backend.Backend, final *checker.Final) {
+func readFinal(rec *history.Recorder, b backend.Backend, final *checker.Final, opts []client.Option) {
 	final.At = rec.Now()
 	final.Keys = map[string][]client.KeyInfo{}
 	for _, id := range b.Nodes() {
-		cl := client.New([]string{b.Endpoint(id)})
+		cl := client.New([]string{b.Endpoint(id)}, opts...)
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		keys, err := cl.Keys(ctx, "", 0)
 		cancel()

@@ -35,6 +35,7 @@ const WatchProgress = 500 * time.Millisecond
 // workload's clients contend for as candidates would.
 type Watchers struct {
 	broken string
+	opts   []client.Option
 	log    hclog.Logger
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
@@ -44,15 +45,16 @@ type Watchers struct {
 	leaders [][]client.Leader
 }
 
-// StartWatchers starts the watchers; they run until Stop.
-func StartWatchers(ctx context.Context, endpoints []string, broken string, log hclog.Logger) *Watchers {
+// StartWatchers starts the watchers; they run until Stop. opts are added to
+// every client's (credentials).
+func StartWatchers(ctx context.Context, endpoints []string, broken string, log hclog.Logger, opts ...client.Option) *Watchers {
 	ctx, cancel := context.WithCancel(ctx)
-	w := &Watchers{broken: broken, log: log, cancel: cancel,
+	w := &Watchers{broken: broken, opts: opts, log: log, cancel: cancel,
 		streams: make([][]client.WatchEvent, len(endpoints)), leaders: make([][]client.Leader, len(endpoints))}
 	for i := range endpoints {
 		rot := append(append([]string(nil), endpoints[i:]...), endpoints[:i]...)
-		c := client.New(rot, client.WithHTTPClient(&http.Client{Transport: &http.Transport{
-			DialContext: (&net.Dialer{Timeout: time.Second}).DialContext, MaxIdleConnsPerHost: 4}}))
+		c := client.New(rot, append([]client.Option{client.WithHTTPClient(&http.Client{Transport: &http.Transport{
+			DialContext: (&net.Dialer{Timeout: time.Second}).DialContext, MaxIdleConnsPerHost: 4}})}, opts...)...)
 		w.wg.Add(2)
 		go func() {
 			defer w.wg.Done()
@@ -115,7 +117,7 @@ func (w *Watchers) last(i int) uint64 {
 func (w *Watchers) Stop(endpoints []string, wait time.Duration) ([][]client.WatchEvent, [][]client.Leader) {
 	ctx, cancel := context.WithTimeout(context.Background(), wait)
 	defer cancel()
-	c := client.New(endpoints)
+	c := client.New(endpoints, w.opts...)
 	if k, err := c.KeyWait(ctx, KeyName(0), 0, 0); err == nil {
 		for i := range w.streams {
 			for w.last(i) < k.WatchIndex && ctx.Err() == nil {

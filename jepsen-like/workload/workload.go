@@ -69,6 +69,10 @@ type Config struct {
 	Broken string
 	Seed   int64
 	Log    hclog.Logger
+	// HolderPrefix is put before every holder name ("alice/" when the
+	// clients act as the client identity alice, whose holders must be
+	// named after it).
+	HolderPrefix string
 }
 
 // KeyName returns the name of the i-th key.
@@ -241,7 +245,7 @@ func (w *Workload) newClient(i int) *worker {
 	rng := rand.New(rand.NewSource(w.cfg.Seed*1000 + int64(i)))
 	eps := append([]string(nil), w.cfg.Endpoints...)
 	rng.Shuffle(len(eps), func(a, b int) { eps[a], eps[b] = eps[b], eps[a] })
-	c := &worker{w: w, id: i, key: KeyName(i % w.cfg.Keys), holder: fmt.Sprintf("c%d", i), rng: rng, eps: eps,
+	c := &worker{w: w, id: i, key: KeyName(i % w.cfg.Keys), holder: fmt.Sprintf("%sc%d", w.cfg.HolderPrefix, i), rng: rng, eps: eps,
 		waits: (i%w.cfg.Keys)%2 == 0}
 	c.cl()
 	return c

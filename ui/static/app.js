@@ -351,7 +351,7 @@
       name.append(keyLink(k.key));
       const t = splitToken(k.token);
       tr.append(name, td(k.holder, 'mono holder'), td(t.epoch, 'mono epoch'), td(t.seq, 'mono seq'), td(k.state, 'st-' + k.state),
-        leaseCell(k), delayCell(k), td(k.waiters || 0, 'mono waiters'), td(k.value || '', 'mono value'));
+        leaseCell(k), delayCell(k), td((k.waiters || []).length, 'mono waiters'), td(k.value || '', 'mono value'));
       const act = td('');
       if (S.admin && k.state === 'held') {
         const b = el('button', 'Force release', 'danger force');
@@ -609,7 +609,7 @@
       rows.push(el('dt', 'lease left'), lease);
       k.delayUntil = k.lock_delay_remaining ? performance.now() + durMs(k.lock_delay_remaining) : 0;
       rows.push(el('dt', 'lock-delay'), delayCell(k, 'dd'));
-      add('waiters', k.waiters || 0, 'mono');
+      add('waiters', (k.waiters || []).join(', ') || '0', 'mono');
       add('value', k.value || '', 'mono value');
       add('index', k.index, 'mono');
     }

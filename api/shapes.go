@@ -1,0 +1,40 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/fenced/fenced/client"
+	"github.com/fenced/fenced/cluster"
+)
+
+// limitField is how the limit appears in an acquire's body; a body without
+// it is a lock's, and is not decoded a second time.
+var limitField = []byte(`"limit"`)
+
+// checkLimit refuses an acquire's limit outside 1 to client.MaxLimit when
+// the body names one (a limit of 0 given explicitly too: absence is how a
+// lock is asked for), and a limit with a lock-delay, which permits do not
+// have. It names the field; nothing is changed.
+func checkLimit(body []byte, req client.AcquireRequest, delay time.Duration) error {
+	if req.Limit == 0 {
+		if !bytes.Contains(body, limitField) {
+			return nil
+		}
+		var probe struct {
+			Limit *int `json:"limit"`
+		}
+		if err := json.Unmarshal(body, &probe); err != nil || probe.Limit == nil {
+			return nil // "limit" was text elsewhere in the body
+		}
+	}
+	if req.Limit < 1 || req.Limit > client.MaxLimit {
+		return fmt.Errorf("%w: limit must be from 1 to %d (omit it for a lock)", cluster.ErrBadRequest, client.MaxLimit)
+	}
+	if delay > 0 {
+		return fmt.Errorf("%w: lock_delay cannot be given with limit: a semaphore's permits have no lock-delay", cluster.ErrBadRequest)
+	}
+	return nil
+}

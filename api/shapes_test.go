@@ -1,0 +1,138 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fenced/fenced/client"
+	"github.com/fenced/fenced/internal/testutil"
+)
+
+// A semaphore through the HTTP API and the Go client, on a three-node
+// cluster on real sockets, the client speaking to a follower only: permits,
+// refusals with their wire codes, request ids, verify per permit, the key's
+// read with its permits and waiters, and a watch event per permit.
+func TestSemaphoreOverHTTP(t *testing.T) {
+	nodes := startCluster(t, 3)
+	lead, fol := leaderOf(t, nodes)
+	c := client.New([]string{fol.url})
+	ctx := context.Background()
+	wctx, stop := context.WithCancel(ctx)
+	defer stop()
+	events := c.Watch(wctx, client.WatchOptions{Key: "s"})
+	for ev := range events { // the stream is up once it said it is current
+		if ev.Type == client.WatchSync {
+			break
+		}
+	}
+
+	a, err := c.Acquire(ctx, client.AcquireRequest{Key: "s", Holder: "a", TTL: "1m", Limit: 2, RequestID: "rq-a"})
+	if err != nil || a.Limit != 2 {
+		t.Fatalf("first permit: %+v %v", a, err)
+	}
+	b, err := c.Acquire(ctx, client.AcquireRequest{Key: "s", Holder: "b", TTL: "1m", Limit: 2})
+	if err != nil || b.Token <= a.Token {
+		t.Fatalf("second permit: %+v %v", b, err)
+	}
+	if again, err := c.Acquire(ctx, client.AcquireRequest{Key: "s", Holder: "a", TTL: "1m", Limit: 2, RequestID: "rq-a"}); err != nil || again.Token != a.Token {
+		t.Fatalf("a repeated request id: %+v %v", again, err)
+	}
+	if _, err := c.Acquire(ctx, client.AcquireRequest{Key: "s", Holder: "c", TTL: "1m", Limit: 2}); !errors.Is(err, client.ErrHeld) {
+		t.Fatalf("a third permit of two: %v", err)
+	}
+	code, m := post(t, fol.url, "/v1/acquire", `{"key":"s","holder":"c","limit":3}`)
+	if code != http.StatusConflict || m["code"] != "limit_mismatch" {
+		t.Fatalf("another limit: %d %v", code, m)
+	}
+	if _, err := c.Acquire(ctx, client.AcquireRequest{Key: "s", Holder: "c", TTL: "1m"}); !errors.Is(err, client.ErrLimitMismatch) {
+		t.Fatalf("a lock of a semaphore key: %v", err)
+	}
+	for _, g := range []*client.Grant{a, b} {
+		if v, err := c.Verify(ctx, "s", g.Token.String(), g.Holder); err != nil || !v.Allow {
+			t.Fatalf("verify %s's permit: %+v %v", g.Holder, v, err)
+		}
+	}
+
+	// A waiter shows in the key's read, and gets the permit a release frees.
+	got := make(chan *client.Grant, 1)
+	go func() {
+		g, err := c.Acquire(ctx, client.AcquireRequest{Key: "s", Holder: "w", TTL: "1m", Limit: 2, Wait: "30s"})
+		if err != nil {
+			t.Errorf("waiter: %v", err)
+		}
+		got <- g
+	}()
+	var ki *client.KeyInfo
+	testutil.Eventually(t, 10*time.Second, func() error {
+		ki, err = c.Key(ctx, "s")
+		if err != nil || len(ki.Waiters) != 1 {
+			return errors.New("not waiting yet")
+		}
+		return nil
+	})
+	if ki.Limit != 2 || len(ki.Permits) != 2 || ki.Permits[0].Token != a.Token || ki.Permits[1].Holder != "b" || ki.Permits[0].LeaseRemaining == "" || ki.Waiters[0] != "w" {
+		t.Fatalf("key read: %+v", ki)
+	}
+	if _, err := c.Release(ctx, client.ReleaseRequest{Key: "s", Holder: "a", Token: a.Token}); err != nil {
+		t.Fatal(err)
+	}
+	w := <-got
+	if w == nil || w.Token <= b.Token {
+		t.Fatalf("waiter's permit: %+v", w)
+	}
+	if v, _ := c.Verify(ctx, "s", a.Token.String(), ""); v.Allow {
+		t.Fatalf("a released permit verified: %+v", v)
+	}
+	want := []struct {
+		typ    string
+		holder string
+	}{{client.WatchGranted, "a"}, {client.WatchGranted, "b"}, {client.WatchRenewed, "a"}, {client.WatchHandedOff, "w"}}
+	for _, wt := range want {
+		var ev client.WatchEvent
+		for ev.Type == "" || ev.Type == client.WatchSync || ev.Type == client.WatchState {
+			select {
+			case ev = <-events:
+			case <-time.After(10 * time.Second):
+				t.Fatalf("no %s event", wt.typ)
+			}
+		}
+		if ev.Type != wt.typ || ev.Holder != wt.holder || ev.Limit != 2 {
+			t.Fatalf("event %+v, want %s of %s", ev, wt.typ, wt.holder)
+		}
+		if wt.typ == client.WatchHandedOff && ev.PrevToken != a.Token {
+			t.Fatalf("handoff names %d, want %d", ev.PrevToken, a.Token)
+		}
+	}
+	_ = lead
+}
+
+// Bad limits are refused with 400 naming the field, and change nothing.
+func TestSemaphoreBadInput(t *testing.T) {
+	nodes := startCluster(t, 3)
+	lead, _ := leaderOf(t, nodes)
+	applied := lead.node.FSM().Applied()
+	for _, b := range []struct{ body, field string }{
+		{`{"key":"s","holder":"h","limit":0}`, "limit"},
+		{`{"key":"s","holder":"h","limit":1025}`, "limit"},
+		{`{"key":"s","holder":"h","limit":-1}`, "limit"},
+		{`{"key":"s","holder":"h","limit":"2"}`, "limit"},
+		{`{"key":"s","holder":"h","limit":2.5}`, "limit"},
+		{`{"key":"s","holder":"h","limit":2,"lock_delay":"1s"}`, "lock_delay"},
+	} {
+		code, m := post(t, lead.url, "/v1/acquire", b.body)
+		msg, _ := m["message"].(string)
+		if code != http.StatusBadRequest || m["code"] != "bad_request" || !strings.Contains(msg, b.field) {
+			t.Errorf("%s: %d %v", b.body, code, m)
+		}
+	}
+	if code, m := post(t, lead.url, "/v1/acquire", `{"key":"limit","holder":"h","value":"\"limit\""}`); code != http.StatusOK {
+		t.Errorf("a lock whose body names limit only as text: %d %v", code, m)
+	}
+	if got := lead.node.FSM().Applied(); got != applied+1 {
+		t.Fatalf("bad input changed the state: applied %d -> %d", applied, got)
+	}
+}

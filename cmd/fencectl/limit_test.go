@@ -1,0 +1,73 @@
+package main
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/fenced/fenced/client"
+	"github.com/fenced/fenced/fence"
+)
+
+// TestAcquireAndLockWithLimit: acquire --limit takes permits of a
+// semaphore key up to its limit and is refused past it or with another
+// limit; lock --limit runs its command under a permit of its own beside
+// another holder's, with its own token, and frees it afterwards.
+func TestAcquireAndLockWithLimit(t *testing.T) {
+	cl := shared.get(t)
+	c, ctx := cl.Client(), testCtx(t, time.Minute)
+	key := testKey(t)
+	eps := endpoints(cl)
+	acquire := func(holder string, extra ...string) (int, client.Grant, string) {
+		args := append([]string{"--endpoints", eps, "-o", "json", "acquire", key, "--holder", holder, "--ttl", "30s"}, extra...)
+		code, stdout, stderr := runCtl(t, nil, args...)
+		var g client.Grant
+		if code == 0 {
+			if err := json.Unmarshal([]byte(stdout), &g); err != nil {
+				t.Fatalf("acquire output %q: %v", stdout, err)
+			}
+		}
+		return code, g, stderr
+	}
+	code, a, stderr := acquire("a", "--limit", "2")
+	if code != 0 || a.Limit != 2 {
+		t.Fatalf("first permit: exit %d %+v\n%s", code, a, stderr)
+	}
+	code, b, stderr := acquire("b", "--limit", "2")
+	if code != 0 || b.Token <= a.Token {
+		t.Fatalf("second permit: exit %d %+v\n%s", code, b, stderr)
+	}
+	if code, _, stderr := acquire("c", "--limit", "2"); code == 0 || !strings.Contains(stderr, "held") {
+		t.Fatalf("third permit of two: exit %d\n%s", code, stderr)
+	}
+	if code, _, stderr := acquire("c", "--limit", "3"); code == 0 || !strings.Contains(stderr, "limit") {
+		t.Fatalf("another limit: exit %d\n%s", code, stderr)
+	}
+	for _, bad := range [][]string{{"--limit", "0"}, {"--limit", "1025"}, {"--limit", "2", "--lock-delay", "1s"}} {
+		if code, _, stderr := acquire("c", bad...); code != 2 || !strings.Contains(stderr, "--l") {
+			t.Fatalf("%v: exit %d\n%s", bad, code, stderr)
+		}
+	}
+
+	// lock --limit 2 runs beside a's permit once b's is released.
+	if _, err := c.Release(ctx, client.ReleaseRequest{Key: key, Holder: "b", Token: b.Token}); err != nil {
+		ki, _ := c.Key(ctx, key)
+		t.Fatalf("release b: %v (%+v)", err, ki)
+	}
+	out := filepath.Join(t.TempDir(), "env")
+	var stdout string
+	code, stdout, stderr = runCtl(t, helperEnv("env", out), lockArgs(eps, key, "h1", "--limit", "2")...)
+	if code != 0 {
+		t.Fatalf("lock --limit: exit %d\nstdout: %s\nstderr: %s", code, stdout, stderr)
+	}
+	tok, err := fence.Parse(readEnvFile(t, out)["FENCE_TOKEN"])
+	if err != nil || tok <= b.Token {
+		t.Fatalf("FENCE_TOKEN %v: %v", tok, err)
+	}
+	ki, err := c.Key(ctx, key)
+	if err != nil || ki.Limit != 2 || len(ki.Permits) != 1 || ki.Permits[0].Holder != "a" {
+		t.Fatalf("after lock --limit: %+v %v", ki, err)
+	}
+}
