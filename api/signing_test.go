@@ -93,6 +93,14 @@ func TestGrantsCarryProofs(t *testing.T) {
 	if _, err := proof.Verify(rn.Proof, ks, proof.Expect{Key: "orders", Token: g.Token, Cluster: doc.Cluster}); err != nil {
 		t.Fatalf("renewal's proof: %v", err)
 	}
+	// A semaphore's permit carries a proof of its own token.
+	var permit client.Grant
+	if code := postJSON(t, lead.url+"/v1/acquire", client.AcquireRequest{Key: "pool", Holder: "alice", TTL: "30s", Limit: 2}, &permit); code != 200 {
+		t.Fatalf("permit: %d", code)
+	}
+	if _, err := verifyGrant(ks, doc.Cluster, permit); err != nil {
+		t.Fatalf("a permit's proof: %v", err)
+	}
 	// A proof is for its own token: the same proof with a higher token is
 	// refused.
 	if _, err := proof.Verify(g.Proof, ks, proof.Expect{Key: "orders", Token: g.Token + 1, Cluster: doc.Cluster}); !errors.Is(err, proof.ErrWrongToken) {
