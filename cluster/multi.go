@@ -16,6 +16,9 @@ type AcquireMultiArgs struct {
 	TTL       time.Duration
 	Wait      time.Duration
 	RequestID string
+	// Owner is the authenticated identity the keys and the waiting are
+	// counted against (AcquireArgs.Owner).
+	Owner string
 }
 
 // AcquireMulti grants every key of a.Keys to a.Holder in one log entry, or
@@ -29,6 +32,13 @@ type AcquireMultiArgs struct {
 func (n *Node) AcquireMulti(ctx context.Context, a AcquireMultiArgs) ([]Grant, error) {
 	if _, err := n.requireReady(); err != nil {
 		return nil, err
+	}
+	// Each key is counted against the holder's and the identity's limits
+	// as a single acquire of it would be.
+	for _, key := range a.Keys {
+		if err := n.checkLimits(AcquireArgs{Key: key, Holder: a.Holder, Wait: a.Wait, Owner: a.Owner}); err != nil {
+			return nil, err
+		}
 	}
 	var deadline time.Time
 	if a.Wait > 0 {
