@@ -175,6 +175,15 @@ func (n *recordingNode) Acquire(_ context.Context, a cluster.AcquireArgs) (clust
 	return cluster.Grant{KeyState: fsm.KeyState{Key: a.Key, Holder: a.Holder, Token: 1<<32 | 1, TTL: a.TTL, State: fsm.Held}}, nil
 }
 
+func (n *recordingNode) AcquireMulti(_ context.Context, a cluster.AcquireMultiArgs) ([]cluster.Grant, error) {
+	n.wrote("acquire_multi")
+	out := make([]cluster.Grant, len(a.Keys))
+	for i, k := range a.Keys {
+		out[i] = cluster.Grant{KeyState: fsm.KeyState{Key: k, Holder: a.Holder, Token: 1<<32 | 1, TTL: a.TTL, State: fsm.Held}}
+	}
+	return out, nil
+}
+
 func (n *recordingNode) Renew(_ context.Context, key, holder string, tok fence.Token) (fsm.KeyState, time.Time, error) {
 	n.wrote("renew")
 	return fsm.KeyState{Key: key, Holder: holder, Token: tok, TTL: time.Second, State: fsm.Held}, time.Now(), nil

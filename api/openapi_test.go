@@ -338,6 +338,10 @@ func driveCluster(k *contract) {
 	k.do(base, contractCall{method: "GET", path: "/v1/keys/pool", status: 200})
 	post("/v1/acquire", `{"key":"doc","holder":"reader","ttl":"30s","mode":"shared"}`, 200, "")
 	k.do(base, contractCall{method: "GET", path: "/v1/keys/doc", status: 200})
+	// Several keys at once: all, or a refusal naming the held key.
+	post("/v1/acquire/multi", `{"keys":["m1","m2"],"holder":"alice","ttl":"30s","request_id":"mm"}`, 200, "")
+	post("/v1/acquire/multi", `{"keys":["m3","m2"],"holder":"bob","ttl":"30s"}`, 409, "held")
+	bad("/v1/acquire/multi", `{"keys":["m3","m3"],"holder":"bob"}`, "bad_request")
 	post("/v1/acquire", `{"key":"other","holder":"bob","ttl":"2s","lock_delay":"1s","wait":"0s"}`, 200, "")
 	bad("/v1/acquire", `{"holder":"bob"}`, "bad_request")
 	bad("/v1/acquire", `{"key":"k","holder":"bob","extra":1}`, "bad_request")
@@ -415,6 +419,9 @@ func driveSecure(k *contract) {
 	k.do(base, contractCall{method: "POST", path: "/v1/acquire", body: `{"key":"k1","holder":"bob"}`, header: client, status: 200})
 	k.do(base, contractCall{method: "POST", path: "/v1/acquire", body: `{"key":"k2","holder":"bob"}`, header: client, status: 429, code: "too_many_keys"})
 	k.do(base, contractCall{method: "POST", path: "/v1/acquire", body: `{"key":"k1","holder":"alice"}`, header: client, status: 403, code: "forbidden"})
+	k.do(base, contractCall{method: "POST", path: "/v1/acquire/multi", body: `{"keys":["k1"],"holder":"bob"}`, status: 401, code: "unauthenticated"})
+	k.do(base, contractCall{method: "POST", path: "/v1/acquire/multi", body: `{"keys":["k1"],"holder":"alice"}`, header: client, status: 403, code: "forbidden"})
+	k.do(base, contractCall{method: "POST", path: "/v1/acquire/multi", body: `{"keys":["k3"],"holder":"bob"}`, header: client, status: 429, code: "too_many_keys"})
 	for _, c := range []contractCall{
 		{method: "POST", path: "/v1/renew", body: `{"key":"k1","holder":"alice","token":"1"}`},
 		{method: "POST", path: "/v1/keepalive", body: `{"holder":"alice"}`},
@@ -522,6 +529,9 @@ type failingNode struct {
 func (n *failingNode) Acquire(context.Context, cluster.AcquireArgs) (cluster.Grant, error) {
 	return cluster.Grant{}, n.err
 }
+func (n *failingNode) AcquireMulti(context.Context, cluster.AcquireMultiArgs) ([]cluster.Grant, error) {
+	return nil, n.err
+}
 func (n *failingNode) Renew(context.Context, string, string, fence.Token) (fsm.KeyState, time.Time, error) {
 	return fsm.KeyState{}, time.Time{}, n.err
 }
@@ -587,6 +597,7 @@ var writeCalls = []contractCall{
 	{method: "POST", path: "/v1/cluster/transfer", body: `{"id":"n2"}`},
 	{method: "POST", path: "/v1/keepalive/batch", body: `{"holders":["bob","alice"]}`},
 	{method: "POST", path: "/v1/signing-keys/rotate", body: `{"overlap":"1h"}`},
+	{method: "POST", path: "/v1/acquire/multi", body: `{"keys":["k","l"],"holder":"bob"}`},
 }
 
 // readCalls are the requests of the routes that read through the leader.

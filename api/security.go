@@ -141,6 +141,7 @@ const (
 // listed (a handler mounted later, like /debug/pprof/) requires admin.
 var routeAccess = map[string]access{
 	"POST /v1/acquire":          accessClient,
+	"POST /v1/acquire/multi":    accessClient,
 	"POST /v1/renew":            accessClient,
 	"POST /v1/keepalive":        accessClient,
 	"POST /v1/release":          accessClient,
@@ -375,6 +376,12 @@ func (sec *security) authorize(w http.ResponseWriter, r *http.Request, pattern s
 	switch pattern {
 	case "POST /v1/acquire":
 		var req client.AcquireRequest
+		if err := peekBody(w, r, &req); err != nil {
+			return err
+		}
+		holder = req.Holder
+	case "POST /v1/acquire/multi":
+		var req client.AcquireMultiRequest
 		if err := peekBody(w, r, &req); err != nil {
 			return err
 		}

@@ -33,6 +33,8 @@ import (
 // Node is what the server needs of a cluster node.
 type Node interface {
 	Acquire(ctx context.Context, a cluster.AcquireArgs) (cluster.Grant, error)
+	// AcquireMulti grants a set of keys in one entry, or none (multi.go).
+	AcquireMulti(ctx context.Context, a cluster.AcquireMultiArgs) ([]cluster.Grant, error)
 	Renew(ctx context.Context, key, holder string, tok fence.Token) (fsm.KeyState, time.Time, error)
 	// Keepalive and KeepaliveBatch renew only the leases whose key may
 	// (nil: any) lets the identity renew.
@@ -164,6 +166,7 @@ func (s *Server) Handle(pattern string, h http.Handler) { s.mux.Handle(pattern, 
 
 func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/acquire", s.write(s.acquire))
+	s.mux.HandleFunc("POST /v1/acquire/multi", s.write(s.acquireMulti))
 	s.mux.HandleFunc("POST /v1/renew", s.write(s.renew))
 	s.mux.HandleFunc("POST /v1/keepalive", s.write(s.keepalive))
 	s.mux.HandleFunc("POST /v1/release", s.write(s.release))

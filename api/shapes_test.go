@@ -197,3 +197,46 @@ func TestSharedOverHTTP(t *testing.T) {
 		t.Fatalf("bad input changed the state: applied %d -> %d", applied, got)
 	}
 }
+
+// Several keys at once over HTTP through a follower: all in one entry, or
+// a refusal naming the held key with no key changed; bad sets are 400
+// naming keys.
+func TestAcquireMultiOverHTTP(t *testing.T) {
+	nodes := startCluster(t, 3)
+	lead, fol := leaderOf(t, nodes)
+	c := client.New([]string{fol.url})
+	ctx := context.Background()
+	mg, err := c.AcquireMulti(ctx, client.AcquireMultiRequest{Keys: []string{"a", "b"}, Holder: "h", TTL: "1m"})
+	if err != nil || len(mg.Grants) != 2 || mg.Grants[0].Key != "a" || mg.Grants[1].Key != "b" {
+		t.Fatalf("multi: %+v %v", mg, err)
+	}
+	for _, g := range mg.Grants {
+		if v, err := c.Verify(ctx, g.Key, g.Token.String(), "h"); err != nil || !v.Allow {
+			t.Fatalf("verify %s: %+v %v", g.Key, v, err)
+		}
+	}
+	applied := lead.node.FSM().Applied()
+	_, err = c.AcquireMulti(ctx, client.AcquireMultiRequest{Keys: []string{"c", "b"}, Holder: "o", TTL: "1m"})
+	var ce *client.Error
+	if !errors.Is(err, client.ErrHeld) || !errors.As(err, &ce) || ce.HeldBy != "h" || !strings.Contains(err.Error(), `"b"`) {
+		t.Fatalf("a set with a held key: %v", err)
+	}
+	for _, b := range []string{
+		`{"keys":["x","x"],"holder":"h"}`,
+		`{"keys":[],"holder":"h"}`,
+		`{"keys":["` + strings.Repeat(`x","`, client.MaxMultiKeys) + `y"],"holder":"h"}`,
+		`{"keys":["x",""],"holder":"h"}`,
+	} {
+		code, m := post(t, lead.url, "/v1/acquire/multi", b)
+		msg, _ := m["message"].(string)
+		if code != http.StatusBadRequest || !strings.Contains(msg, "keys") {
+			t.Errorf("%.60s: %d %v", b, code, m)
+		}
+	}
+	if got := lead.node.FSM().Applied(); got != applied {
+		t.Fatalf("refusals changed the state: applied %d -> %d", applied, got)
+	}
+	if _, err := c.Key(ctx, "c"); !errors.Is(err, client.ErrUnknownKey) {
+		t.Fatalf("a refused set granted c: %v", err)
+	}
+}

@@ -197,6 +197,23 @@ func (c *Client) Acquire(ctx context.Context, req AcquireRequest) (*Grant, error
 	return &g, nil
 }
 
+// AcquireMulti asks for every key of req.Keys for one holder, all in one
+// log entry or none (see AcquireMultiRequest). A set with a key held by
+// another holder gives an error that errors.Is(err, ErrHeld). When the
+// outcome of an attempt is unknown it retries with the same request id, so
+// one call never holds two sets.
+func (c *Client) AcquireMulti(ctx context.Context, req AcquireMultiRequest) (*MultiGrant, error) {
+	if req.RequestID == "" {
+		req.RequestID = NewRequestID()
+	}
+	hold, _ := time.ParseDuration(req.Wait)
+	var g MultiGrant
+	if err := c.call(ctx, call{method: http.MethodPost, path: "/v1/acquire/multi", in: req, out: &g, write: true, hold: max(hold, 0)}); err != nil {
+		return nil, err
+	}
+	return &g, nil
+}
+
 // Renew extends one grant's lease by its TTL.
 func (c *Client) Renew(ctx context.Context, key, holder string, tok fence.Token) (*RenewResponse, error) {
 	var out RenewResponse

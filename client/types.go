@@ -55,6 +55,32 @@ type AcquireRequest struct {
 	Mode string `json:"mode,omitempty"`
 }
 
+// AcquireMultiRequest is the body of POST /v1/acquire/multi: 1 to
+// MaxMultiKeys distinct keys for one holder, granted all in one log entry
+// or none. Without Wait, a set with a key held by another holder is refused
+// with held naming that key (HeldBy, and the key in the message), and no
+// key changes; with Wait, the request waits without holding any key, first
+// come first served among requests over overlapping sets, never in a
+// cycle. Each key granted is a lock's grant of its own (its own token,
+// renewed, released and verified per key). RequestID makes a retry
+// answered with the same grants, never a second set.
+type AcquireMultiRequest struct {
+	Keys      []string `json:"keys"`
+	Holder    string   `json:"holder"`
+	TTL       string   `json:"ttl,omitempty"`
+	Wait      string   `json:"wait,omitempty"`
+	RequestID string   `json:"request_id,omitempty"`
+}
+
+// MaxMultiKeys is the most keys a multi-key acquire names.
+const MaxMultiKeys = 64
+
+// MultiGrant answers a multi-key acquire: a grant per key, in the
+// request's order.
+type MultiGrant struct {
+	Grants []Grant `json:"grants"`
+}
+
 // MaxLimit is the most permits a semaphore key may have, and the most
 // shared grants of a key.
 const MaxLimit = 1024

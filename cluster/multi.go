@@ -16,6 +16,9 @@ type AcquireMultiArgs struct {
 	TTL       time.Duration
 	Wait      time.Duration
 	RequestID string
+	// Owner is the authenticated identity the keys and the waiting are
+	// counted against (AcquireArgs.Owner).
+	Owner string
 }
 
 // AcquireMulti grants every key of a.Keys to a.Holder in one log entry, or
@@ -34,6 +37,13 @@ func (n *Node) AcquireMulti(ctx context.Context, a AcquireMultiArgs) ([]Grant, e
 	// holds every key of it (as a single acquire is).
 	for _, k := range a.Keys {
 		if err := n.checkSpaceFor(AcquireArgs{Key: k, Holder: a.Holder}); err != nil {
+			return nil, err
+		}
+	}
+	// Each key is counted against the holder's and the identity's limits
+	// as a single acquire of it would be.
+	for _, key := range a.Keys {
+		if err := n.checkLimits(AcquireArgs{Key: key, Holder: a.Holder, Wait: a.Wait, Owner: a.Owner}); err != nil {
 			return nil, err
 		}
 	}

@@ -18,8 +18,8 @@ import (
 
 var acquireCommand = command{
 	name:    "acquire",
-	args:    "KEY",
-	summary: "acquire a key and print its fencing token",
+	args:    "KEY [KEY...]",
+	summary: "acquire a key (or several, all or none) and print its fencing token",
 	help: `
 Asks fenced to grant KEY to a holder and prints the grant: the holder, the
 fencing token with its epoch and seq, and the TTL. Send the token with every
@@ -59,13 +59,21 @@ is refused (limit_mismatch). A permit has no --lock-delay.
 each with its own token, and none while someone holds it exclusively (an
 acquire without --shared). Once an acquire waits for KEY, a new --shared one
 waits behind it (or fails as held without --wait), so readers never starve a
-writer. Not with --limit or --lock-delay.`,
+writer. Not with --limit or --lock-delay.
+
+With several KEYs, acquire takes them all for the holder in one step, or none:
+each gets its own token (each key a lock of its own, renewed, released and
+verified per key). A set with a key held by someone else fails naming that key,
+and no key changes; with --wait it waits, holding none of them, first come
+first served among sets that overlap. Not with --limit, --shared or
+--lock-delay; at most 64 keys.`,
 	examples: `
 fencectl acquire db --holder alice --ttl 30s
 fencectl acquire db --holder alice --wait 1m
 fencectl acquire db --holder alice --ttl 10s --lock-delay 15s
 fencectl acquire workers --limit 4 --holder w1 --wait 1m
 fencectl acquire config --shared --holder reader-1
+fencectl acquire account/1 account/2 --holder transfer-7 --wait 10s
 TOKEN=$(fencectl acquire db --holder "$(hostname)" -o json | jq -r .token)`,
 	new: func() runner { return &acquireCmd{} },
 }
@@ -114,8 +122,11 @@ func checkLimit(set bool, limit int) error {
 }
 
 func (a *acquireCmd) run(ctx context.Context, e *env, args []string) error {
-	if len(args) != 1 {
-		return usageErr("acquire", "acquire takes exactly one KEY")
+	if len(args) == 0 {
+		return usageErr("acquire", "acquire takes a KEY")
+	}
+	if len(args) > 1 {
+		return a.runMulti(ctx, e, args)
 	}
 	if err := checkTTLWait(a.ttl, a.wait); err != nil {
 		return usageErr("acquire", err.Error())
@@ -174,6 +185,64 @@ func (a *acquireCmd) run(ctx context.Context, e *env, args []string) error {
 		kv = append(kv, "mode", g.Mode)
 	}
 	return fields(e.stdout, kv...)
+}
+
+// runMulti acquires several keys at once, all or none.
+func (a *acquireCmd) runMulti(ctx context.Context, e *env, keys []string) error {
+	switch {
+	case len(keys) > client.MaxMultiKeys:
+		return usageErr("acquire", fmt.Sprintf("acquire takes at most %d KEYs", client.MaxMultiKeys))
+	case a.limit > 0 || a.shared || a.lockDelay > 0:
+		return usageErr("acquire", "--limit, --shared and --lock-delay take one KEY")
+	}
+	if err := checkTTLWait(a.ttl, a.wait); err != nil {
+		return usageErr("acquire", err.Error())
+	}
+	seen := map[string]bool{}
+	for _, k := range keys {
+		if seen[k] {
+			return usageErr("acquire", fmt.Sprintf("KEY %q is given twice", k))
+		}
+		seen[k] = true
+	}
+	holder := a.holder
+	if holder == "" {
+		holder = defaultHolder()
+	}
+	ctx, cancel := e.withTimeout(ctx, a.wait)
+	defer cancel()
+	req := client.AcquireMultiRequest{Keys: keys, Holder: holder, TTL: a.ttl.String(), RequestID: a.requestID}
+	if req.RequestID == "" {
+		req.RequestID = client.NewRequestID()
+	}
+	if a.wait > 0 {
+		req.Wait = a.wait.String()
+	}
+	mg, err := e.client().AcquireMulti(ctx, req)
+	if errors.Is(err, client.ErrUnknownOutcome) {
+		return explainedf(err, "outcome unknown (%v): the keys may or may not have been granted before --timeout %v ran out; to repeat it safely, run: fencectl acquire %s --holder %s --request-id %s --ttl %v",
+			err, e.g.timeout, strings.Join(quoteAll(keys), " "), shellQuote(holder), shellQuote(req.RequestID), a.ttl)
+	}
+	if err != nil {
+		return explain(err, subject{key: strings.Join(keys, " "), holder: holder}, e)
+	}
+	if e.jsonOutput() {
+		return printJSON(e.stdout, mg)
+	}
+	var kv []string
+	for _, g := range mg.Grants {
+		kv = append(kv, "key", g.Key, "holder", g.Holder, "token", tokenText(g.Token), "ttl", g.TTL, "renewed", yesNo(g.Renewed))
+	}
+	return fields(e.stdout, kv...)
+}
+
+// quoteAll shell-quotes each word.
+func quoteAll(ws []string) []string {
+	out := make([]string, len(ws))
+	for i, w := range ws {
+		out[i] = shellQuote(w)
+	}
+	return out
 }
 
 // repeatArgs are the arguments that repeat req: the same holder and request

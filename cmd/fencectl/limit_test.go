@@ -2,6 +2,7 @@ package main
 
 import (
 	"encoding/json"
+	"errors"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -98,5 +99,30 @@ func TestAcquireShared(t *testing.T) {
 	}
 	if code, _, stderr := run("w", "--shared", "--limit", "2"); code != 2 {
 		t.Fatalf("--shared with --limit: exit %d\n%s", code, stderr)
+	}
+}
+
+// TestAcquireSeveralKeys: acquire K1 K2 takes both at once, each with its
+// own token; a set with a key held by another fails naming it and takes
+// none.
+func TestAcquireSeveralKeys(t *testing.T) {
+	cl := shared.get(t)
+	c, ctx := cl.Client(), testCtx(t, time.Minute)
+	k1, k2, k3 := testKey(t), testKey(t), testKey(t)
+	eps := endpoints(cl)
+	code, stdout, stderr := runCtl(t, nil, "--endpoints", eps, "-o", "json", "acquire", k1, k2, "--holder", "m", "--ttl", "30s")
+	var mg client.MultiGrant
+	if code != 0 || json.Unmarshal([]byte(stdout), &mg) != nil || len(mg.Grants) != 2 || mg.Grants[1].Key != k2 {
+		t.Fatalf("acquire %s %s: exit %d %s\n%s", k1, k2, code, stdout, stderr)
+	}
+	code, _, stderr = runCtl(t, nil, "--endpoints", eps, "acquire", k3, k2, "--holder", "o", "--ttl", "30s")
+	if code == 0 || !strings.Contains(stderr, "held") {
+		t.Fatalf("a set with a held key: exit %d\n%s", code, stderr)
+	}
+	if _, err := c.Key(ctx, k3); !errors.Is(err, client.ErrUnknownKey) {
+		t.Fatalf("a refused set took %s: %v", k3, err)
+	}
+	if code, _, stderr := runCtl(t, nil, "--endpoints", eps, "acquire", k1, k1); code != 2 {
+		t.Fatalf("a key twice: exit %d\n%s", code, stderr)
 	}
 }

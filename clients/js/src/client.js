@@ -97,6 +97,19 @@ export class FencedClient {
     return grantOf(await this.#do('POST', '/v1/acquire', body, { write: true, signal, extraMs: waitMs, timeoutMs: timeoutMs ?? this.timeoutMs + waitMs }));
   }
 
+  /** Takes every key of keys (1 to 64, distinct) for holder in one step,
+   * or none: a grant per key, in order, each key its own lock with its own
+   * token. Rejects with code "held" naming the first key held by someone
+   * else; with wait, waits holding none of them. */
+  async acquireMulti(keys, holder, { ttl, wait, requestId, signal, timeoutMs } = {}) {
+    const body = { keys, holder, request_id: requestId ?? newRequestId() };
+    if (ttl !== undefined) body.ttl = durationText(ttl);
+    if (wait) body.wait = durationText(wait);
+    const waitMs = wait ? parseDuration(body.wait) : 0;
+    const out = await this.#do('POST', '/v1/acquire/multi', body, { write: true, signal, extraMs: waitMs, timeoutMs: timeoutMs ?? this.timeoutMs + waitMs });
+    return (out.grants ?? []).map(grantOf);
+  }
+
   /** Extends one grant's lease; the answer carries the server's TTL. */
   async renew(key, holder, token, { signal, timeoutMs } = {}) {
     const body = { key, holder, token: String(token), request_id: newRequestId() };

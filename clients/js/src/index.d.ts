@@ -109,6 +109,8 @@ export declare class FencedClient {
   constructor(options: ClientOptions);
   readonly endpoints: string[];
   acquire(key: string, holder: string, options?: { ttl?: Duration; wait?: Duration; requestId?: string; lockDelay?: Duration; signal?: AbortSignal; value?: string; timeoutMs?: number; limit?: number; mode?: 'shared' | 'exclusive' }): Promise<Grant>;
+  /** Every key for holder in one step, or none (code "held" naming the key). */
+  acquireMulti(keys: string[], holder: string, options?: { ttl?: Duration; wait?: Duration; requestId?: string; signal?: AbortSignal; timeoutMs?: number }): Promise<Grant[]>;
   renew(key: string, holder: string, token: FencingToken | string, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<Grant>;
   /** requestId (made when absent) is applied once: a repeat is answered with the grant the first release ended. */
   release(key: string, holder: string, token: FencingToken | string, options?: { signal?: AbortSignal; requestId?: string }): Promise<unknown>;

@@ -88,4 +88,7 @@ test('a semaphore and shared grants: limit and mode', async () => {
   assert.equal(r.mode, 'shared');
   await c.acquire('js/rw', 'r2', { ttl: 10000, mode: 'shared' });
   await assert.rejects(c.acquire('js/rw', 'w', { ttl: 10000 }), (e) => e.code === 'held');
+  const gs = await c.acquireMulti(['js/m1', 'js/m2'], 'm', { ttl: 10000 });
+  assert.deepEqual(gs.map((g) => g.key), ['js/m1', 'js/m2']);
+  await assert.rejects(c.acquireMulti(['js/m3', 'js/m2'], 'o', { ttl: 10000 }), (e) => e.code === 'held');
 });

@@ -205,6 +205,22 @@ class Client:
         extra = parse_duration(body["wait"]) if wait else 0.0
         return Grant.of(self._do("POST", "/v1/acquire", body, write=True, timeout=timeout, attempt_extra=extra))
 
+    def acquire_multi(self, keys, holder, ttl=None, wait=None, request_id=None, timeout=None):
+        """Take every key of ``keys`` (1 to 64, distinct) for holder in one
+        step, or none, and return a Grant per key in order (each key its own
+        lock, with its own token). Raises Held naming the first key held by
+        someone else; with ``wait``, waits holding none of them."""
+        body = {"keys": list(keys), "holder": holder, "request_id": request_id or new_request_id()}
+        if ttl is not None:
+            body["ttl"] = _duration(ttl)
+        if wait:
+            body["wait"] = _duration(wait)
+        if timeout is None and wait:
+            timeout = self._timeout + parse_duration(body["wait"])
+        extra = parse_duration(body["wait"]) if wait else 0.0
+        out = self._do("POST", "/v1/acquire/multi", body, write=True, timeout=timeout, attempt_extra=extra)
+        return [Grant.of(g) for g in out.get("grants", [])]
+
     def renew(self, key, holder, token, timeout=None):
         """Extend one grant's lease by its TTL; returns the Grant with the
         server's TTL. Every write carries a request id, the same on every

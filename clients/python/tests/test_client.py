@@ -138,6 +138,10 @@ class OneNodeTest(unittest.TestCase):
         w = c.acquire("py/rw", "w", ttl=10)
         self.assertGreater(w.token, r2.token)
         self.assertFalse(c.verify("py/rw", r2.token).allow)
+        gs = c.acquire_multi(["py/m1", "py/m2"], "m", ttl=10)
+        self.assertEqual([g.key for g in gs], ["py/m1", "py/m2"])
+        with self.assertRaises(Held):
+            c.acquire_multi(["py/m3", "py/m2"], "o", ttl=10)
 
     def test_acquire_renew_verify_release(self):
         c = self.client()
