@@ -55,6 +55,7 @@ func (s *Server) acquireMulti(ctx context.Context, body []byte, _ *http.Request)
 	out := client.MultiGrant{Grants: make([]client.Grant, len(gs))}
 	for i, g := range gs {
 		out.Grants[i] = grantOf(g.KeyState, g.Renewed)
+		out.Grants[i].Proof = s.proofOf(g.KeyState)
 	}
 	return out, nil
 }

@@ -125,6 +125,7 @@ func decodeLoose(data []byte, v any) error {
 // of docs/SECURITY.md says each may do.
 func TestRoleTable(t *testing.T) {
 	tn := startSecureNode(t, cluster.Limits{}, ServerOptions{})
+	tn.srv.Config.Handler.(*Server).EnableConsole() // as fenced does unless --ui=false
 	type route struct {
 		method, path, body string
 		need               access
@@ -133,6 +134,7 @@ func TestRoleTable(t *testing.T) {
 	// hurting the single node (membership calls are malformed on purpose).
 	routes := []route{
 		{"POST", "/v1/acquire", `{"key":"k","holder":"bob/1","ttl":"1m"}`, accessClient},
+		{"POST", "/v1/acquire/multi", `{"keys":["m1","m2"],"holder":"bob/1","ttl":"1m"}`, accessClient},
 		{"POST", "/v1/renew", `{"key":"k","holder":"bob/1","token":"1"}`, accessClient},
 		{"POST", "/v1/keepalive", `{"holder":"bob/1"}`, accessClient},
 		{"POST", "/v1/release", `{"key":"nope","holder":"bob/1","token":"1"}`, accessClient},
@@ -156,6 +158,7 @@ func TestRoleTable(t *testing.T) {
 		{"GET", "/metrics", "", accessOpen},
 		{"GET", "/v1/openapi.yaml", "", accessOpen},
 		{"GET", "/v1/signing-keys", "", accessOpen},
+		{"GET", "/ui/", "", accessOpen}, // the page; what it reads needs a token
 		{"POST", "/v1/signing-keys/rotate", `{"overlap":"forever"}`, accessAdmin},
 	}
 	covered := map[string]bool{}

@@ -101,6 +101,16 @@ func TestGrantsCarryProofs(t *testing.T) {
 	if _, err := verifyGrant(ks, doc.Cluster, permit); err != nil {
 		t.Fatalf("a permit's proof: %v", err)
 	}
+	// Each grant of a multi-key set carries a proof of its own token.
+	var set client.MultiGrant
+	if code := postJSON(t, lead.url+"/v1/acquire/multi", client.AcquireMultiRequest{Keys: []string{"acct/1", "acct/2"}, Holder: "alice", TTL: "30s"}, &set); code != 200 || len(set.Grants) != 2 {
+		t.Fatalf("multi: %d %+v", code, set)
+	}
+	for _, mg := range set.Grants {
+		if _, err := verifyGrant(ks, doc.Cluster, mg); err != nil {
+			t.Fatalf("a multi-key grant's proof (%s): %v", mg.Key, err)
+		}
+	}
 	// A proof is for its own token: the same proof with a higher token is
 	// refused.
 	if _, err := proof.Verify(g.Proof, ks, proof.Expect{Key: "orders", Token: g.Token + 1, Cluster: doc.Cluster}); !errors.Is(err, proof.ErrWrongToken) {
