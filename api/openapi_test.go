@@ -336,6 +336,8 @@ func driveCluster(k *contract) {
 	post("/v1/acquire", `{"key":"pool","holder":"carol","ttl":"30s","limit":3}`, 409, "limit_mismatch")
 	bad("/v1/acquire", `{"key":"pool","holder":"carol","limit":0}`, "bad_request")
 	k.do(base, contractCall{method: "GET", path: "/v1/keys/pool", status: 200})
+	post("/v1/acquire", `{"key":"doc","holder":"reader","ttl":"30s","mode":"shared"}`, 200, "")
+	k.do(base, contractCall{method: "GET", path: "/v1/keys/doc", status: 200})
 	post("/v1/acquire", `{"key":"other","holder":"bob","ttl":"2s","lock_delay":"1s","wait":"0s"}`, 200, "")
 	bad("/v1/acquire", `{"holder":"bob"}`, "bad_request")
 	bad("/v1/acquire", `{"key":"k","holder":"bob","extra":1}`, "bad_request")

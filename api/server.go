@@ -500,7 +500,7 @@ func (s *Server) acquire(ctx context.Context, body []byte, _ *http.Request) (any
 		return nil, err
 	}
 	g, err := s.node.Acquire(ctx, cluster.AcquireArgs{Key: req.Key, Holder: req.Holder, TTL: ttl, Wait: wait, RequestID: req.RequestID, LockDelay: delay,
-		Value: req.Value, Limit: req.Limit, Owner: ownerOf(ctx)})
+		Value: req.Value, Limit: req.Limit, Shared: req.Mode == client.ModeShared, Owner: ownerOf(ctx)})
 	if err != nil {
 		return nil, err
 	}
@@ -511,7 +511,7 @@ func (s *Server) acquire(ctx context.Context, body []byte, _ *http.Request) (any
 
 func grantOf(k fsm.KeyState, renewed bool) client.Grant {
 	return client.Grant{Key: k.Key, Holder: k.Holder, Token: k.Token, Epoch: k.Token.Epoch(), Seq: k.Token.Seq(), TTL: k.TTL.String(), Renewed: renewed, Value: k.Value,
-		Limit: k.Limit}
+		Limit: k.Limit, Mode: modeOf(k.Shared)}
 }
 
 func (s *Server) renew(ctx context.Context, body []byte, _ *http.Request) (any, error) {
@@ -725,10 +725,10 @@ func keyInfoOf(k cluster.KeyInfo) client.KeyInfo {
 	if k.DelayLeft > 0 {
 		ki.LockDelayRemaining = k.DelayLeft.Round(time.Millisecond).String()
 	}
-	ki.Limit, ki.Waiters = k.Limit, k.Waiters
+	ki.Limit, ki.Waiters, ki.Mode = k.Limit, k.Waiters, modeOf(k.Shared)
 	for _, p := range k.Permits {
 		pi := keyInfoOf(cluster.KeyInfo{KeyState: p.KeyState, Deadline: p.Deadline})
-		pi.Limit = 0 // said once, by the key
+		pi.Limit, pi.Mode = 0, modeOf(p.Shared) // the limit said once, by the key
 		ki.Permits = append(ki.Permits, pi)
 	}
 	return ki
@@ -820,7 +820,13 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	st := s.node.Status()
 	if st.Ready || (st.LeaderID != "" && st.LeaderHTTP != "") {
-		writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "leader": st.LeaderID, "state": st.State})
+		body := map[string]any{"status": "ready", "leader": st.LeaderID, "state": st.State}
+		if d := st.DataDir; d != nil && d.NoSpace {
+			// Still ready: it serves renewals, releases, verifies and
+			// reads; as leader it refuses only new keys (no_space).
+			body["no_space"], body["reason"] = true, d.Reason
+		}
+		writeJSON(w, http.StatusOK, body)
 		return
 	}
 	if err := s.memberErr(); err != nil {

@@ -14,11 +14,30 @@ import (
 // it is a lock's, and is not decoded a second time.
 var limitField = []byte(`"limit"`)
 
+// modeOf names a shared grant's mode on the wire; an exclusive grant (a
+// lock) and a permit have none.
+func modeOf(shared bool) string {
+	if shared {
+		return client.ModeShared
+	}
+	return ""
+}
+
 // checkLimit refuses an acquire's limit outside 1 to client.MaxLimit when
 // the body names one (a limit of 0 given explicitly too: absence is how a
-// lock is asked for), and a limit with a lock-delay, which permits do not
-// have. It names the field; nothing is changed.
+// lock is asked for), a limit with a lock-delay, which permits do not
+// have, a mode other than exclusive and shared, a mode with a limit, and
+// a shared acquire with a lock-delay. It names the field; nothing is
+// changed.
 func checkLimit(body []byte, req client.AcquireRequest, delay time.Duration) error {
+	switch req.Mode {
+	case "", client.ModeExclusive, client.ModeShared:
+	default:
+		return fmt.Errorf("%w: mode must be %q or %q", cluster.ErrBadRequest, client.ModeExclusive, client.ModeShared)
+	}
+	if req.Mode == client.ModeShared && delay > 0 {
+		return fmt.Errorf("%w: lock_delay cannot be given with mode shared", cluster.ErrBadRequest)
+	}
 	if req.Limit == 0 {
 		if !bytes.Contains(body, limitField) {
 			return nil
@@ -29,6 +48,9 @@ func checkLimit(body []byte, req client.AcquireRequest, delay time.Duration) err
 		if err := json.Unmarshal(body, &probe); err != nil || probe.Limit == nil {
 			return nil // "limit" was text elsewhere in the body
 		}
+	}
+	if req.Mode != "" {
+		return fmt.Errorf("%w: mode cannot be given with limit: a semaphore's permits have no mode", cluster.ErrBadRequest)
 	}
 	if req.Limit < 1 || req.Limit > client.MaxLimit {
 		return fmt.Errorf("%w: limit must be from 1 to %d (omit it for a lock)", cluster.ErrBadRequest, client.MaxLimit)

@@ -136,3 +136,64 @@ func TestSemaphoreBadInput(t *testing.T) {
 		t.Fatalf("bad input changed the state: applied %d -> %d", applied, got)
 	}
 }
+
+// Shared and exclusive grants over HTTP: readers coexist and verify, a
+// writer is held off, and bad modes are refused naming the field.
+func TestSharedOverHTTP(t *testing.T) {
+	nodes := startCluster(t, 3)
+	lead, fol := leaderOf(t, nodes)
+	c := client.New([]string{fol.url})
+	ctx := context.Background()
+	rw := c.RWLock("doc")
+	r1, err := rw.RLock(ctx, "r1", client.LeaseOptions{TTL: time.Minute})
+	if err != nil || r1.Grant().Mode != client.ModeShared {
+		t.Fatalf("reader: %+v %v", r1, err)
+	}
+	r2, err := rw.RLock(ctx, "r2", client.LeaseOptions{TTL: time.Minute})
+	if err != nil || r2.Token() <= r1.Token() {
+		t.Fatalf("second reader: %v", err)
+	}
+	if _, err := rw.Lock(ctx, "w", client.LeaseOptions{TTL: time.Minute}); !errors.Is(err, client.ErrHeld) {
+		t.Fatalf("a writer beside readers: %v", err)
+	}
+	for _, l := range []*client.Lease{r1, r2} {
+		if v, err := c.Verify(ctx, "doc", l.Token().String(), ""); err != nil || !v.Allow {
+			t.Fatalf("verify a reader: %+v %v", v, err)
+		}
+	}
+	ki, err := c.Key(ctx, "doc")
+	if err != nil || ki.Mode != client.ModeShared || len(ki.Permits) != 2 || ki.Permits[1].Mode != client.ModeShared {
+		t.Fatalf("key read: %+v %v", ki, err)
+	}
+	if err := r1.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := r2.Release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w, err := rw.Lock(ctx, "w", client.LeaseOptions{TTL: time.Minute})
+	if err != nil || w.Token() <= r2.Token() || w.Grant().Mode != "" {
+		t.Fatalf("writer after the readers: %v", err)
+	}
+	if v, _ := c.Verify(ctx, "doc", r2.Token().String(), ""); v.Allow {
+		t.Fatalf("a reader's token allowed beside a later writer: %+v", v)
+	}
+	_ = w.Release(ctx)
+
+	applied := lead.node.FSM().Applied()
+	for _, b := range []struct{ body, field string }{
+		{`{"key":"doc","holder":"h","mode":"read"}`, "mode"},
+		{`{"key":"doc","holder":"h","mode":"shared","limit":2}`, "mode"},
+		{`{"key":"doc","holder":"h","mode":"exclusive","limit":2}`, "mode"},
+		{`{"key":"doc","holder":"h","mode":"shared","lock_delay":"1s"}`, "lock_delay"},
+	} {
+		code, m := post(t, lead.url, "/v1/acquire", b.body)
+		msg, _ := m["message"].(string)
+		if code != http.StatusBadRequest || !strings.Contains(msg, b.field) {
+			t.Errorf("%s: %d %v", b.body, code, m)
+		}
+	}
+	if got := lead.node.FSM().Applied(); got != applied {
+		t.Fatalf("bad input changed the state: applied %d -> %d", applied, got)
+	}
+}

@@ -57,6 +57,9 @@ type LeaseOptions struct {
 	// being a semaphore of Limit permits (AcquireRequest.Limit); see
 	// Semaphore.
 	Limit int
+	// Mode is AcquireRequest.Mode: ModeShared makes the lease a shared
+	// grant (see RWLock).
+	Mode string
 }
 
 // Lease acquires key for holder and keeps the grant alive until Release or
@@ -73,7 +76,7 @@ func (c *Client) Lease(ctx context.Context, key, holder string, o LeaseOptions) 
 	case o.Margin >= o.TTL:
 		return nil, fmt.Errorf("%w: lease margin %v leaves nothing of the TTL %v", ErrBadRequest, o.Margin, o.TTL)
 	}
-	req := AcquireRequest{Key: key, Holder: holder, TTL: o.TTL.String(), RequestID: NewRequestID(), Value: o.Value, Limit: o.Limit}
+	req := AcquireRequest{Key: key, Holder: holder, TTL: o.TTL.String(), RequestID: NewRequestID(), Value: o.Value, Limit: o.Limit, Mode: o.Mode}
 	if o.Wait > 0 {
 		req.Wait = o.Wait.String()
 	}
@@ -119,6 +122,36 @@ func (c *Client) Semaphore(ctx context.Context, key, holder string, limit int, o
 	}
 	o.Limit = limit
 	return c.Lease(ctx, key, holder, o)
+}
+
+// RWLock is a key used as a readers-writer lock: shared grants for
+// readers, an exclusive grant (a lock) for a writer. Every grant has its own
+// fencing token from the key's one increasing sequence, so a write under an
+// exclusive grant carries a token above every earlier reader's, and a
+// reader's token is below every later writer's (fence/guard's RW guard
+// admits by that rule). Once an acquire waits for the key, a new reader
+// waits behind it, so readers never starve a writer.
+type RWLock struct {
+	c   *Client
+	key string
+}
+
+// RWLock returns key as a readers-writer lock.
+func (c *Client) RWLock(key string) *RWLock { return &RWLock{c: c, key: key} }
+
+// RLock acquires a shared grant for holder and keeps it alive as Lease
+// does. It is refused with ErrHeld while a writer holds the key or waits
+// for it (with o.Wait, it waits its turn).
+func (l *RWLock) RLock(ctx context.Context, holder string, o LeaseOptions) (*Lease, error) {
+	o.Mode, o.Limit = ModeShared, 0
+	return l.c.Lease(ctx, l.key, holder, o)
+}
+
+// Lock acquires the exclusive grant for holder: a Lease of the key, which
+// waits for (or, without o.Wait, is refused by) every live reader.
+func (l *RWLock) Lock(ctx context.Context, holder string, o LeaseOptions) (*Lease, error) {
+	o.Mode, o.Limit = "", 0
+	return l.c.Lease(ctx, l.key, holder, o)
 }
 
 // serverTTL reads the TTL of an answer; a lease cannot be timed without it.

@@ -46,10 +46,24 @@ type AcquireRequest struct {
 	// another limit (or none) is refused with limit_mismatch. A permit has
 	// no lock-delay.
 	Limit int `json:"limit,omitempty"`
+	// Mode is ModeShared for a shared grant, ModeExclusive (the default,
+	// when empty) for an exclusive one, which is a lock. Shared grants of a
+	// key coexist (at most MaxLimit of them), each with its own token; an
+	// exclusive grant excludes every other. Once an acquire waits for the
+	// key, a new shared acquire waits behind it (or, without wait, is
+	// refused as held): readers never starve a writer. Not with Limit.
+	Mode string `json:"mode,omitempty"`
 }
 
-// MaxLimit is the most permits a semaphore key may have.
+// MaxLimit is the most permits a semaphore key may have, and the most
+// shared grants of a key.
 const MaxLimit = 1024
+
+// The modes of an acquire (AcquireRequest.Mode).
+const (
+	ModeExclusive = "exclusive"
+	ModeShared    = "shared"
+)
 
 // Grant is the answer to a successful acquire: the key, its holder and the
 // fencing token of the grant, with its epoch and seq spelled out.
@@ -71,6 +85,8 @@ type Grant struct {
 	// a token fenced never issued. Empty while the leader's key is not yet
 	// published (docs/FENCING.md).
 	Proof string `json:"proof,omitempty"`
+	// Mode is ModeShared for a shared grant; empty otherwise.
+	Mode string `json:"mode,omitempty"`
 }
 
 // RenewRequest is the body of POST /v1/renew. A renewal names its grant by
@@ -179,6 +195,9 @@ type KeyInfo struct {
 	Limit   int       `json:"limit,omitempty"`
 	Permits []KeyInfo `json:"permits,omitempty"`
 	Waiters []string  `json:"waiters,omitempty"`
+	// Mode is ModeShared for a key with live shared grants (listed in
+	// Permits) and for each of them.
+	Mode string `json:"mode,omitempty"`
 }
 
 // KeysResponse is the answer of GET /v1/keys. Truncated says the listing was
@@ -344,6 +363,9 @@ type WatchEvent struct {
 	// Limit is the key's limit when the event's grant is a semaphore
 	// permit: each permit's grant and end is an event of its own.
 	Limit int `json:"limit,omitempty"`
+	// Mode is ModeShared when the event's grant is a shared one (each
+	// shared grant's grant and end is an event of its own).
+	Mode string `json:"mode,omitempty"`
 }
 
 // Watch event types of the changes of a key: each is a committed log entry

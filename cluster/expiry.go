@@ -217,7 +217,7 @@ func (n *Node) proposeExpiries(batch []ending) []proposal {
 	for _, x := range batch {
 		p := proposal{x: x, start: time.Now()}
 		cmd := x.e
-		if x.lockDelay == 0 { // a lock-delay keeps even waiters out for a while
+		if x.lockDelay == 0 && n.handoffFits(x.e.Key, x.e.Token) { // a lock-delay keeps even waiters out for a while
 			if p.next = n.waiters.claim(x.e.Key); p.next != nil {
 				cmd.Next = p.next.acquire()
 			}

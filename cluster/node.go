@@ -35,6 +35,7 @@ type Node struct {
 	raftMu   sync.RWMutex // guards raft across a single-node restart
 	raft     *raft.Raft
 	trans    *raft.NetworkTransport
+	layer    *StreamLayer  // trans's; muted while the leader's log write stalls (stall.go)
 	raftDone chan struct{} // closed when this raft instance is replaced
 
 	leases  *leases
@@ -77,6 +78,9 @@ type Node struct {
 	failed   chan struct{}
 	failOnce sync.Once
 	failErr  error
+
+	// disk is the data dir's free-space watch (diskspace.go).
+	disk diskWatch
 }
 
 // New opens the node's stores, starts Raft and, for a fresh data dir,
@@ -103,12 +107,14 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.signer.Store(&signer)
 	n.confirm = &confirmer{verify: func() error { return translateRead(n.wait(n.r().VerifyLeader())) }}
-	store, stopStoreMetrics, err := openStoreWith(cfg.DataDir, cfg.Store, cfg.NoSync, cfg.Logger, cfg.storeVFS)
+	store, stopStoreMetrics, err := openStoreWith(cfg.DataDir, cfg.Store, cfg.NoSync, cfg.Logger, walOptions{wrap: cfg.storeVFS, segmentSize: cfg.WALSegmentSize})
 	if err != nil {
 		return nil, err
 	}
 	g := gate(store)
 	g.onSyncFailure = n.failClosed
+	g.onNoSpace = n.sawENOSPC
+	g.ackUnwritten = cfg.AckUnwrittenLog
 	n.store = g
 	n.stopStoreMetrics = stopStoreMetrics
 	n.loadMemberRecord()
@@ -126,8 +132,10 @@ func New(cfg Config) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
-	n.wg.Add(1)
+	n.wg.Add(3)
 	go n.watchMembership()
+	go n.watchDisk()
+	go n.watchStalls()
 	n.startReclaim()
 	return n, nil
 }
@@ -186,7 +194,7 @@ func (n *Node) startRaft() error {
 	}
 	done := make(chan struct{})
 	n.raftMu.Lock()
-	n.raft, n.trans, n.raftDone = r, trans, done
+	n.raft, n.trans, n.layer, n.raftDone = r, trans, layer, done
 	n.raftMu.Unlock()
 	n.wg.Add(1)
 	go n.watchLeadership(r, notify, done)
@@ -403,7 +411,7 @@ func (n *Node) Ended(k fsm.KeyState) {
 		h(k)
 	}
 	n.leases.ended(leaseOf(k))
-	if k.Limit > 0 {
+	if k.Permit() {
 		n.permitEnded(k.Key)
 	} else {
 		n.reclaim.ended(k)

@@ -29,6 +29,9 @@ type AcquireArgs struct {
 	// Limit, from 1 to fsm.MaxLimit, asks for one of the key's permits as
 	// a semaphore of that many (fsm.Acquire.Limit); 0 is a lock.
 	Limit int
+	// Shared asks for a shared grant (fsm.Acquire.Shared): shared grants
+	// coexist, an exclusive one (a lock) excludes them all.
+	Shared bool
 	// Owner is the authenticated client identity the acquire is counted
 	// against (Limits.MaxKeysPerIdentity, MaxWaitersPerIdentity); empty
 	// for an admin or without authentication.
@@ -84,7 +87,10 @@ func (n *Node) Acquire(ctx context.Context, a AcquireArgs) (Grant, error) {
 	if err := n.checkLimits(a); err != nil {
 		return Grant{}, err
 	}
-	if a.Limit > 0 {
+	if err := n.checkSpaceFor(a); err != nil {
+		return Grant{}, err
+	}
+	if a.Limit > 0 || a.Shared {
 		return n.acquirePermit(ctx, a)
 	}
 	var deadline time.Time
@@ -293,7 +299,7 @@ func (n *Node) tryAcquire(a AcquireArgs) (Grant, error) {
 	if h := n.hook().proposing; h != nil {
 		h(a)
 	}
-	res, err := n.apply(fsm.Acquire{Key: a.Key, Holder: a.Holder, TTL: a.TTL, RequestID: a.RequestID, LockDelay: a.LockDelay, Value: a.Value, Limit: a.Limit})
+	res, err := n.apply(fsm.Acquire{Key: a.Key, Holder: a.Holder, TTL: a.TTL, RequestID: a.RequestID, LockDelay: a.LockDelay, Value: a.Value, Limit: a.Limit, Shared: a.Shared})
 	if err != nil {
 		return Grant{}, err
 	}
@@ -395,14 +401,17 @@ func (n *Node) Release(ctx context.Context, a ReleaseArgs) (fsm.KeyState, error)
 		if !ok {
 			return fsm.KeyState{}, fsm.ErrUnknownKey
 		}
-		if limit, _ := n.fsm.Permits(a.Key); limit != 0 {
-			return fsm.KeyState{}, fmt.Errorf("%w: a semaphore key has several grants: name the permit's token", ErrBadRequest)
+		if _, ps := n.fsm.Permits(a.Key); len(ps) != 0 {
+			return fsm.KeyState{}, fmt.Errorf("%w: a semaphore or shared key has several grants: name the grant's token", ErrBadRequest)
 		}
 		a.Token = k.Token
 	}
 	key := a.Key
 	cmd := fsm.Release{Key: key, Holder: a.Holder, Token: a.Token, Force: a.Force, RequestID: a.RequestID}
-	next := n.claimNext(key)
+	var next *waiter
+	if n.handoffFits(key, a.Token) {
+		next = n.claimNext(key)
+	}
 	if next != nil {
 		cmd.Next = next.acquire()
 		if h := n.hook().claimed; h != nil {
@@ -427,7 +436,7 @@ func (n *Node) claimNext(key string) *waiter {
 }
 
 func (w *waiter) acquire() *fsm.Acquire {
-	return &fsm.Acquire{Key: w.args.Key, Holder: w.args.Holder, TTL: w.args.TTL, RequestID: w.args.RequestID, LockDelay: w.args.LockDelay, Value: w.args.Value, Limit: w.args.Limit}
+	return &fsm.Acquire{Key: w.args.Key, Holder: w.args.Holder, TTL: w.args.TTL, RequestID: w.args.RequestID, LockDelay: w.args.LockDelay, Value: w.args.Value, Limit: w.args.Limit, Shared: w.args.Shared}
 }
 
 // settleHandoff gives a claimed waiter the outcome of the command that
@@ -633,7 +642,7 @@ func (n *Node) judge(key string, tok fence.Token, holder string) Verdict {
 	if !ok {
 		return Verdict{Reason: ReasonUnknownKey}
 	}
-	if limit != 0 {
+	if limit != 0 || len(permits) != 0 {
 		return n.judgePermit(k, permits, tok, holder)
 	}
 	v := Verdict{Current: &k}
@@ -679,6 +688,7 @@ type KeyInfo struct {
 	// only; KeyState is then the key's last grant); Waiters the holders
 	// waiting for the key on this leader, first come first.
 	Limit   int
+	Shared  bool
 	Permits []PermitInfo
 	Waiters []string
 }
@@ -694,6 +704,7 @@ func (n *Node) Key(ctx context.Context, key string) (KeyInfo, bool, error) {
 	}
 	ki := n.info(k)
 	ki.Limit, ki.Permits = n.permitInfos(key)
+	ki.Shared = len(ki.Permits) > 0 && ki.Permits[0].Shared
 	return ki, true, nil
 }
 

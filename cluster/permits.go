@@ -38,7 +38,7 @@ func grantKey(name string) string {
 
 // leaseOf returns k with its key replaced by its lease-table name.
 func leaseOf(k fsm.KeyState) fsm.KeyState {
-	if k.Limit > 0 {
+	if k.Permit() {
 		k.Key = permitLease(k.Key, k.Token)
 	}
 	return k
@@ -54,7 +54,7 @@ func (n *Node) walkLeases(begin func(n int), fn func(fsm.KeyState)) {
 // has no live permit left (its last grant, not the permit, is what a
 // Reclaim names).
 func (n *Node) permitEnded(key string) {
-	if limit, _ := n.fsm.Permits(key); limit != 0 {
+	if _, ps := n.fsm.Permits(key); len(ps) != 0 {
 		return
 	}
 	if last, ok := n.fsm.Get(key); ok && last.State != fsm.Held {
@@ -86,7 +86,14 @@ func (n *Node) acquirePermit(ctx context.Context, a AcquireArgs) (Grant, error) 
 			default:
 			}
 		}
-		mustQueue := !deadline.IsZero() && w == nil && n.waiters.waiting(a.Key) && !n.hasPermit(a.Key, a.Holder)
+		queued := w == nil && n.waiters.waiting(a.Key) && !n.hasPermit(a.Key, a.Holder)
+		if queued && a.Shared && deadline.IsZero() {
+			// No starvation: once anyone waits (an exclusive acquire
+			// behind the readers), a new shared acquire goes behind it,
+			// and one that does not wait is refused.
+			return Grant{}, n.heldError(a.Key)
+		}
+		mustQueue := !deadline.IsZero() && queued
 		if !mustQueue && (w == nil || n.waiters.isHead(a.Key, w)) {
 			g, err := n.tryPermit(ctx, a, !deadline.IsZero())
 			var lde *LockDelayError
@@ -126,6 +133,13 @@ func (n *Node) acquirePermit(ctx context.Context, a AcquireArgs) (Grant, error) 
 	}
 }
 
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
 // hasPermit reports whether holder has a live permit of key.
 func (n *Node) hasPermit(key, holder string) bool {
 	_, ps := n.fsm.Permits(key)
@@ -138,14 +152,24 @@ func (n *Node) hasPermit(key, holder string) bool {
 }
 
 // permitsFull reports whether key is held: every permit of a semaphore
-// taken, or held as a lock.
+// taken, shared grants live, or held as a lock.
 func (n *Node) permitsFull(key string) bool {
 	limit, ps := n.fsm.Permits(key)
-	if limit == 0 {
+	if len(ps) == 0 {
 		k, ok := n.fsm.Get(key)
 		return ok && k.State == fsm.Held
 	}
-	return len(ps) >= limit
+	return limit == 0 || len(ps) >= limit
+}
+
+// handoffFits reports whether the end of grant tok of key may carry the
+// first waiter's acquire in the same entry: when it frees the key for
+// anyone (a lock's grant; a shared grant only when it is the key's last)
+// or a permit for the next (a semaphore's). Otherwise the waiter is woken
+// by the end and asks for itself.
+func (n *Node) handoffFits(key string, tok fence.Token) bool {
+	limit, ps := n.fsm.Permits(key)
+	return limit != 0 || len(ps) == 0 || len(ps) == 1 && ps[0].Token == tok
 }
 
 // fullFor returns the refusal the applied state gives a's acquire without
@@ -154,7 +178,13 @@ func (n *Node) permitsFull(key string) bool {
 // limit_mismatch.
 func (n *Node) fullFor(a AcquireArgs) error {
 	limit, ps := n.fsm.Permits(a.Key)
-	if limit != a.Limit || len(ps) < limit {
+	if a.Shared && len(ps) == 0 {
+		if k, ok := n.fsm.Get(a.Key); ok && k.State == fsm.Held {
+			return n.heldError(a.Key) // an exclusive grant is live
+		}
+		return nil
+	}
+	if limit != a.Limit || len(ps) < max(limit, fsm.MaxLimit*boolInt(a.Shared)) {
 		return nil
 	}
 	for _, p := range ps {
@@ -240,7 +270,7 @@ type PermitInfo struct {
 // its limit (0: not a semaphore now).
 func (n *Node) permitInfos(key string) (int, []PermitInfo) {
 	limit, ps := n.fsm.Permits(key)
-	if limit == 0 {
+	if len(ps) == 0 {
 		return 0, nil
 	}
 	out := make([]PermitInfo, len(ps))

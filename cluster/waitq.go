@@ -21,6 +21,9 @@ type waiter struct {
 	// carries this waiter's acquire; the outcome arrives on handoff.
 	claimed bool
 	handoff chan handoffResult
+	// keys are the keys of a multi-key acquire, which waits in the line of
+	// each of them (joinAll); nil for one key (args.Key).
+	keys []string
 }
 
 // handoffResult is the outcome of a waiter's acquire carried by a release or
@@ -70,12 +73,49 @@ func (q *waitq) leave(key string, w *waiter) (claimed bool) {
 	return claimed
 }
 
+// joinAll appends one waiter to the line of each of keys, in one step
+// under the queue's lock: any two waiters then have the same order in every
+// line they share, so the oldest waiter is first in each of its lines, and
+// multi-key waiters cannot wait for each other in a cycle.
+func (q *waitq) joinAll(a AcquireArgs, keys []string) *waiter {
+	w := &waiter{args: a, wake: make(chan struct{}, 1), handoff: make(chan handoffResult, 1), keys: keys}
+	q.mu.Lock()
+	for _, k := range keys {
+		q.queue[k] = append(q.queue[k], w)
+	}
+	q.mu.Unlock()
+	metrics.Waiters.Add(float64(len(keys)))
+	return w
+}
+
+// leaveAll takes a multi-key waiter out of each of its lines, waking the
+// next of every line it was first in.
+func (q *waitq) leaveAll(w *waiter) {
+	for _, k := range w.keys {
+		q.leave(k, w)
+	}
+}
+
+// isHeadAll reports whether w is first in line for each of its keys.
+func (q *waitq) isHeadAll(w *waiter) bool {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	for _, k := range w.keys {
+		if ws := q.queue[k]; len(ws) == 0 || ws[0] != w {
+			return false
+		}
+	}
+	return true
+}
+
 // claim marks the head waiter of key as the one a release hands the key to.
 func (q *waitq) claim(key string) *waiter {
 	q.mu.Lock()
 	defer q.mu.Unlock()
 	ws := q.queue[key]
-	if len(ws) == 0 || ws[0].claimed {
+	if len(ws) == 0 || ws[0].claimed || ws[0].keys != nil {
+		// A multi-key waiter is never handed one key: it asks for all of
+		// them itself once the end of a grant woke it.
 		return nil
 	}
 	ws[0].claimed = true

@@ -96,6 +96,9 @@ type Acquire struct {
 	// Limit, from 1 to MaxLimit, asks for one of the key's permits as a
 	// semaphore of that many (command type 13); 0 is a lock.
 	Limit int
+	// Shared asks for a shared grant (command type 14): shared grants of a
+	// key coexist, an exclusive grant (a lock) excludes them all.
+	Shared bool
 
 	// rules are the rules of the entry's version (rulesCurrent for a new
 	// acquire).
@@ -163,7 +166,7 @@ type SetClusterID struct {
 func Encode(c Command) []byte { return c.encode(make([]byte, 0, 64)) }
 
 func (c Acquire) encode(b []byte) []byte {
-	if c.Limit != 0 {
+	if c.Limit != 0 || c.Shared {
 		return c.encodePermit(b)
 	}
 	version := version4
@@ -275,8 +278,10 @@ func Decode(b []byte) (Command, error) {
 		c = d.touch()
 	case typeSigningKey:
 		c = d.signingKey()
-	case typeSemAcquire:
-		c = d.permitAcquire()
+	case typeAcquireMulti:
+		c = d.acquireMulti()
+	case typeSemAcquire, typeSharedAcquire:
+		c = d.permitAcquire(b[0] == typeSharedAcquire)
 	default:
 		return nil, fmt.Errorf("%w: unknown type %d", ErrCorrupt, b[0])
 	}
@@ -332,14 +337,14 @@ func (d *decoder) next() *Acquire {
 	if !d.bool() {
 		return nil
 	}
-	if d.err != nil || len(d.buf) < 2 || d.buf[0] != typeAcquire && d.buf[0] != typeSemAcquire || !knownVersion(d.buf[0], d.buf[1]) {
+	if d.err != nil || len(d.buf) < 2 || d.buf[0] != typeAcquire && d.buf[0] != typeSemAcquire && d.buf[0] != typeSharedAcquire || !knownVersion(d.buf[0], d.buf[1]) {
 		d.fail("handoff")
 		return nil
 	}
 	typ, version := d.buf[0], d.buf[1]
 	d.buf = d.buf[2:]
-	if typ == typeSemAcquire {
-		a := d.permitAcquire()
+	if typ == typeSemAcquire || typ == typeSharedAcquire {
+		a := d.permitAcquire(typ == typeSharedAcquire)
 		return &a
 	}
 	a := d.acquire(version)

@@ -74,6 +74,8 @@ type Event struct {
 	// Limit is the key's limit when the grant is a semaphore permit; 0 for
 	// a lock.
 	Limit int
+	// Shared marks a shared grant's event.
+	Shared bool
 }
 
 // change returns the change one applied command made to a key, if any.
@@ -118,7 +120,7 @@ func change(cmd Command, res *Result, index uint64) (Event, bool) {
 }
 
 func eventOf(t EventType, k KeyState, index uint64) Event {
-	return Event{Index: index, Type: t, Key: k.Key, Holder: k.Holder, Token: k.Token, TTL: k.TTL, LockDelay: k.LockDelay, State: k.State, Value: k.Value, Limit: k.Limit}
+	return Event{Index: index, Type: t, Key: k.Key, Holder: k.Holder, Token: k.Token, TTL: k.TTL, LockDelay: k.LockDelay, State: k.State, Value: k.Value, Limit: k.Limit, Shared: k.Shared}
 }
 
 // Errors a subscription ends with.
@@ -295,6 +297,18 @@ func (fd *Feed) note(changes []Event, cmd Command, res *Result, index uint64) []
 	if _, ok := cmd.(Reclaim); ok && res != nil && res.Reclaim != nil {
 		for _, k := range res.Reclaim.Forgotten {
 			changes = append(changes, Event{Index: index, Type: EventDeleted, Key: k.Key, Holder: k.Holder, Token: k.Token})
+		}
+		return changes
+	}
+	if _, ok := cmd.(AcquireMulti); ok && res != nil && res.Err == nil {
+		// One entry, a grant (or renewal) of each key, in the request's
+		// order: the events share the entry's index.
+		for _, k := range res.Multi {
+			t := EventGranted
+			if k.Index != index {
+				t = EventRenewed
+			}
+			changes = append(changes, eventOf(t, k, index))
 		}
 		return changes
 	}

@@ -68,7 +68,14 @@ type KeyState struct {
 	// it: a key's last grant reads as a lock's, and Permits lists a
 	// semaphore's live permits with their limit.
 	Limit int
+	// Shared marks a shared grant (see acquirePermit): any number of them
+	// coexist, and none with an exclusive grant (a lock).
+	Shared bool
 }
+
+// Permit reports whether k is a semaphore permit or a shared grant: one of
+// several live grants of its key, kept beside the key table.
+func (k KeyState) Permit() bool { return k.Limit > 0 || k.Shared }
 
 // entry is a key's state as the FSM stores it: KeyState in 48 bytes, so
 // that a million keys fit in well under two hundred megabytes (the key
@@ -215,6 +222,9 @@ type Result struct {
 	Reclaim *ReclaimResult
 	// Touched is the number of grants a Touch entry renewed.
 	Touched int
+	// Multi holds the grants an AcquireMulti entry made or renewed, in the
+	// request's order (Key is the first of them).
+	Multi []KeyState
 	// Recalled is true when a release's request id had been applied
 	// already: Key names the grant that first release ended (its key,
 	// token and state); nothing changed and nothing was handed off.
@@ -499,6 +509,8 @@ func (f *FSM) apply(cmd Command, pos logPos, notices []notice) (*Result, []notic
 		return f.touch(c, pos, notices)
 	case SigningKey:
 		return f.registerSigningKey(c, pos), notices
+	case AcquireMulti:
+		return f.acquireMulti(c, pos, notices)
 	}
 	panic(fmt.Sprintf("fsm: unhandled command %T", cmd))
 }
@@ -527,7 +539,7 @@ func (f *FSM) handoff(r *Result, next Acquire, pos logPos, notices []notice) []n
 // and only the key's last grant remembered) and leaves the history alone,
 // so an old log replays as it was first applied.
 func (f *FSM) acquire(c Acquire, pos logPos) *Result {
-	if c.Limit > 0 {
+	if c.Limit != 0 || c.Shared {
 		return f.acquirePermit(c, pos)
 	}
 	term, index := pos.term, pos.index
@@ -542,8 +554,12 @@ func (f *FSM) acquire(c Acquire, pos logPos) *Result {
 		f.tick(pos, current)
 	}
 	if s := f.shapeOf(c.Key); s != nil {
-		// A key with live permits is a semaphore until they end.
-		return &Result{Key: s.permits[0], Err: &LimitMismatchError{Key: c.Key, Limit: s.limit}}
+		// A key with live permits is a semaphore until they end; one with
+		// live shared grants excludes an exclusive grant until they end.
+		if p := s.permits[0]; s.shared {
+			return &Result{Key: p, Err: &HeldError{Key: c.Key, Holder: p.Holder, Token: p.Token}}
+		}
+		return &Result{Key: s.permits[0], Err: s.mismatch(c.Key)}
 	}
 	if !v1 {
 		if r, answered := f.recall(c, k, exists); answered {

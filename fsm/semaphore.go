@@ -15,7 +15,12 @@ import (
 // for one of a semaphore key's permits.
 const typeSemAcquire byte = 13
 
-// MaxLimit is the most permits a semaphore key may have live at once.
+// typeSharedAcquire is the command type of an Acquire with Shared set: a
+// request for a shared grant of a key.
+const typeSharedAcquire byte = 14
+
+// MaxLimit is the most permits a semaphore key may have live at once, and
+// the most shared grants of a key.
 const MaxLimit = 1024
 
 // ErrLimitMismatch: the key has live grants made with another limit (a
@@ -27,11 +32,16 @@ var ErrLimitMismatch = errors.New("the key is held with another limit")
 // ErrLimitMismatch) is true.
 type LimitMismatchError struct {
 	Key string
-	// Limit is the limit of the key's live grants; 0 means a plain lock.
-	Limit int
+	// Limit is the limit of the key's live grants; 0 means a plain lock
+	// (an exclusive grant), or shared grants when Shared is set.
+	Limit  int
+	Shared bool
 }
 
 func (e *LimitMismatchError) Error() string {
+	if e.Shared {
+		return fmt.Sprintf("key %q has shared grants, not a semaphore's permits", e.Key)
+	}
 	if e.Limit == 0 {
 		return fmt.Sprintf("key %q is held as a lock, not a semaphore", e.Key)
 	}
@@ -42,7 +52,8 @@ func (e *LimitMismatchError) Error() string {
 func (e *LimitMismatchError) Is(target error) bool { return target == ErrLimitMismatch }
 
 // semaphore is the side record of a key with live permits: its limit and
-// its live permits in token (grant) order. The key's entry in the key table
+// its live permits in token (grant) order. A key with live shared grants
+// has one too, with shared set and limit 0 (at most MaxLimit of them). The key's entry in the key table
 // stays what it is for every key, the key's last grant (its high-water
 // mark), which is the last permit while that one is live; so a key that is
 // not a semaphore pays nothing for them, and every rule that reads the
@@ -50,7 +61,27 @@ func (e *LimitMismatchError) Is(target error) bool { return target == ErrLimitMi
 // same field as for a lock.
 type semaphore struct {
 	limit   int
+	shared  bool
 	permits []KeyState
+}
+
+// capacity is the most grants s may have live.
+func (s *semaphore) capacity() int {
+	if s.shared {
+		return MaxLimit
+	}
+	return s.limit
+}
+
+// mismatch is the refusal of an acquire of another shape than s's.
+func (s *semaphore) mismatch(key string) *LimitMismatchError {
+	return &LimitMismatchError{Key: key, Limit: s.limit, Shared: s.shared}
+}
+
+// stamp marks a grant of s as one of its permits (or shared grants).
+func (s *semaphore) stamp(k KeyState) KeyState {
+	k.Limit, k.Shared = s.limit, s.shared
+	return k
 }
 
 // byToken returns the position of the permit with token tok, or -1.
@@ -74,9 +105,14 @@ func (s *semaphore) byHolder(holder string) int {
 }
 
 // encodePermit writes an Acquire with a Limit: type 13, version 1, every
-// field of the acquire and the limit last.
+// field of the acquire and the limit last; with Shared, type 14, the same
+// fields (a shared acquire with a limit is invalid, refused when applied).
 func (c Acquire) encodePermit(b []byte) []byte {
-	b = append(b, typeSemAcquire, version1)
+	typ := typeSemAcquire
+	if c.Shared {
+		typ = typeSharedAcquire
+	}
+	b = append(b, typ, version1)
 	b = appendString(b, c.Key)
 	b = appendString(b, c.Holder)
 	b = binary.AppendUvarint(b, uint64(c.TTL))
@@ -86,13 +122,13 @@ func (c Acquire) encodePermit(b []byte) []byte {
 	return binary.AppendUvarint(b, uint64(c.Limit))
 }
 
-// permitAcquire decodes the body of a type-13 entry. A limit of 0 is the
-// encoding of a plain acquire (type 1), so it is refused here: one command,
-// one encoding.
-func (d *decoder) permitAcquire() Acquire {
-	a := Acquire{Key: d.str(), Holder: d.str(), TTL: time.Duration(d.int64()), RequestID: d.str(), LockDelay: time.Duration(d.int64()), Value: d.str()}
+// permitAcquire decodes the body of a type-13 entry, or of a type-14 one
+// (shared). A limit of 0 in type 13 is the encoding of a plain acquire
+// (type 1), so it is refused here: one command, one encoding.
+func (d *decoder) permitAcquire(shared bool) Acquire {
+	a := Acquire{Key: d.str(), Holder: d.str(), TTL: time.Duration(d.int64()), RequestID: d.str(), LockDelay: time.Duration(d.int64()), Value: d.str(), Shared: shared}
 	limit := d.uvarint()
-	if d.err == nil && (limit == 0 || limit > 1<<31-1) {
+	if d.err == nil && (limit == 0 && !shared || limit > 1<<31-1) {
 		d.fail("limit")
 	}
 	a.Limit = int(limit)
@@ -126,8 +162,8 @@ func (f *FSM) shapeOf(key string) *semaphore {
 // Lock-delays are not applied to permits: an acquire with one is invalid.
 func (f *FSM) acquirePermit(c Acquire, pos logPos) *Result {
 	if c.Key == "" || c.Holder == "" || c.TTL < time.Millisecond || c.TTL > maxMs || c.LockDelay != 0 || len(c.Value) > MaxValueLen ||
-		c.Limit < 1 || c.Limit > MaxLimit || c.rules != rulesCurrent {
-		return &Result{Err: fmt.Errorf("%w: key, holder, a ttl of 1ms to 49 days, a limit of 1 to %d and no lock-delay are required", ErrInvalid, MaxLimit)}
+		(c.Limit < 1 || c.Limit > MaxLimit) && !c.Shared || c.Shared && c.Limit != 0 || c.rules != rulesCurrent {
+		return &Result{Err: fmt.Errorf("%w: key, holder, a ttl of 1ms to 49 days, a limit of 1 to %d or shared (not both) and no lock-delay are required", ErrInvalid, MaxLimit)}
 	}
 	c.TTL = c.TTL.Truncate(time.Millisecond)
 	f.tick(pos, true)
@@ -137,15 +173,18 @@ func (f *FSM) acquirePermit(c Acquire, pos logPos) *Result {
 		return r
 	}
 	switch {
+	case s == nil && exists && last.State == Held && c.Shared:
+		// An exclusive grant excludes every other grant.
+		return &Result{Key: last, Err: &HeldError{Key: c.Key, Holder: last.Holder, Token: last.Token}}
 	case s == nil && exists && last.State == Held:
 		return &Result{Key: last, Err: &LimitMismatchError{Key: c.Key}}
-	case s != nil && s.limit != c.Limit:
-		return &Result{Key: s.permits[0], Err: &LimitMismatchError{Key: c.Key, Limit: s.limit}}
+	case s != nil && (s.shared != c.Shared || s.limit != c.Limit):
+		return &Result{Key: s.permits[0], Err: s.mismatch(c.Key)}
 	case s != nil:
 		if i := s.byHolder(c.Holder); i >= 0 {
 			return f.renewPermit(s, i, c, pos, true)
 		}
-		if len(s.permits) >= s.limit {
+		if len(s.permits) >= s.capacity() {
 			p := s.permits[0]
 			return &Result{Key: p, Err: &HeldError{Key: c.Key, Holder: p.Holder, Token: p.Token}}
 		}
@@ -160,14 +199,14 @@ func (f *FSM) acquirePermit(c Acquire, pos logPos) *Result {
 		f.hist.retire(Retired{Key: c.Key, RequestID: last.RequestID, Token: last.Token, Owner: OwnerOf(last.Holder)}, f.policy(true))
 	}
 	k := f.put(KeyState{Key: c.Key, Holder: c.Holder, Token: tok, TTL: c.TTL, State: Held, RequestID: c.RequestID, Index: pos.index, Armed: pos.index, Value: c.Value})
-	k.Limit = c.Limit
 	if s == nil {
-		s = &semaphore{limit: c.Limit}
+		s = &semaphore{limit: c.Limit, shared: c.Shared}
 		if f.sems == nil {
 			f.sems = make(map[string]*semaphore)
 		}
 		f.sems[c.Key] = s
 	}
+	k = s.stamp(k)
 	s.permits = append(s.permits, k)
 	return &Result{Key: k, Changed: true}
 }
@@ -216,9 +255,7 @@ func (f *FSM) renewPermit(s *semaphore, i int, c Acquire, pos logPos, newRequest
 	p := &s.permits[i]
 	p.TTL, p.Armed, p.Value = c.TTL, pos.index, c.Value
 	if last, _ := f.get(c.Key); last.Token == p.Token {
-		limit := p.Limit
-		*p = f.put(*p)
-		p.Limit = limit
+		*p = s.stamp(f.put(*p))
 	}
 	if newRequest && c.RequestID != p.RequestID {
 		f.hist.retire(Retired{Key: c.Key, RequestID: c.RequestID, Token: p.Token, Owner: OwnerOf(c.Holder)}, f.policy(true))
@@ -330,7 +367,9 @@ func (f *FSM) WalkPermits(begin func(n int), fn func(KeyState)) {
 
 // Semaphore is a key's live permits, as a snapshot holds them.
 type Semaphore struct {
-	Key   string
+	Key string
+	// Limit is the semaphore's limit; 0 for a key's shared grants (at most
+	// MaxLimit of them).
 	Limit int
 	// Permits are the live permits in token order; each has State Held and
 	// Limit set.
@@ -348,6 +387,13 @@ func (f *FSM) semaphores() []Semaphore {
 	}
 	sortSemaphores(out)
 	return out
+}
+
+func boolUint(b bool) uint64 {
+	if b {
+		return 1
+	}
+	return 0
 }
 
 // sortSemaphores puts the side records in key order.
@@ -385,21 +431,24 @@ const (
 	minPermitRecord = 8
 )
 
-// semaphores decodes the semaphore section. An empty one is refused: a
-// state without live permits is written in an older version.
+// semaphores decodes the semaphore section. An empty one is refused in
+// version 5: a state without live permits is written in an older version.
 func (d *decoder) semaphores(version byte) []Semaphore {
 	n := d.count(minSemRecord)
+	// Version 5 is written only for live permits; a later version carries
+	// the section whatever it holds.
 	if d.err == nil && n == 0 && version == snapVersion5 {
-		// Version 4 is the encoding of a state without permits; a later
-		// version writes the section empty when it has none.
 		d.fail("empty semaphore section")
+	}
+	if n == 0 {
+		return nil
 	}
 	out := make([]Semaphore, 0, n)
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		s := Semaphore{Key: d.str()}
 		limit := d.uvarint()
 		m := d.count(minPermitRecord)
-		if d.err == nil && (limit < 1 || limit > MaxLimit || m < 1 || m > limit) {
+		if d.err == nil && (limit > MaxLimit || m < 1 || m > max(limit, MaxLimit*boolUint(limit == 0))) {
 			d.fail("semaphore record")
 			break
 		}
@@ -407,7 +456,7 @@ func (d *decoder) semaphores(version byte) []Semaphore {
 		s.Permits = make([]KeyState, 0, m)
 		for j := uint64(0); j < m && d.err == nil; j++ {
 			s.Permits = append(s.Permits, KeyState{Key: s.Key, Holder: d.str(), Token: fence.Token(d.uvarint()), TTL: time.Duration(d.int64()), State: Held,
-				RequestID: d.str(), Index: d.uvarint(), Armed: d.uvarint(), Value: d.str(), Limit: s.Limit})
+				RequestID: d.str(), Index: d.uvarint(), Armed: d.uvarint(), Value: d.str(), Limit: s.Limit, Shared: s.Limit == 0})
 		}
 		out = append(out, s)
 	}
@@ -423,7 +472,7 @@ func (d *decoder) semaphores(version byte) []Semaphore {
 func checkSemaphores(sems []Semaphore, last func(key string) (KeyState, bool)) bool {
 	for i, s := range sems {
 		k, ok := last(s.Key)
-		if !ok || i > 0 && s.Key <= sems[i-1].Key || s.Limit < 1 || s.Limit > MaxLimit || len(s.Permits) == 0 || len(s.Permits) > s.Limit {
+		if !ok || i > 0 && s.Key <= sems[i-1].Key || s.Limit < 0 || s.Limit > MaxLimit || len(s.Permits) == 0 || len(s.Permits) > (&semaphore{limit: s.Limit, shared: s.Limit == 0}).capacity() {
 			return false
 		}
 		holders := make(map[string]bool, len(s.Permits))
@@ -453,7 +502,7 @@ func loadSemaphores(sems []Semaphore) map[string]*semaphore {
 	}
 	out := make(map[string]*semaphore, len(sems))
 	for _, s := range sems {
-		out[s.Key] = &semaphore{limit: s.Limit, permits: append([]KeyState(nil), s.Permits...)}
+		out[s.Key] = &semaphore{limit: s.Limit, shared: s.Limit == 0, permits: append([]KeyState(nil), s.Permits...)}
 	}
 	return out
 }

@@ -53,12 +53,19 @@ when to retry; one with --wait long enough waits it out.
 it at once, each with a permit of its own and its own fencing token (higher
 than every earlier grant of KEY). Renew, release and verify name the permit by
 its token. While any permit is live, an acquire with another --limit (or none)
-is refused (limit_mismatch). A permit has no --lock-delay.`,
+is refused (limit_mismatch). A permit has no --lock-delay.
+
+--shared asks for a shared grant: any number of holders hold KEY shared at once,
+each with its own token, and none while someone holds it exclusively (an
+acquire without --shared). Once an acquire waits for KEY, a new --shared one
+waits behind it (or fails as held without --wait), so readers never starve a
+writer. Not with --limit or --lock-delay.`,
 	examples: `
 fencectl acquire db --holder alice --ttl 30s
 fencectl acquire db --holder alice --wait 1m
 fencectl acquire db --holder alice --ttl 10s --lock-delay 15s
 fencectl acquire workers --limit 4 --holder w1 --wait 1m
+fencectl acquire config --shared --holder reader-1
 TOKEN=$(fencectl acquire db --holder "$(hostname)" -o json | jq -r .token)`,
 	new: func() runner { return &acquireCmd{} },
 }
@@ -71,6 +78,7 @@ type acquireCmd struct {
 	wait      time.Duration
 	lockDelay time.Duration
 	limit     int
+	shared    bool
 }
 
 func (a *acquireCmd) flags(fs *pflag.FlagSet) {
@@ -81,6 +89,19 @@ func (a *acquireCmd) flags(fs *pflag.FlagSet) {
 	fs.DurationVar(&a.wait, "wait", 0, "wait up to this long while another holder has the key")
 	fs.DurationVar(&a.lockDelay, "lock-delay", 0, "keep the key from other holders this long after this grant expires (not after a release)")
 	fs.IntVar(&a.limit, "limit", 0, "make the key a semaphore of this many permits (1..1024) and acquire one")
+	fs.BoolVar(&a.shared, "shared", false, "acquire a shared grant (readers); without it the grant is exclusive")
+}
+
+// checkShape refuses a --shared fenced would refuse: with --limit or a
+// lock-delay.
+func checkShape(shared bool, limit int, lockDelay time.Duration) error {
+	switch {
+	case shared && limit > 0:
+		return fmt.Errorf("--shared cannot be given with --limit")
+	case shared && lockDelay > 0:
+		return fmt.Errorf("--lock-delay cannot be given with --shared")
+	}
+	return nil
 }
 
 // checkLimit refuses a --limit fenced would refuse, before any request:
@@ -111,6 +132,9 @@ func (a *acquireCmd) run(ctx context.Context, e *env, args []string) error {
 	if a.limit > 0 && a.lockDelay > 0 {
 		return usageErr("acquire", "--lock-delay cannot be given with --limit: a semaphore's permits have no lock-delay")
 	}
+	if err := checkShape(a.shared, a.limit, a.lockDelay); err != nil {
+		return usageErr("acquire", err.Error())
+	}
 	holder := a.holder
 	if holder == "" {
 		holder = defaultHolder()
@@ -125,6 +149,9 @@ func (a *acquireCmd) run(ctx context.Context, e *env, args []string) error {
 		req.LockDelay = a.lockDelay.String()
 	}
 	req.Limit = a.limit
+	if a.shared {
+		req.Mode = client.ModeShared
+	}
 	g, err := e.client().Acquire(ctx, req)
 	if errors.Is(err, client.ErrUnknownOutcome) {
 		// Only the same holder and request id get the grant an earlier
@@ -143,6 +170,9 @@ func (a *acquireCmd) run(ctx context.Context, e *env, args []string) error {
 	if g.Limit > 0 {
 		kv = append(kv, "limit", fmt.Sprint(g.Limit))
 	}
+	if g.Mode != "" {
+		kv = append(kv, "mode", g.Mode)
+	}
 	return fields(e.stdout, kv...)
 }
 
@@ -158,6 +188,9 @@ func (a *acquireCmd) repeatArgs(req client.AcquireRequest) string {
 	}
 	if a.limit > 0 {
 		s += fmt.Sprintf(" --limit %d", a.limit)
+	}
+	if a.shared {
+		s += " --shared"
 	}
 	return s
 }

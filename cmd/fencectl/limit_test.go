@@ -71,3 +71,32 @@ func TestAcquireAndLockWithLimit(t *testing.T) {
 		t.Fatalf("after lock --limit: %+v %v", ki, err)
 	}
 }
+
+// TestAcquireShared: --shared grants coexist, an exclusive acquire is
+// refused beside them, and --shared with --limit is a usage error.
+func TestAcquireShared(t *testing.T) {
+	cl := shared.get(t)
+	key, eps := testKey(t), endpoints(cl)
+	run := func(holder string, extra ...string) (int, client.Grant, string) {
+		args := append([]string{"--endpoints", eps, "-o", "json", "acquire", key, "--holder", holder, "--ttl", "30s"}, extra...)
+		code, stdout, stderr := runCtl(t, nil, args...)
+		var g client.Grant
+		if code == 0 {
+			_ = json.Unmarshal([]byte(stdout), &g)
+		}
+		return code, g, stderr
+	}
+	code, r1, stderr := run("r1", "--shared")
+	if code != 0 || r1.Mode != client.ModeShared {
+		t.Fatalf("reader: exit %d %+v\n%s", code, r1, stderr)
+	}
+	if code, r2, stderr := run("r2", "--shared"); code != 0 || r2.Token <= r1.Token {
+		t.Fatalf("second reader: exit %d %+v\n%s", code, r2, stderr)
+	}
+	if code, _, stderr := run("w"); code == 0 || !strings.Contains(stderr, "held") {
+		t.Fatalf("a writer beside readers: exit %d\n%s", code, stderr)
+	}
+	if code, _, stderr := run("w", "--shared", "--limit", "2"); code != 2 {
+		t.Fatalf("--shared with --limit: exit %d\n%s", code, stderr)
+	}
+}

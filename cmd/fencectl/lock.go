@@ -60,7 +60,9 @@ With --limit N, KEY is a semaphore of N permits (1 to 1024) and COMMAND runs
 under one of them: up to N such commands run at once, each with its own
 FENCE_TOKEN (a resource that must see only live permits asks verify, which
 allows any live permit's token). While any permit is live, a lock of KEY with
-another --limit (or none) is refused.
+another --limit (or none) is refused. With --shared, COMMAND runs under a
+shared grant, beside other --shared ones and never beside a lock of KEY
+without --shared.
 
 SIGINT, SIGTERM and SIGHUP are passed on to COMMAND's process group while it
 runs. Received while waiting for the key, they end fencectl (exit 130, 143,
@@ -86,6 +88,7 @@ type lockCmd struct {
 	margin time.Duration
 	shell  bool
 	limit  int
+	shared bool
 }
 
 func (l *lockCmd) flags(fs *pflag.FlagSet) {
@@ -97,6 +100,7 @@ func (l *lockCmd) flags(fs *pflag.FlagSet) {
 	fs.DurationVar(&l.grace, "grace", 2*time.Second, "time between SIGTERM and SIGKILL when the lock is lost")
 	fs.DurationVar(&l.margin, "margin", 0, "stop COMMAND this long before the lease could expire (default: the larger of ttl/3 and grace+1s)")
 	fs.IntVar(&l.limit, "limit", 0, "make the key a semaphore of this many permits (1..1024) and run COMMAND under one of them")
+	fs.BoolVar(&l.shared, "shared", false, "run COMMAND under a shared grant (readers), beside other shared ones")
 }
 
 func (l *lockCmd) run(ctx context.Context, e *env, args []string) error {
@@ -114,9 +118,12 @@ func (l *lockCmd) run(ctx context.Context, e *env, args []string) error {
 	if err := checkLimit(l.fs.Changed("limit"), l.limit); err != nil {
 		return usageErr("lock", err.Error())
 	}
+	if err := checkShape(l.shared, l.limit, 0); err != nil {
+		return usageErr("lock", err.Error())
+	}
 	argv, holder, sigs, stop := prepareSession(l.shell, argv, l.holder)
 	defer stop()
-	s := &lockSession{e: e, c: e.waitingClient(), key: key, holder: holder, t: t, wait: l.wait, sigs: sigs, limit: l.limit}
+	s := &lockSession{e: e, c: e.waitingClient(), key: key, holder: holder, t: t, wait: l.wait, sigs: sigs, limit: l.limit, shared: l.shared}
 	return s.run(ctx, argv)
 }
 
@@ -145,8 +152,10 @@ type lockSession struct {
 	wait   time.Duration
 	sigs   chan os.Signal
 	value  string // published with the grant (elect --value)
-	// limit, when set, makes the grant one of the key's permits.
-	limit int
+	// limit, when set, makes the grant one of the key's permits; shared
+	// makes it a shared grant.
+	limit  int
+	shared bool
 	// election: the grant is the leadership of an election (elect), and
 	// is spoken of as such.
 	election bool
@@ -277,6 +286,9 @@ func (s *lockSession) acquire(ctx context.Context) (*client.Grant, time.Time, er
 	go func() {
 		req := acquireRequest(s.key, s.holder, s.t.ttl, s.wait)
 		req.Value, req.Limit = s.value, s.limit
+		if s.shared {
+			req.Mode = client.ModeShared
+		}
 		g, err := s.c.Acquire(actx, req)
 		res <- result{g, err}
 	}()

@@ -66,6 +66,9 @@ type options struct {
 	maxSeq                       uint64
 	keyRetention                 time.Duration
 	reclaimIgnoresEpoch          bool
+	walSegmentSize               int // chaos builds only
+	logStallBound                time.Duration
+	ackUnwritten                 bool // chaos builds only
 	leaseRearmFull               bool
 	noSync                       bool
 	leaveOnTerminate             bool
@@ -79,6 +82,7 @@ type options struct {
 	sec                          securityOptions
 	backup                       backupOptions
 	loaded                       *security // the material sec names, once run loads it
+	disk                         diskFloor
 	version                      bool
 	memoryLimit                  string
 	gcHeadroom                   int
@@ -117,6 +121,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.keyRetention, "key-retention", cluster.DefaultKeyRetention, "how long a key is kept after its last grant ended before the leader reclaims it (0: keys are never reclaimed)")
 	registerUnsafe(fs, o)
 	fs.BoolVar(&o.noSync, "unsafe-no-fsync", false, "do not fsync the Raft log (testing only: acknowledged grants can be lost on power failure)")
+	o.disk.register(fs)
+	fs.DurationVar(&o.logStallBound, "log-stall-bound", cluster.DefaultLogStallBound, "how long the leader's own raft log write (its fsync) may take before it stops leading so that the others elect a leader (a slow or stalled disk); 0 turns it off")
 	fs.StringVar(&o.memoryLimit, "memory-limit", memoryLimitAuto, memoryLimitUsage)
 	fs.IntVar(&o.gcHeadroom, "gc-headroom", defaultGCHeadroom, gcHeadroomUsage)
 	fs.BoolVar(&o.pprof, "enable-pprof", false, "serve Go profiles at /debug/pprof/ on the HTTP address")
@@ -177,6 +183,12 @@ func parseFlags(args []string) (*options, error) {
 	}
 	if _, err := parseMemoryLimit(o.memoryLimit); err != nil {
 		return nil, err
+	}
+	if err := o.disk.check(); err != nil {
+		return nil, err
+	}
+	if o.logStallBound < 0 {
+		return nil, fmt.Errorf("--log-stall-bound must not be negative, not %v", o.logStallBound)
 	}
 	if o.gcHeadroom < 0 || o.gcHeadroom > 100 {
 		return nil, errGCHeadroom
@@ -288,6 +300,8 @@ func run(o *options) error {
 		SnapshotThreshold: o.snapshotThreshold, SnapshotInterval: o.snapshotInterval, TrailingLogs: o.trailingLogs, Store: o.raftStore, MaxSeq: o.maxSeq, NoSync: o.noSync,
 		RaftServerTLS: raftServerTLS, RaftClientTLS: raftClientTLS, Limits: sec.limits(),
 		KeyRetention: o.keyRetention, ReclaimIgnoresEpoch: o.reclaimIgnoresEpoch, LeaseRearmFull: o.leaseRearmFull,
+		WALSegmentSize: o.walSegmentSize, AckUnwrittenLog: o.ackUnwritten, LogStallBound: stallBound(o.logStallBound),
+		DataDirMinFree: o.disk.bytes, DataDirMinFreePercent: o.disk.minFreePercent, PeerHasSpace: peerHasSpace(o),
 		SigningKeyFile: o.signingKeyFile, Logger: log,
 	})
 	if err != nil {

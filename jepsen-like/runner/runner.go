@@ -376,7 +376,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 		results = append(results, checker.LeaseBound(flapOps, nemesis.LeaseEnd, leaseBound(cfg)))
 	}
 	results = append(results, checker.Watch(ops, streams, observers)...)
-	results = append(results, tenants.check(ops)...)
+	results = append(results, tenants.check(cfg, ops, log)...)
 	if res.RequiresProofs() {
 		results = append(results, checker.HostileTokens(hostileOps, workload.HostileWrite))
 	}

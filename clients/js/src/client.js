@@ -19,7 +19,7 @@ const SAFE_TO_RETRY = new Set(['not_leader', 'not_ready', 'not_member', 'busy', 
 function grantOf(d) {
   const token = FencingToken.parse(d.token);
   if (!token) throw new FencedError(`the server sent a malformed token: ${d.token}`, { code: 'malformed_answer' });
-  return { key: d.key, holder: d.holder, token, ttlMs: parseDuration(d.ttl), renewed: Boolean(d.renewed), value: d.value ?? '', proof: d.proof ?? '' };
+  return { key: d.key, holder: d.holder, token, ttlMs: parseDuration(d.ttl), renewed: Boolean(d.renewed), value: d.value ?? '', limit: d.limit ?? 0, mode: d.mode ?? '', proof: d.proof ?? '' };
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
@@ -81,10 +81,15 @@ export class FencedClient {
   /** Takes key for holder; rejects with code "held" (err.heldBy) when
    * someone else has it. value (at most 1 KiB of text) is published with
    * the grant; an acquire by the holder of the grant replaces it and keeps
-   * the token. */
-  async acquire(key, holder, { ttl, wait, requestId, lockDelay, signal, value, timeoutMs } = {}) {
+   * the token. limit (1 to 1024) takes one of the key's permits, the key
+   * being a semaphore of that many (code "limit_mismatch" when its live
+   * permits have another limit); mode "shared" takes a shared grant
+   * (readers), which coexist, none beside an exclusive one (the default). */
+  async acquire(key, holder, { ttl, wait, requestId, lockDelay, signal, value, timeoutMs, limit, mode } = {}) {
     const body = { key, holder, request_id: requestId ?? newRequestId() };
     if (value) body.value = value;
+    if (limit !== undefined) body.limit = limit;
+    if (mode) body.mode = mode;
     if (ttl !== undefined) body.ttl = durationText(ttl);
     if (wait) body.wait = durationText(wait);
     if (lockDelay) body.lock_delay = durationText(lockDelay);

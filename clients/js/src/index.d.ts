@@ -38,6 +38,10 @@ export interface Grant {
   value: string;
   /** The grant's proof (a JWS a FenceGuard with keys checks offline; '' when the leader's key was not yet published). */
   proof: string;
+  /** The key's limit when the grant is a semaphore permit (0 otherwise). */
+  limit: number;
+  /** 'shared' for a shared grant ('' otherwise). */
+  mode: string;
 }
 
 export interface Verdict {
@@ -104,7 +108,7 @@ export interface TokenSource {
 export declare class FencedClient {
   constructor(options: ClientOptions);
   readonly endpoints: string[];
-  acquire(key: string, holder: string, options?: { ttl?: Duration; wait?: Duration; requestId?: string; lockDelay?: Duration; signal?: AbortSignal; value?: string; timeoutMs?: number }): Promise<Grant>;
+  acquire(key: string, holder: string, options?: { ttl?: Duration; wait?: Duration; requestId?: string; lockDelay?: Duration; signal?: AbortSignal; value?: string; timeoutMs?: number; limit?: number; mode?: 'shared' | 'exclusive' }): Promise<Grant>;
   renew(key: string, holder: string, token: FencingToken | string, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<Grant>;
   /** requestId (made when absent) is applied once: a repeat is answered with the grant the first release ended. */
   release(key: string, holder: string, token: FencingToken | string, options?: { signal?: AbortSignal; requestId?: string }): Promise<unknown>;

@@ -74,3 +74,18 @@ test('the stock example without the fence sells the last item twice (positive co
   assert.equal(code, 0, out);
   assert.deepEqual(who, ['B', 'A']);
 });
+
+test('a semaphore and shared grants: limit and mode', async () => {
+  const c = new FencedClient({ endpoints: cluster.endpoints });
+  const a = await c.acquire('js/sem', 'a', { ttl: 10000, limit: 2 });
+  const b = await c.acquire('js/sem', 'b', { ttl: 10000, limit: 2 });
+  assert.equal(a.limit, 2);
+  assert.equal(b.token.compare(a.token), 1);
+  await assert.rejects(c.acquire('js/sem', 'c', { ttl: 10000, limit: 2 }), (e) => e.code === 'held');
+  await assert.rejects(c.acquire('js/sem', 'c', { ttl: 10000, limit: 3 }), (e) => e.code === 'limit_mismatch');
+  assert.equal((await c.verify('js/sem', a.token)).allow, true);
+  const r = await c.acquire('js/rw', 'r1', { ttl: 10000, mode: 'shared' });
+  assert.equal(r.mode, 'shared');
+  await c.acquire('js/rw', 'r2', { ttl: 10000, mode: 'shared' });
+  await assert.rejects(c.acquire('js/rw', 'w', { ttl: 10000 }), (e) => e.code === 'held');
+});

@@ -11,7 +11,7 @@ library only.
 
 from .client import Client, Grant, KeyInfo, Verdict, new_request_id
 from .election import Election, Leader, Observation
-from .errors import (BadRequest, Expired, FencedError, Held, LeaseLost, NoLeader, NotHolder, NotLeading, Refused, StaleToken,
+from .errors import (BadRequest, Expired, FencedError, Held, LeaseLost, LimitMismatch, NoLeader, NotHolder, NotLeading, Refused, StaleToken,
                      Unavailable, UnknownKey, UnknownOutcome)
 from .guard import FenceGuard
 from .lease import Lease
@@ -23,7 +23,7 @@ __version__ = "0.1.0"
 
 __all__ = [
     "Client", "Grant", "KeyInfo", "Verdict", "Lease", "Watch", "WatchEvent", "Token", "MalformedToken", "MAX_TOKEN", "new_request_id",
-    "FencedError", "Held", "NotHolder", "StaleToken", "Expired", "UnknownKey", "BadRequest", "Unavailable",
+    "FencedError", "Held", "LimitMismatch", "NotHolder", "StaleToken", "Expired", "UnknownKey", "BadRequest", "Unavailable",
     "UnknownOutcome", "LeaseLost", "Refused", "Election", "Leader", "Observation", "NotLeading", "NoLeader",
     "FenceGuard", "KeySet", "ProofRefused", "verify_proof",
 ]

@@ -39,11 +39,16 @@ class Grant:
     value: str = ""
     #: The grant's proof (a JWS a FenceGuard with keys checks offline; "" when the leader's key was not yet published).
     proof: str = ""
+    # limit is the key's limit when the grant is a semaphore permit; mode is
+    # "shared" for a shared grant.
+    limit: int = 0
+    mode: str = ""
 
     @classmethod
     def of(cls, d):
         return cls(key=d["key"], holder=d["holder"], token=Token.parse(d["token"]), ttl=parse_duration(d["ttl"]),
-                   renewed=bool(d.get("renewed", False)), value=d.get("value", ""), proof=d.get("proof", ""))
+                   renewed=bool(d.get("renewed", False)), value=d.get("value", ""), limit=int(d.get("limit", 0)),
+                   mode=d.get("mode", ""), proof=d.get("proof", ""))
 
 
 @dataclass(frozen=True)
@@ -169,15 +174,26 @@ class Client:
 
     # -- operations -------------------------------------------------------
 
-    def acquire(self, key, holder, ttl=None, wait=None, request_id=None, lock_delay=None, timeout=None, value=None):
+    def acquire(self, key, holder, ttl=None, wait=None, request_id=None, lock_delay=None, timeout=None, value=None,
+                limit=None, mode=None):
         """Take key for holder and return the Grant. Raises Held (``held_by``)
         when someone else has it. A retry after an unknown outcome keeps the
         request id, so one call never makes two grants. ``value`` (at most
         1 KiB of text) is published with the grant; an acquire by the
-        holder of the grant replaces it and keeps the token."""
+        holder of the grant replaces it and keeps the token.
+
+        ``limit`` (1 to 1024) takes one of the key's permits, the key being a
+        semaphore of that many: each permit has its own token; another
+        limit while any permit is live raises LimitMismatch. ``mode="shared"``
+        takes a shared grant (readers): shared grants coexist, an exclusive
+        one (the default) excludes them all."""
         body = {"key": key, "holder": holder, "request_id": request_id or new_request_id()}
         if value:
             body["value"] = value
+        if limit is not None:
+            body["limit"] = int(limit)
+        if mode:
+            body["mode"] = mode
         if ttl is not None:
             body["ttl"] = _duration(ttl)
         if wait:

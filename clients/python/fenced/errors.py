@@ -30,6 +30,12 @@ class Held(FencedError):
     code = "held"
 
 
+class LimitMismatch(FencedError):
+    """The key's live grants are of another shape: a semaphore of another
+    limit, shared grants, or a lock. Nothing was done."""
+    code = "limit_mismatch"
+
+
 class NotHolder(FencedError):
     """The holder named does not hold the key. Nothing was done."""
     code = "not_holder"
@@ -88,7 +94,7 @@ class NoLeader(FencedError):
     code = "no_leader"
 
 
-_BY_CODE = {c.code: c for c in (Held, NotHolder, StaleToken, Expired, UnknownKey, BadRequest, Unavailable, UnknownOutcome)}
+_BY_CODE = {c.code: c for c in (Held, LimitMismatch, NotHolder, StaleToken, Expired, UnknownKey, BadRequest, Unavailable, UnknownOutcome)}
 _BY_CODE["malformed_token"] = BadRequest
 
 

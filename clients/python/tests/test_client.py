@@ -13,7 +13,7 @@ import unittest
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 
-from fenced import (Client, Held, LeaseLost, MalformedToken, NotHolder, Refused, StaleToken,  # noqa: E402
+from fenced import (Client, Held, LeaseLost, LimitMismatch, MalformedToken, NotHolder, Refused, StaleToken,  # noqa: E402
                     Token, UnknownOutcome)
 from fenced.sqlite import SQLiteFence  # noqa: E402
 
@@ -115,6 +115,29 @@ class OneNodeTest(unittest.TestCase):
 
     def client(self, **kw):
         return Client(self.cluster.endpoints, **kw)
+
+    def test_semaphore_and_shared(self):
+        c = self.client()
+        a = c.acquire("py/sem", "a", ttl=10, limit=2)
+        b = c.acquire("py/sem", "b", ttl=10, limit=2)
+        self.assertEqual((a.limit, b.limit), (2, 2))
+        self.assertGreater(b.token, a.token)
+        with self.assertRaises(Held):
+            c.acquire("py/sem", "c", ttl=10, limit=2)
+        with self.assertRaises(LimitMismatch):
+            c.acquire("py/sem", "c", ttl=10, limit=3)
+        self.assertTrue(c.verify("py/sem", a.token).allow)
+        self.assertTrue(c.verify("py/sem", b.token).allow)
+        r1 = c.acquire("py/rw", "r1", ttl=10, mode="shared")
+        r2 = c.acquire("py/rw", "r2", ttl=10, mode="shared")
+        self.assertEqual(r2.mode, "shared")
+        with self.assertRaises(Held):
+            c.acquire("py/rw", "w", ttl=10)
+        c.release("py/rw", "r1", r1.token)
+        c.release("py/rw", "r2", r2.token)
+        w = c.acquire("py/rw", "w", ttl=10)
+        self.assertGreater(w.token, r2.token)
+        self.assertFalse(c.verify("py/rw", r2.token).allow)
 
     def test_acquire_renew_verify_release(self):
         c = self.client()
