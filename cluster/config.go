@@ -113,6 +113,9 @@ type Config struct {
 	// chaos suite's disk nemesis. Never set it outside such a test.
 	AckUnwrittenLog bool
 
+	// WALFileSystem, when set, wraps the file system of the WAL's segment
+	// files: chaos builds inject slow fsyncs with it. Never in production.
+	WALFileSystem func(types.VFS) types.VFS
 	// LogStallBound is how long a leader's own log write (its fsync) may
 	// take before the leader stops leading (stall.go); DefaultLogStallBound
 	// when zero, negative turns it off.
@@ -143,6 +146,7 @@ type Config struct {
 	// production.
 	raftSkipIDCheck bool
 	// storeVFS, in tests, wraps the file system of the WAL's segment files
+	// (Config.WALFileSystem is the same for chaos builds)
 	// to inject faults (failed or slow fsyncs, a full disk).
 	storeVFS func(types.VFS) types.VFS
 	// freeSpace measures the data dir's file system (statfs); tests replace
@@ -211,4 +215,13 @@ func (c *Config) validate() error {
 		}
 	}
 	return nil
+}
+
+// walFileSystem is the wrapper of the WAL's file system: the test's, else
+// WALFileSystem, else none.
+func (c *Config) walFileSystem() func(types.VFS) types.VFS {
+	if c.storeVFS != nil {
+		return c.storeVFS
+	}
+	return c.WALFileSystem
 }

@@ -107,7 +107,7 @@ func New(cfg Config) (*Node, error) {
 	}
 	n.signer.Store(&signer)
 	n.confirm = &confirmer{verify: func() error { return translateRead(n.wait(n.r().VerifyLeader())) }}
-	store, stopStoreMetrics, err := openStoreWith(cfg.DataDir, cfg.Store, cfg.NoSync, cfg.Logger, walOptions{wrap: cfg.storeVFS, segmentSize: cfg.WALSegmentSize})
+	store, stopStoreMetrics, err := openStoreWith(cfg.DataDir, cfg.Store, cfg.NoSync, cfg.Logger, walOptions{wrap: cfg.walFileSystem(), segmentSize: cfg.WALSegmentSize})
 	if err != nil {
 		return nil, err
 	}

@@ -3,6 +3,7 @@ package e2e
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -354,6 +355,16 @@ func TestConsole(t *testing.T) {
 	}
 	b.screenshot("console")
 
+	// The hostile key's own page shows its name as text too.
+	b.do(chromedp.Navigate(c.URL(served) + "/ui/#/key/" + url.PathEscape(hostileKey)))
+	testutil.Eventually(t, 30*time.Second, func() error {
+		title, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.getElementById('key-title').textContent + '|' + document.querySelectorAll('#timeline li').length + '|' + document.querySelectorAll('img, script:not([src])').length`))
+		if err != nil || title != hostileKey+"|1|0" {
+			return fmt.Errorf("the hostile key's page: %q (title|grants|elements made), %v", title, err)
+		}
+		return nil
+	})
+
 	// The key's page: its grants as a timeline.
 	b.do(chromedp.Navigate(c.URL(served) + "/ui/#/key/jobs%2Fnightly"))
 	testutil.Eventually(t, 30*time.Second, func() error {
@@ -423,6 +434,20 @@ func TestConsole(t *testing.T) {
 	if resets != 0 {
 		t.Errorf("the feed was reset %d times: history lost across the restart", resets)
 	}
+	// Leadership handed on from the page (authentication is off: every
+	// caller may).
+	before, err := c.Leader(ctx, 30*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.do(chromedp.Click("#transfer"))
+	testutil.Eventually(t, time.Minute, func() error {
+		res, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.getElementById('transfer-result').textContent`))
+		if err != nil || !strings.HasPrefix(res, "leader now ") || strings.HasPrefix(res, "leader now "+before.ID) {
+			return fmt.Errorf("after the transfer the page says %q (leader before: %s), %v", res, before.ID, err)
+		}
+		return nil
+	})
 	dialogs, problems := b.seen()
 	if len(dialogs) > 0 {
 		t.Errorf("the page opened dialogs: %q", dialogs)

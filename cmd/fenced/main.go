@@ -68,7 +68,8 @@ type options struct {
 	reclaimIgnoresEpoch          bool
 	walSegmentSize               int // chaos builds only
 	logStallBound                time.Duration
-	ackUnwritten                 bool // chaos builds only
+	ackUnwritten                 bool   // chaos builds only
+	fsyncDelayFile               string // chaos builds only
 	leaseRearmFull               bool
 	noSync                       bool
 	leaveOnTerminate             bool
@@ -301,6 +302,7 @@ func run(o *options) error {
 		RaftServerTLS: raftServerTLS, RaftClientTLS: raftClientTLS, Limits: sec.limits(),
 		KeyRetention: o.keyRetention, ReclaimIgnoresEpoch: o.reclaimIgnoresEpoch, LeaseRearmFull: o.leaseRearmFull,
 		WALSegmentSize: o.walSegmentSize, AckUnwrittenLog: o.ackUnwritten, LogStallBound: stallBound(o.logStallBound),
+		WALFileSystem:  slowFsync(o.dataDir, o.fsyncDelayFile),
 		DataDirMinFree: o.disk.bytes, DataDirMinFreePercent: o.disk.minFreePercent, PeerHasSpace: peerHasSpace(o),
 		SigningKeyFile: o.signingKeyFile, Logger: log,
 	})

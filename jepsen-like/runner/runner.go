@@ -270,8 +270,17 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 		return nil, fmt.Errorf("tenants: %w", err)
 	}
 	args = append(args, tenantArgs...)
+	if slices.Contains(cfg.Faults, nemesis.SlowDisk) {
+		// The slow disk's control file; the flag needs a chaos build.
+		args = append(args, "--unsafe-fsync-delay-file", backend.SlowFsyncFile)
+	}
 
 	bcfg := backend.Config{Nodes: cfg.Nodes, Binary: cfg.Binary, Dir: dataDir, Args: args, Image: cfg.Image, Token: tenants.adminToken()}
+	if slices.Contains(cfg.Faults, nemesis.FillDisk) {
+		// Each node on a file system of its own, large enough for a 64 MiB
+		// WAL segment, its snapshots and the 64 MiB free-space floor.
+		bcfg.DiskSize = "256M"
+	}
 	var b backend.Backend
 	switch cfg.Backend {
 	case "netns":

@@ -298,7 +298,24 @@
       const r = await api('/v1/cluster/transfer', { method: 'POST', body: id ? { id: id } : {} });
       $('transfer-result').textContent = 'leader now ' + (r.leader || 'unknown');
     } catch (e) {
-      $('transfer-result').textContent = 'refused: ' + e.message;
+      if (e.code !== 'outcome_unknown' && e.code !== 'unavailable') {
+        $('transfer-result').textContent = 'refused: ' + e.message;
+        return;
+      }
+      // Through a follower the answer is lost when the leader it was
+      // forwarded to steps down: read who leads now.
+      const before = S.status && S.status.leader_id;
+      for (let i = 0; i < 10; i++) {
+        await new Promise((res) => setTimeout(res, 500));
+        try {
+          const st = await api('/v1/cluster');
+          if (st.leader_id && st.leader_id !== before) {
+            $('transfer-result').textContent = 'leader now ' + st.leader_id + ' (the answer was lost: ' + e.message + ')';
+            return;
+          }
+        } catch (e2) { /* try again */ }
+      }
+      $('transfer-result').textContent = 'outcome unknown: ' + e.message;
     }
   }
 
