@@ -39,11 +39,10 @@ const (
 	// live permits (appendSemaphores). A state without live permits is
 	// still written in an older version, which a node that does not know
 	// semaphores can install.
-	// snapVersion6 appends, after version 5's section, the members'
-	// public signing keys
-	// (appendSigningKeys). A state with none is written in an older
-	// version.
-	snapVersion5  = 5
+	snapVersion5 = 5
+	// snapVersion6 appends, after version 5's section (written even when
+	// there are no permits), the members' public signing keys
+	// (appendSigningKeys). A state with none is written as before.
 	snapVersion6  = 6
 	minKeyRecord  = 11
 	minRetiredRec = 4
