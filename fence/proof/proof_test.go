@@ -383,3 +383,35 @@ func TestReasonsDistinct(t *testing.T) {
 		t.Fatal("nil or unknown errors")
 	}
 }
+
+// FuzzParseJWKS feeds arbitrary key sets: ParseJWKS never panics, and what
+// it accepts marshals back to a set it reads the same.
+func FuzzParseJWKS(f *testing.F) {
+	s := mustSigner(f)
+	good, _ := json.Marshal(mustSet(f, s.Public()))
+	f.Add(good)
+	f.Add([]byte(`{"keys":[]}`))
+	f.Add([]byte(`{"keys":[{"kty":"OKP","crv":"Ed25519","kid":"a","x":"AAAA"}]}`))
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		ks, err := ParseJWKS(raw)
+		if err != nil {
+			if !errors.Is(err, ErrKeySet) {
+				t.Fatalf("refusal %v is not ErrKeySet", err)
+			}
+			return
+		}
+		again, err := json.Marshal(ks)
+		if err != nil {
+			t.Fatal(err)
+		}
+		back, err := ParseJWKS(again)
+		if err != nil || back.Len() != ks.Len() {
+			t.Fatalf("round trip: %v, %d keys, want %d", err, back.Len(), ks.Len())
+		}
+		for _, k := range ks.Keys() {
+			if pub, ok := back.Lookup(k.ID); !ok || !pub.Equal(k.Public) {
+				t.Fatalf("key %s changed", k.ID)
+			}
+		}
+	})
+}
