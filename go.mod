@@ -21,6 +21,8 @@ require (
 	pgregory.net/rapid v1.3.0
 )
 
+require github.com/go-jose/go-jose/v4 v4.1.9
+
 require (
 	github.com/armon/go-metrics v0.4.1 // indirect
 	github.com/bahlo/generic-list-go v0.2.0 // indirect

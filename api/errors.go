@@ -64,6 +64,7 @@ var wireErrors = []struct {
 	{"too_many_keys", cluster.ErrTooManyKeys},
 	{"too_many_waiters", cluster.ErrTooManyWaiters},
 	{"too_many_ended_keys", cluster.ErrTooManyEndedKeys},
+	{"no_space", cluster.ErrNoSpace},
 	{"too_many_watches", client.ErrTooManyWatches},
 }
 

@@ -90,6 +90,10 @@ func (v renewAnswer) appendJSON(b []byte) []byte {
 	b = strconv.AppendUint(b, uint64(v.Token), 10)
 	b = append(b, `","ttl":`...)
 	b = appendJSONString(b, v.TTL)
+	if v.Proof != "" {
+		b = append(b, `,"proof":`...)
+		b = appendJSONString(b, v.Proof)
+	}
 	return append(b, '}')
 }
 

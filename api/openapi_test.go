@@ -35,6 +35,7 @@ import (
 
 	"github.com/fenced/fenced/cluster"
 	"github.com/fenced/fenced/fence"
+	"github.com/fenced/fenced/fence/proof"
 	"github.com/fenced/fenced/fsm"
 )
 
@@ -387,6 +388,12 @@ func driveCluster(k *contract) {
 	k.do(base, contractCall{method: "POST", path: "/v1/acl/check", body: `{}`, header: []string{"Content-Type", "text/plain"},
 		status: 415, code: "unsupported_media_type", badRequest: true})
 
+	k.do(base, contractCall{method: "GET", path: "/v1/signing-keys", status: 200})
+	post("/v1/signing-keys/rotate", `{"overlap":"1h"}`, 200, "")
+	bad("/v1/signing-keys/rotate", `{"overlap":"forever"}`, "bad_request")
+	k.do(base, contractCall{method: "POST", path: "/v1/signing-keys/rotate", body: `{}`, header: []string{"Content-Type", "text/plain"},
+		status: 415, code: "unsupported_media_type", badRequest: true})
+	bad("/v1/cluster/join", `{"id":"n9","raft_addr":"127.0.0.1:1","signing_key":"short"}`, "bad_request")
 	bad("/v1/cluster/join", `{"raft_addr":"127.0.0.1:1"}`, "bad_request")
 	bad("/v1/cluster/remove", `{}`, "bad_request")
 	bad("/v1/cluster/transfer", `{"id":1}`, "bad_request")
@@ -422,6 +429,7 @@ func driveSecure(k *contract) {
 		{method: "POST", path: "/v1/cluster/join", body: `{"id":"n9","raft_addr":"127.0.0.1:1"}`},
 		{method: "POST", path: "/v1/cluster/remove", body: `{"id":"n9"}`},
 		{method: "POST", path: "/v1/cluster/transfer", body: `{}`},
+		{method: "POST", path: "/v1/signing-keys/rotate", body: `{}`},
 		{method: "POST", path: "/v1/acl/check", body: `{"identity":"bob","right":"lock","key":"k"}`},
 		{method: "POST", path: "/v1/snapshot/restore", body: `x`},
 		{method: "GET", path: "/v1/snapshot"},
@@ -493,6 +501,7 @@ func driveSecure(k *contract) {
 		{method: "POST", path: "/v1/cluster/join", body: `{"id":"n9","raft_addr":"127.0.0.1:1"}`},
 		{method: "POST", path: "/v1/cluster/remove", body: `{"id":"n9"}`},
 		{method: "POST", path: "/v1/cluster/transfer", body: `{}`},
+		{method: "POST", path: "/v1/signing-keys/rotate", body: `{}`},
 		{method: "POST", path: "/v1/acl/check", body: `{"identity":"bob","right":"lock","key":"k"}`},
 		{method: "GET", path: "/v1/snapshot"},
 		{method: "POST", path: "/v1/snapshot/restore", body: `x`},
@@ -560,8 +569,16 @@ func (n *failingNode) Backup(context.Context) ([]byte, cluster.BackupMeta, error
 func (n *failingNode) Restore(context.Context, []byte, cluster.RestoreOptions) (cluster.RestoreResult, error) {
 	return cluster.RestoreResult{}, n.err
 }
-func (n *failingNode) Status() cluster.Status { return cluster.Status{ID: "n1", Ready: n.ready} }
-func (n *failingNode) Ready() bool            { return n.ready }
+func (n *failingNode) Proof(fsm.KeyState, time.Time) string                     { return "" }
+func (n *failingNode) RegisterSigningKey(context.Context, string, []byte) error { return n.err }
+func (n *failingNode) RotateSigningKey(context.Context, time.Duration) (proof.Key, error) {
+	return proof.Key{}, n.err
+}
+func (n *failingNode) PublishedKeys(time.Time) []fsm.SigningKeyState { return nil }
+func (n *failingNode) ClusterID() string                             { return "" }
+func (n *failingNode) ID() string                                    { return "n1" }
+func (n *failingNode) Status() cluster.Status                        { return cluster.Status{ID: "n1", Ready: n.ready} }
+func (n *failingNode) Ready() bool                                   { return n.ready }
 func (n *failingNode) Leader() (string, string) {
 	if n.leader {
 		return "n1", "127.0.0.1:7700"
@@ -579,6 +596,7 @@ var writeCalls = []contractCall{
 	{method: "POST", path: "/v1/cluster/remove", body: `{"id":"n9"}`},
 	{method: "POST", path: "/v1/cluster/transfer", body: `{"id":"n2"}`},
 	{method: "POST", path: "/v1/keepalive/batch", body: `{"holders":["bob","alice"]}`},
+	{method: "POST", path: "/v1/signing-keys/rotate", body: `{"overlap":"1h"}`},
 	{method: "POST", path: "/v1/acquire/multi", body: `{"keys":["k","l"],"holder":"bob"}`},
 }
 
@@ -648,6 +666,9 @@ func driveFailures(k *contract) {
 	base = serve(&recordingNode{})
 	k.do(base, contractCall{method: "GET", path: "/v1/debug/state", status: 501, code: "not_implemented"})
 	for _, c := range writeCalls[4:] {
+		if c.path == "/v1/signing-keys/rotate" {
+			continue // a node without signing refuses it (driveCluster rotates)
+		}
 		c.status = 200
 		k.do(base, c)
 	}

@@ -156,6 +156,8 @@ func TestRoleTable(t *testing.T) {
 		{"GET", "/readyz", "", accessOpen},
 		{"GET", "/metrics", "", accessOpen},
 		{"GET", "/v1/openapi.yaml", "", accessOpen},
+		{"GET", "/v1/signing-keys", "", accessOpen},
+		{"POST", "/v1/signing-keys/rotate", `{"overlap":"forever"}`, accessAdmin},
 	}
 	covered := map[string]bool{}
 	for _, r := range routes {

@@ -3,6 +3,8 @@ package api
 import (
 	"bytes"
 	"context"
+	"crypto/ed25519"
+	"encoding/base64"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -189,6 +191,7 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /metrics", metrics.Handler())
 	s.routeOpenAPI()
 	s.routeACL()
+	s.routeSigningKeys()
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		if m := s.methodOf(r.URL.Path); m != "" {
 			w.Header().Set("Allow", m)
@@ -504,7 +507,9 @@ func (s *Server) acquire(ctx context.Context, body []byte, _ *http.Request) (any
 	if err != nil {
 		return nil, err
 	}
-	return grantOf(g.KeyState, g.Renewed), nil
+	out := grantOf(g.KeyState, g.Renewed)
+	out.Proof = s.proofOf(g.KeyState)
+	return out, nil
 }
 
 func grantOf(k fsm.KeyState, renewed bool) client.Grant {
@@ -528,7 +533,7 @@ func (s *Server) renew(ctx context.Context, body []byte, _ *http.Request) (any, 
 	if err != nil {
 		return nil, err
 	}
-	return client.RenewResponse{Key: k.Key, Holder: k.Holder, Token: k.Token, TTL: k.TTL.String()}, nil
+	return client.RenewResponse{Key: k.Key, Holder: k.Holder, Token: k.Token, TTL: k.TTL.String(), Proof: s.proofOf(k)}, nil
 }
 
 func (s *Server) keepalive(ctx context.Context, body []byte, _ *http.Request) (any, error) {
@@ -818,7 +823,13 @@ func (s *Server) cluster(w http.ResponseWriter, r *http.Request) {
 func (s *Server) readyz(w http.ResponseWriter, r *http.Request) {
 	st := s.node.Status()
 	if st.Ready || (st.LeaderID != "" && st.LeaderHTTP != "") {
-		writeJSON(w, http.StatusOK, map[string]any{"status": "ready", "leader": st.LeaderID, "state": st.State})
+		body := map[string]any{"status": "ready", "leader": st.LeaderID, "state": st.State}
+		if d := st.DataDir; d != nil && d.NoSpace {
+			// Still ready: it serves renewals, releases, verifies and
+			// reads; as leader it refuses only new keys (no_space).
+			body["no_space"], body["reason"] = true, d.Reason
+		}
+		writeJSON(w, http.StatusOK, body)
 		return
 	}
 	if err := s.memberErr(); err != nil {
@@ -837,7 +848,17 @@ func (s *Server) join(ctx context.Context, body []byte, _ *http.Request) (any, e
 		checkName("http_addr", req.HTTPAddr, client.MaxKeyLen, false)); err != nil {
 		return nil, err
 	}
+	var signingKey []byte
+	if req.SigningKey != "" {
+		var err error
+		if signingKey, err = base64.RawURLEncoding.Strict().DecodeString(req.SigningKey); err != nil || len(signingKey) != ed25519.PublicKeySize {
+			return nil, fmt.Errorf("%w: signing_key must be a %d-byte Ed25519 public key in base64url", cluster.ErrBadRequest, ed25519.PublicKeySize)
+		}
+	}
 	if err := s.node.Join(ctx, req.ID, req.RaftAddr, req.HTTPAddr); err != nil {
+		return nil, err
+	}
+	if err := s.registerJoined(ctx, req.ID, signingKey); err != nil {
 		return nil, err
 	}
 	return map[string]string{"joined": req.ID}, nil

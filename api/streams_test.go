@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"net/http"
 	"testing"
 	"time"
@@ -37,22 +38,17 @@ func openWatch(t *testing.T, url, path, token string) int {
 // affected, and a closed stream frees its place.
 func TestStreamsPerIdentity(t *testing.T) {
 	tn := startSecureNode(t, cluster.Limits{}, ServerOptions{MaxStreamsPerIdentity: 2})
-	if status := openWatch(t, tn.url, "/v1/watch?prefix=a", testClientToken); status != http.StatusOK {
-		t.Fatalf("a watch: %d", status)
-	}
-	// A blocking read answers only when it ends: it is left waiting.
+	// The two streams that fill bob's share are held open for the test:
+	// each is opened again whenever it ends (a node still taking over, or
+	// loaded, may answer one at once), so the share is full eventually.
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	go func() {
-		req, _ := http.NewRequestWithContext(ctx, http.MethodGet, tn.url+"/v1/keys/k?index=1&wait=1m", nil)
-		req.Header.Set("Authorization", "Bearer "+testClientToken)
-		if resp, err := http.DefaultClient.Do(req); err == nil {
-			resp.Body.Close()
-		}
-	}()
+	holdStream(ctx, tn.url+"/v1/watch?prefix=a", testClientToken)
+	// A blocking read answers only when it ends: it is left waiting.
+	holdStream(ctx, tn.url+"/v1/keys/k?index=1&wait=1m", testClientToken)
 	// A watch is refused with a stream that says so and ends (a 429
 	// would end a browser's EventSource for good).
-	testutil.Eventually(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		a := getStream(t, tn.url+"/v1/watch?prefix=b", "Authorization", "Bearer "+testClientToken)
 		if a.status != http.StatusOK || len(a.events) != 1 || a.events[0] != client.WatchUnavailable || a.data[0].Reason != "too_many_watches" {
 			return fmt.Errorf("a third stream of bob: %+v, want unavailable too_many_watches", a)
@@ -73,10 +69,29 @@ func TestStreamsPerIdentity(t *testing.T) {
 	}
 	// A stream that ends frees its place.
 	cancel()
-	testutil.Eventually(t, 10*time.Second, func() error {
+	testutil.Eventually(t, 30*time.Second, func() error {
 		if status, _, _ := send(t, tn.url, "GET", "/v1/keys/k?index=1&wait=10ms", "", testClientToken); status == http.StatusTooManyRequests {
 			return fmt.Errorf("still refused after a stream ended")
 		}
 		return nil
 	})
+}
+
+// holdStream keeps a request of url open until ctx ends, sending it again
+// whenever its answer ends.
+func holdStream(ctx context.Context, url, token string) {
+	go func() {
+		for ctx.Err() == nil {
+			req, _ := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+			req.Header.Set("Authorization", "Bearer "+token)
+			if resp, err := http.DefaultClient.Do(req); err == nil {
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+			select {
+			case <-ctx.Done():
+			case <-time.After(50 * time.Millisecond):
+			}
+		}
+	}()
 }

@@ -42,7 +42,7 @@ type indexCheck struct {
 
 // get returns the outcome of a check that began at or after since, running
 // run for it when no such check ran or runs. ctx bounds the wait, not the
-// check, which others may share.
+// check, which others may share; a wait it ends is ErrUnavailable.
 func (c *indexChecks) get(ctx context.Context, since time.Time, run func(context.Context) (uint64, error)) (uint64, error) {
 	c.mu.Lock()
 	if l := c.last; l != nil && !l.started.Before(since) {
@@ -67,7 +67,10 @@ func (c *indexChecks) get(ctx context.Context, since time.Time, run func(context
 	case <-ck.done:
 		return ck.index, ck.err
 	case <-ctx.Done():
-		return 0, ctx.Err()
+		// A wait bounded by a stream's progress interval that a slow
+		// leader outlasts: this node cannot say it is current, which the
+		// watcher resumes from (here or elsewhere); not an internal error.
+		return 0, fmt.Errorf("%w: no confirmation from the leader within the wait: %v", ErrUnavailable, ctx.Err())
 	}
 }
 

@@ -139,3 +139,26 @@ func BenchmarkQuietWatchersOnFollowers(b *testing.B) {
 		b.ReportMetric(float64(got.confirmations)/took.Seconds(), "confirmations/s")
 	}
 }
+
+// TestCheckWaitTimeoutIsUnavailable: a stream waits for a shared check
+// only as long as its progress interval; a check slower than that (a
+// loaded leader) ends the stream as unavailable, which the watcher resumes
+// from, never as an internal error.
+func TestCheckWaitTimeoutIsUnavailable(t *testing.T) {
+	var c indexChecks
+	release := make(chan struct{})
+	defer close(release)
+	slow := func(ctx context.Context) (uint64, error) {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return 7, nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Millisecond)
+	defer cancel()
+	_, err := c.get(ctx, time.Now(), slow)
+	if code, status := codeOf(err); code != "unavailable" || status != http.StatusServiceUnavailable {
+		t.Fatalf("a wait for a slow check ended with %v: code %s (%d); want unavailable (503)", err, code, status)
+	}
+}

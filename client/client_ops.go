@@ -165,3 +165,24 @@ func (c *Client) ACLCheck(ctx context.Context, req ACLCheckRequest) (*ACLCheckRe
 	}
 	return &out, nil
 }
+
+// SigningKeys returns the cluster's public signing keys (GET
+// /v1/signing-keys): a JWKS a resource pins to check grants' proofs
+// offline (fence/proof.ParseJWKS reads its JSON), with the cluster's ID.
+func (c *Client) SigningKeys(ctx context.Context) (*SigningKeys, error) {
+	var out SigningKeys
+	if err := c.do(ctx, http.MethodGet, "/v1/signing-keys", nil, &out, false); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// RotateSigningKey gives the leader a new signing key; its replaced key
+// stays published for overlap ("" for 24h). Admin only.
+func (c *Client) RotateSigningKey(ctx context.Context, overlap string) (*RotateKeyResponse, error) {
+	var out RotateKeyResponse
+	if err := c.do(ctx, http.MethodPost, "/v1/signing-keys/rotate", RotateKeyRequest{Overlap: overlap}, &out, true); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}

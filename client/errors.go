@@ -65,6 +65,11 @@ var (
 	// key name is refused until the retention reclaims some (taking one of
 	// its ended keys again is not refused).
 	ErrTooManyEndedKeys = errors.New("too many ended keys kept for this identity")
+	// ErrNoSpace: the leader's data dir is low on free space, so it takes
+	// no new key; renewals, releases and verifies go on. Nothing was done.
+	// Retry once an operator freed space (fencectl status shows each
+	// node's data dir).
+	ErrNoSpace = errors.New("the leader's data dir is low on free space: no new keys until space is freed")
 	// ErrTooManyWatches: the identity has as many watches and blocking
 	// reads open on the node as it may (HTTP 429); close one first.
 	ErrTooManyWatches = errors.New("too many watches and blocking reads open")
@@ -132,6 +137,7 @@ var codes = []struct {
 	{"too_many_waiters", http.StatusTooManyRequests, ErrTooManyWaiters},
 	{"too_many_ended_keys", http.StatusTooManyRequests, ErrTooManyEndedKeys},
 	{"too_many_watches", http.StatusTooManyRequests, ErrTooManyWatches},
+	{"no_space", http.StatusInsufficientStorage, ErrNoSpace},
 }
 
 // ErrorOfCode returns the sentinel of a wire code; nil for a code this

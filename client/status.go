@@ -45,6 +45,33 @@ type Status struct {
 	// Credentials describes the credentials (certificates, tokens) this
 	// node uses; absent when it has none.
 	Credentials *CredentialStatus `json:"credentials,omitempty"`
+	// DataDir is this node's data dir use as its free-space watch last saw
+	// it; absent before the first check.
+	DataDir *DataDirStatus `json:"data_dir,omitempty"`
+}
+
+// DataDirStatus is a node's data dir use. Below its free-space floor (the
+// larger of --data-dir-min-free and --data-dir-min-free-percent of the file
+// system), or after a log write failed for lack of space, the node says
+// NoSpace: as leader it refuses new keys with no_space (507) while renewals,
+// releases, verifies and keepalives go on, and it hands leadership to a voter
+// that has space. Freeing space is all it takes to end it.
+type DataDirStatus struct {
+	// Path is the data dir.
+	Path string `json:"path"`
+	// UsedBytes is the size of the files in the data dir (WAL segments
+	// count at their preallocated size).
+	UsedBytes uint64 `json:"used_bytes"`
+	// FreeBytes and TotalBytes are those of the file system holding the
+	// data dir (free: available to the node); 0 when unknown.
+	FreeBytes  uint64 `json:"free_bytes"`
+	TotalBytes uint64 `json:"total_bytes"`
+	// FloorBytes is the free space below which the node refuses new keys.
+	FloorBytes uint64 `json:"floor_bytes"`
+	// NoSpace is set while the node refuses new keys for lack of space;
+	// Reason says why.
+	NoSpace bool   `json:"no_space,omitempty"`
+	Reason  string `json:"reason,omitempty"`
 }
 
 // CredentialStatus is what a node reports, in its Status, about the

@@ -104,6 +104,13 @@ type Grant struct {
 	Value   string      `json:"value,omitempty"`
 	// Limit is the key's limit when the grant is a semaphore permit.
 	Limit int `json:"limit,omitempty"`
+	// Proof is the grant's proof: a JWS (EdDSA/Ed25519) signed by the
+	// leader that committed it over key, token, holder and the cluster's
+	// ID. A resource checks it offline against the cluster's public keys
+	// (GET /v1/signing-keys) with fence/proof or fence/guard, and so refuses
+	// a token fenced never issued. Empty while the leader's key is not yet
+	// published (docs/FENCING.md).
+	Proof string `json:"proof,omitempty"`
 	// Mode is ModeShared for a shared grant; empty otherwise.
 	Mode string `json:"mode,omitempty"`
 }
@@ -124,6 +131,9 @@ type RenewResponse struct {
 	Holder string      `json:"holder"`
 	Token  fence.Token `json:"token"`
 	TTL    string      `json:"ttl"`
+	// Proof is a fresh proof of the renewed grant, as Grant.Proof; the
+	// renewals of a keepalive carry none.
+	Proof string `json:"proof,omitempty"`
 }
 
 // KeepaliveRequest is the body of POST /v1/keepalive: renew every key of
@@ -230,6 +240,52 @@ type JoinRequest struct {
 	ID       string `json:"id"`
 	RaftAddr string `json:"raft_addr"`
 	HTTPAddr string `json:"http_addr,omitempty"`
+	// SigningKey is the joining node's Ed25519 public key (32 bytes,
+	// base64url without padding), published with the cluster's keys so
+	// that its proofs verify once it leads.
+	SigningKey string `json:"signing_key,omitempty"`
+}
+
+// SigningKeys is the answer of GET /v1/signing-keys: the cluster's public
+// signing keys as a JWKS (RFC 7517), Ed25519 keys (RFC 8037) whose kid is
+// their RFC 7638 thumbprint, and the cluster's ID that proofs name. Keys
+// is what fence/proof.ParseJWKS reads (it ignores the other members).
+type SigningKeys struct {
+	Keys    []SigningKey `json:"keys"`
+	Cluster string       `json:"cluster_id"`
+}
+
+// SigningKey is one public key of SigningKeys: a JWK with the member that
+// signs with it and, for a key its member replaced, when it stops being
+// published.
+type SigningKey struct {
+	Kty string `json:"kty"`
+	Crv string `json:"crv"`
+	X   string `json:"x"`
+	Kid string `json:"kid"`
+	Use string `json:"use"`
+	Alg string `json:"alg"`
+	// Node is the member that signs with the key.
+	Node string `json:"fenced_node"`
+	// NotAfter is set on a replaced key: when (RFC 3339) it is no longer
+	// published. Proofs it signed stay genuine; a verifier that pinned it
+	// may keep it as long as it needs those proofs.
+	NotAfter string `json:"fenced_not_after,omitempty"`
+}
+
+// RotateKeyRequest is the body of POST /v1/signing-keys/rotate: the leader
+// makes a new signing key; its replaced key stays published for Overlap
+// (a Go duration, 24h when empty).
+type RotateKeyRequest struct {
+	Overlap   string `json:"overlap,omitempty"`
+	RequestID string `json:"request_id,omitempty"`
+}
+
+// RotateKeyResponse names the new key and the member that holds it.
+type RotateKeyResponse struct {
+	Node    string `json:"node"`
+	Kid     string `json:"kid"`
+	Overlap string `json:"overlap"`
 }
 
 // RemoveRequest is the body of POST /v1/cluster/remove.

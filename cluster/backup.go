@@ -271,6 +271,10 @@ func (n *Node) restorePlan(meta BackupMeta, img *fsm.Image, term, lastIndex uint
 	img.ClusterID = n.fsm.ClusterID()
 	img.Members = n.fsm.Members()
 	res.Expired += img.EndPermits()
+	// The signing keys are this cluster's members', as the members are: a
+	// backup never brings back keys another cluster (or an older state of
+	// this one) published.
+	img.SigningKeys = n.fsm.SigningKeys()
 	for i, k := range img.Keys {
 		if k.State == fsm.Held {
 			img.Keys[i].State = fsm.Expired

@@ -1,6 +1,7 @@
 package cluster
 
 import (
+	"context"
 	"crypto/tls"
 	"fmt"
 	"strings"
@@ -48,6 +49,9 @@ type Config struct {
 	RaftBind string
 	// RaftAdvertise is the address peers dial; RaftBind when empty.
 	RaftAdvertise string
+	// SigningKeyFile is the node's Ed25519 signing key (PKCS #8 PEM); when
+	// empty, signing.key in DataDir, made on first start.
+	SigningKeyFile string
 	// HTTPAdvertise is the address of this node's HTTP API, recorded in the
 	// replicated state so followers can forward to the leader.
 	HTTPAdvertise string
@@ -100,6 +104,38 @@ type Config struct {
 	// control for the chaos suite, never for production.
 	ReclaimIgnoresEpoch bool
 
+	// WALSegmentSize is the size of the WAL's segment files; raft-wal's
+	// 64 MiB when zero. Smaller only in tests, to rotate segments (and run
+	// a small file system out of space) quickly.
+	WALSegmentSize int
+	// AckUnwrittenLog makes the log store report a failed append (no
+	// space, a failed fsync) as a success: the positive control of the
+	// chaos suite's disk nemesis. Never set it outside such a test.
+	AckUnwrittenLog bool
+
+	// WALFileSystem, when set, wraps the file system of the WAL's segment
+	// files: chaos builds inject slow fsyncs with it. Never in production.
+	WALFileSystem func(types.VFS) types.VFS
+	// LogStallBound is how long a leader's own log write (its fsync) may
+	// take before the leader stops leading (stall.go); DefaultLogStallBound
+	// when zero, negative turns it off.
+	LogStallBound time.Duration
+
+	// DataDirMinFree and DataDirMinFreePercent are the data dir's
+	// free-space floor: below the larger of the two (bytes, and percent of
+	// its file system) the leader refuses new keys with ErrNoSpace and
+	// hands leadership to a voter with space (diskspace.go). Both zero
+	// refuse only after a log write failed for lack of space.
+	DataDirMinFree        uint64
+	DataDirMinFreePercent float64
+	// DiskCheckInterval is how often the free space is measured; 1s when
+	// zero.
+	DiskCheckInterval time.Duration
+	// PeerHasSpace asks a voter (by id and recorded HTTP address) whether
+	// its data dir has space; a leader without space hands leadership to
+	// one that says so. Nil never hands leadership on for lack of space.
+	PeerHasSpace func(ctx context.Context, id, httpAddr string) bool
+
 	Logger hclog.Logger
 
 	// raftResolve, in tests, stands in for DNS: it maps a Raft address to
@@ -110,11 +146,30 @@ type Config struct {
 	// production.
 	raftSkipIDCheck bool
 	// storeVFS, in tests, wraps the file system of the WAL's segment files
+	// (Config.WALFileSystem is the same for chaos builds)
 	// to inject faults (failed or slow fsyncs, a full disk).
 	storeVFS func(types.VFS) types.VFS
+	// freeSpace measures the data dir's file system (statfs); tests replace
+	// it to fill a disk without filling one.
+	freeSpace freeSpaceFunc
+	// noSpaceBackoff spaces out the leadership hand-offs of a leader without
+	// space; noSpaceTransferBackoff when zero.
+	noSpaceBackoff time.Duration
 }
 
 func (c *Config) setDefaults() {
+	if c.LogStallBound == 0 {
+		c.LogStallBound = DefaultLogStallBound
+	}
+	if c.DiskCheckInterval == 0 {
+		c.DiskCheckInterval = defaultDiskCheckInterval
+	}
+	if c.freeSpace == nil {
+		c.freeSpace = statFS
+	}
+	if c.noSpaceBackoff == 0 {
+		c.noSpaceBackoff = noSpaceTransferBackoff
+	}
 	if c.HeartbeatTimeout == 0 {
 		c.HeartbeatTimeout = time.Second
 	}
@@ -160,4 +215,13 @@ func (c *Config) validate() error {
 		}
 	}
 	return nil
+}
+
+// walFileSystem is the wrapper of the WAL's file system: the test's, else
+// WALFileSystem, else none.
+func (c *Config) walFileSystem() func(types.VFS) types.VFS {
+	if c.storeVFS != nil {
+		return c.storeVFS
+	}
+	return c.WALFileSystem
 }

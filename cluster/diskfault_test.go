@@ -142,3 +142,48 @@ func TestSyncFailureStopsNode(t *testing.T) {
 		t.Fatalf("the restarted node lost an acknowledged grant: %+v %v", ks, ok)
 	}
 }
+
+// A leader whose fsync stalls past LogStallBound stops leading: the others
+// elect a leader and serve while its disk stays slow. Once its disk is fast
+// again it follows and catches up.
+func TestSlowLeaderDiskStepsDown(t *testing.T) {
+	tc, faults := newFaultyCluster(t, 3, func(c *Config) { c.LogStallBound = 500 * time.Millisecond })
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	li, lead := tc.leader()
+	g1, err := lead.Acquire(ctx, AcquireArgs{Key: "before", Holder: "a", TTL: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	faults[li].setSyncDelay(5 * time.Second)
+	go func() { _, _ = lead.Acquire(ctx, AcquireArgs{Key: "slow", Holder: "a", TTL: time.Minute}) }() // its fsync stalls
+	var lead2 *Node
+	testutil.Eventually(t, 30*time.Second, func() error {
+		for i, n := range tc.nodes {
+			if i != li && n.Ready() {
+				lead2 = n
+				return nil
+			}
+		}
+		return errors.New("no other node leads while the leader's disk is slow")
+	})
+	g2, err := lead2.Acquire(ctx, AcquireArgs{Key: "after", Holder: "b", TTL: time.Minute})
+	if err != nil {
+		t.Fatalf("the new leader does not serve: %v", err)
+	}
+	if v, err := lead2.Verify(ctx, "before", g1.Token, "a"); err != nil || !v.Allow {
+		t.Fatalf("acknowledged grant after the step-down: %+v %v", v, err)
+	}
+
+	faults[li].setSyncDelay(0)
+	testutil.Eventually(t, 60*time.Second, func() error {
+		if lead.IsLeader() {
+			return errors.New("the slow node still thinks it leads")
+		}
+		if ks, ok := lead.FSM().Get("after"); !ok || ks.Token != g2.Token {
+			return errors.New("the slow node has not caught up")
+		}
+		return nil
+	})
+}

@@ -31,6 +31,9 @@ func (n *Node) Status() Status {
 		Waiters:      n.waiters.count(),
 		FailoverMS:   n.failoverBound().Milliseconds(),
 	}
+	if d := n.DataDir(); d.Path != "" {
+		st.DataDir = &d
+	}
 	if f := r.GetConfiguration(); n.wait(f) == nil {
 		https := n.fsm.Members()
 		for _, s := range f.Configuration().Servers {

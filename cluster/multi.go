@@ -33,6 +33,13 @@ func (n *Node) AcquireMulti(ctx context.Context, a AcquireMultiArgs) ([]Grant, e
 	if _, err := n.requireReady(); err != nil {
 		return nil, err
 	}
+	// Below the free-space floor a set is refused unless the holder already
+	// holds every key of it (as a single acquire is).
+	for _, k := range a.Keys {
+		if err := n.checkSpaceFor(AcquireArgs{Key: k, Holder: a.Holder}); err != nil {
+			return nil, err
+		}
+	}
 	// Each key is counted against the holder's and the identity's limits
 	// as a single acquire of it would be.
 	for _, key := range a.Keys {

@@ -14,6 +14,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 	"github.com/hashicorp/raft"
 
+	"github.com/fenced/fenced/fence/proof"
 	"github.com/fenced/fenced/fsm"
 	"github.com/fenced/fenced/metrics"
 )
@@ -34,6 +35,7 @@ type Node struct {
 	raftMu   sync.RWMutex // guards raft across a single-node restart
 	raft     *raft.Raft
 	trans    *raft.NetworkTransport
+	layer    *StreamLayer  // trans's; muted while the leader's log write stalls (stall.go)
 	raftDone chan struct{} // closed when this raft instance is replaced
 
 	leases  *leases
@@ -55,6 +57,11 @@ type Node struct {
 
 	testHooks atomic.Pointer[hooks] // nil in production (hooks.go)
 
+	// signer is the node's signing key (signing.go); rotateMu serializes
+	// rotations.
+	signer   atomic.Pointer[proof.Signer]
+	rotateMu sync.Mutex
+
 	// memberRecord mirrors the durable record of how far this node got
 	// into the cluster (membership.go); memberMu serializes writing it.
 	memberRecord atomic.Uint32
@@ -71,6 +78,9 @@ type Node struct {
 	failed   chan struct{}
 	failOnce sync.Once
 	failErr  error
+
+	// disk is the data dir's free-space watch (diskspace.go).
+	disk diskWatch
 }
 
 // New opens the node's stores, starts Raft and, for a fresh data dir,
@@ -91,13 +101,20 @@ func New(cfg Config) (*Node, error) {
 	if !cfg.LeaseRearmFull {
 		n.leases.takeoverAt = n.takeovers.after
 	}
+	signer, err := loadSigner(&cfg)
+	if err != nil {
+		return nil, err
+	}
+	n.signer.Store(&signer)
 	n.confirm = &confirmer{verify: func() error { return translateRead(n.wait(n.r().VerifyLeader())) }}
-	store, stopStoreMetrics, err := openStoreWith(cfg.DataDir, cfg.Store, cfg.NoSync, cfg.Logger, cfg.storeVFS)
+	store, stopStoreMetrics, err := openStoreWith(cfg.DataDir, cfg.Store, cfg.NoSync, cfg.Logger, walOptions{wrap: cfg.walFileSystem(), segmentSize: cfg.WALSegmentSize})
 	if err != nil {
 		return nil, err
 	}
 	g := gate(store)
 	g.onSyncFailure = n.failClosed
+	g.onNoSpace = n.sawENOSPC
+	g.ackUnwritten = cfg.AckUnwrittenLog
 	n.store = g
 	n.stopStoreMetrics = stopStoreMetrics
 	n.loadMemberRecord()
@@ -115,8 +132,10 @@ func New(cfg Config) (*Node, error) {
 		n.Close()
 		return nil, err
 	}
-	n.wg.Add(1)
+	n.wg.Add(3)
 	go n.watchMembership()
+	go n.watchDisk()
+	go n.watchStalls()
 	n.startReclaim()
 	return n, nil
 }
@@ -175,7 +194,7 @@ func (n *Node) startRaft() error {
 	}
 	done := make(chan struct{})
 	n.raftMu.Lock()
-	n.raft, n.trans, n.raftDone = r, trans, done
+	n.raft, n.trans, n.layer, n.raftDone = r, trans, layer, done
 	n.raftMu.Unlock()
 	n.wg.Add(1)
 	go n.watchLeadership(r, notify, done)
@@ -295,6 +314,7 @@ func (n *Node) establish(r *raft.Raft, gen uint64, gained time.Time) {
 		return
 	}
 	n.reclaim.activate(gen)
+	n.registerSigningKey(r, gen)
 	if h := n.hook().beforeReady; h != nil {
 		h(gen)
 	}

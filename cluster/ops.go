@@ -87,6 +87,9 @@ func (n *Node) Acquire(ctx context.Context, a AcquireArgs) (Grant, error) {
 	if err := n.checkLimits(a); err != nil {
 		return Grant{}, err
 	}
+	if err := n.checkSpaceFor(a); err != nil {
+		return Grant{}, err
+	}
 	if a.Limit > 0 || a.Shared {
 		return n.acquirePermit(ctx, a)
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -51,12 +52,18 @@ var ErrStoreMismatch = errors.New("data dir holds another kind of raft log store
 // openStore opens the log store of the configured kind. It refuses a data dir
 // that holds the other kind, rather than silently starting empty.
 func openStore(dir, kind string, noSync bool, log hclog.Logger) (logStore, func(), error) {
-	return openStoreWith(dir, kind, noSync, log, nil)
+	return openStoreWith(dir, kind, noSync, log, walOptions{})
 }
 
-// openStoreWith is openStore whose WAL segment files go through wrap's file
-// system when wrap is set (fault injection in tests).
-func openStoreWith(dir, kind string, noSync bool, log hclog.Logger, wrap func(types.VFS) types.VFS) (logStore, func(), error) {
+// walOptions are the WAL's settings for tests: a file system wrapper (fault
+// injection) and a segment size (0: raft-wal's default).
+type walOptions struct {
+	wrap        func(types.VFS) types.VFS
+	segmentSize int
+}
+
+// openStoreWith is openStore with the WAL's test settings.
+func openStoreWith(dir, kind string, noSync bool, log hclog.Logger, wo walOptions) (logStore, func(), error) {
 	hasBolt := exists(filepath.Join(dir, boltFile))
 	hasWAL := exists(filepath.Join(dir, walDir))
 	if kind == StoreAuto {
@@ -84,7 +91,7 @@ func openStoreWith(dir, kind string, noSync bool, log hclog.Logger, wrap func(ty
 		if err := os.MkdirAll(filepath.Join(dir, walDir), 0o700); err != nil {
 			return nil, nil, err
 		}
-		w, err := openWALWith(filepath.Join(dir, walDir), log, wrap)
+		w, err := openWALWith(filepath.Join(dir, walDir), log, wo)
 		if err != nil {
 			return nil, nil, err
 		}
@@ -132,20 +139,21 @@ type walStore struct {
 var ErrStoreInUse = errors.New("raft log store is in use by another process")
 
 func openWAL(dir string, log hclog.Logger) (*walStore, error) {
-	return openWALWith(dir, log, nil)
+	return openWALWith(dir, log, walOptions{})
 }
 
-func openWALWith(dir string, log hclog.Logger, wrap func(types.VFS) types.VFS) (*walStore, error) {
+func openWALWith(dir string, log hclog.Logger, wo walOptions) (*walStore, error) {
 	if inUse(filepath.Join(dir, metadb.FileName)) {
 		return nil, fmt.Errorf("open raft wal: %w: %s", ErrStoreInUse, dir)
 	}
 	meta := &metadb.BoltMetaDB{}
 	var vfs types.VFS = readAheadFS{fs.New()}
-	if wrap != nil {
-		vfs = wrap(vfs)
+	if wo.wrap != nil {
+		vfs = wo.wrap(vfs)
 	}
+	// A segment size of 0 is raft-wal's default.
 	w, err := wal.Open(dir, wal.WithLogger(log.Named("wal")), wal.WithMetaStore(meta),
-		wal.WithSegmentFiler(segment.NewFiler(dir, vfs)))
+		wal.WithSegmentFiler(segment.NewFiler(dir, vfs)), wal.WithSegmentSize(wo.segmentSize))
 	if err != nil {
 		_ = meta.Close()
 		return nil, fmt.Errorf("open raft wal: %w", err)
@@ -191,11 +199,42 @@ type gatedStore struct {
 	// onSyncFailure, when set, hears of a log write whose fsync failed: the
 	// node then stops (failclosed.go).
 	onSyncFailure func(error)
+	// onNoSpace, when set, hears of every failed log write, to notice
+	// ENOSPC (diskspace.go).
+	onNoSpace func(error)
+	// writeStart is when the log write in progress began (unix nanos), 0
+	// when none is (stall.go).
+	writeStart atomic.Int64
+	// ackUnwritten reports a failed log write as a success
+	// (Config.AckUnwrittenLog): a positive control, never in production.
+	ackUnwritten bool
+}
+
+// timeWrite marks a log write in progress until the returned func is called.
+func (g *gatedStore) timeWrite() func() {
+	g.writeStart.Store(time.Now().UnixNano())
+	return func() { g.writeStart.Store(0) }
+}
+
+// writeStalled returns how long the log write in progress has taken; 0 when
+// none is in progress.
+func (g *gatedStore) writeStalled() time.Duration {
+	start := g.writeStart.Load()
+	if start == 0 {
+		return 0
+	}
+	return time.Since(time.Unix(0, start))
 }
 
 // wrote passes a log write's error on, telling onSyncFailure of a failed
 // fsync.
 func (g *gatedStore) wrote(err error) error {
+	if err != nil && g.onNoSpace != nil {
+		g.onNoSpace(err)
+	}
+	if g.ackUnwritten {
+		return nil // the lie of the positive control
+	}
 	if g.onSyncFailure != nil && isSyncFailure(err) {
 		g.onSyncFailure(err)
 	}
@@ -260,6 +299,7 @@ func (g *gatedStore) StoreLog(log *raft.Log) error {
 		return errStoreClosed
 	}
 	defer g.leave()
+	defer g.timeWrite()()
 	return g.wrote(g.s.StoreLog(log))
 }
 
@@ -269,6 +309,7 @@ func (g *gatedStore) StoreLogs(logs []*raft.Log) error {
 		return errStoreClosed
 	}
 	defer g.leave()
+	defer g.timeWrite()()
 	return g.wrote(g.s.StoreLogs(logs))
 }
 

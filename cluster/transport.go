@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/hashicorp/go-hclog"
@@ -53,9 +54,31 @@ type StreamLayer struct {
 	done      <-chan struct{} // ctx.Done()
 	closeOnce sync.Once
 	closeErr  error
+
+	// muted, while set, fails every write on the connections this node
+	// dialed, and every new dial: its Raft RPCs (heartbeats included) stop
+	// reaching its peers (stall.go).
+	muted atomic.Bool
 }
 
 var _ raft.StreamLayer = (*StreamLayer)(nil)
+
+// errMuted fails the Raft RPCs of a node whose leader's log write stalled.
+var errMuted = errors.New("raft transport muted: this node's log write stalled")
+
+// mutableConn is a dialed connection that fails writes while its layer is
+// muted.
+type mutableConn struct {
+	net.Conn
+	layer *StreamLayer
+}
+
+func (c mutableConn) Write(p []byte) (int, error) {
+	if c.layer.muted.Load() {
+		return 0, errMuted
+	}
+	return c.Conn.Write(p)
+}
 
 // StreamOption configures a StreamLayer.
 type StreamOption func(*StreamLayer)
@@ -276,6 +299,17 @@ func (s *StreamLayer) closed() bool {
 // boundTransport made: the server's certificate must name the server id it
 // carries (peerid.go), and an address without one is refused.
 func (s *StreamLayer) Dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
+	if s.muted.Load() {
+		return nil, errMuted
+	}
+	conn, err := s.dial(address, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return mutableConn{Conn: conn, layer: s}, nil
+}
+
+func (s *StreamLayer) dial(address raft.ServerAddress, timeout time.Duration) (net.Conn, error) {
 	d := &net.Dialer{Timeout: timeout, KeepAlive: 15 * time.Second}
 	id, addr, bound := unbindAddr(address)
 	if s.resolve != nil {

@@ -12,6 +12,8 @@ type (
 	// CredentialStatus is what a node reports, in its Status, about the
 	// credentials it authenticates requests with.
 	CredentialStatus = client.CredentialStatus
+	// DataDirStatus is a node's data dir use and free space (diskspace.go).
+	DataDirStatus = client.DataDirStatus
 	// BackupMeta describes a backup; it is also the header of a backup file.
 	BackupMeta = client.BackupMeta
 	// RestoreResult says what a restore did.

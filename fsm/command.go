@@ -74,7 +74,7 @@ var ErrCorrupt = errors.New("fsm: corrupt command")
 
 // Command is one change of the replicated state. It is implemented by
 // Acquire, Release, Expire, SetMember, DelMember, Barrier, SetClusterID,
-// Reclaim, DelayEnd and Touch.
+// Reclaim, DelayEnd, Touch and SigningKey.
 type Command interface {
 	encode(b []byte) []byte
 }
@@ -276,6 +276,8 @@ func Decode(b []byte) (Command, error) {
 		c = d.delayEnd()
 	case typeTouch:
 		c = d.touch()
+	case typeSigningKey:
+		c = d.signingKey()
 	case typeAcquireMulti:
 		c = d.acquireMulti()
 	case typeSemAcquire, typeSharedAcquire:

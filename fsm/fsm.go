@@ -283,7 +283,10 @@ type FSM struct {
 	members   map[string]string
 	floor     uint64
 	clusterID string
-	applied   uint64
+	// signing holds the members' public signing keys, in registration
+	// order (signingkeys.go).
+	signing []SigningKeyState
+	applied uint64
 	// hist remembers request ids that no longer name their key's last
 	// grant, so a late retry is never granted twice.
 	hist history
@@ -397,6 +400,7 @@ func (f *FSM) Reset() {
 	f.members = make(map[string]string)
 	f.hist = newHistory()
 	f.floor, f.applied, f.clusterID = 0, 0, ""
+	f.signing = nil
 	f.appliedFast.Store(0)
 	f.mu.Unlock()
 	f.feed.reset(0)
@@ -489,6 +493,7 @@ func (f *FSM) apply(cmd Command, pos logPos, notices []notice) (*Result, []notic
 		return &Result{Changed: true}, notices
 	case DelMember:
 		delete(f.members, c.ID)
+		f.forgetSigningKeys(c.ID)
 		return &Result{Changed: true}, notices
 	case Barrier:
 		return &Result{}, append(notices, notice{key: KeyState{Index: pos.index, Armed: pos.term}, barrier: true})
@@ -504,6 +509,8 @@ func (f *FSM) apply(cmd Command, pos logPos, notices []notice) (*Result, []notic
 		return f.delayEnd(c), notices
 	case Touch:
 		return f.touch(c, pos, notices)
+	case SigningKey:
+		return f.registerSigningKey(c, pos), notices
 	case AcquireMulti:
 		return f.acquireMulti(c, pos, notices)
 	}

@@ -431,12 +431,17 @@ const (
 	minPermitRecord = 8
 )
 
-// semaphores decodes the semaphore section. An empty one is refused: a
-// state without live permits is written in an older version.
-func (d *decoder) semaphores() []Semaphore {
+// semaphores decodes the semaphore section. An empty one is refused in
+// version 5: a state without live permits is written in an older version.
+func (d *decoder) semaphores(version byte) []Semaphore {
 	n := d.count(minSemRecord)
-	if d.err == nil && n == 0 {
+	// Version 5 is written only for live permits; a later version carries
+	// the section whatever it holds.
+	if d.err == nil && n == 0 && version == snapVersion5 {
 		d.fail("empty semaphore section")
+	}
+	if n == 0 {
+		return nil
 	}
 	out := make([]Semaphore, 0, n)
 	for i := uint64(0); i < n && d.err == nil; i++ {

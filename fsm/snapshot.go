@@ -39,7 +39,11 @@ const (
 	// live permits (appendSemaphores). A state without live permits is
 	// still written in an older version, which a node that does not know
 	// semaphores can install.
-	snapVersion5  = 5
+	snapVersion5 = 5
+	// snapVersion6 appends, after version 5's section (written even when
+	// there are no permits), the members' public signing keys
+	// (appendSigningKeys). A state with none is written as before.
+	snapVersion6  = 6
 	minKeyRecord  = 11
 	minRetiredRec = 4
 )
@@ -73,6 +77,9 @@ type Image struct {
 	// Semaphores holds the live permits of the semaphore keys, in key
 	// order; nil when there are none.
 	Semaphores []Semaphore
+	// SigningKeys holds the members' public signing keys, in registration
+	// order.
+	SigningKeys []SigningKeyState
 }
 
 // MaxEpoch returns the highest epoch of any key's last grant.
@@ -107,7 +114,8 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 func (f *FSM) head() *Image {
 	c := f.hist.clock
 	img := &Image{Applied: f.applied, Floor: f.floor, ClusterID: f.clusterID, Members: make(map[string]string, len(f.members)),
-		Clock: c.ms, ClockTerm: c.term, ClockLast: c.last, ClockElapsed: c.elapsed, Retired: f.hist.list(), Semaphores: f.semaphores()}
+		Clock: c.ms, ClockTerm: c.term, ClockLast: c.last, ClockElapsed: c.elapsed, Retired: f.hist.list(), Semaphores: f.semaphores(),
+		SigningKeys: cloneSigningKeys(f.signing)}
 	for id, a := range f.members {
 		img.Members[id] = a
 	}
@@ -265,6 +273,9 @@ func encodeState(w io.Writer, head *Image, version byte, n int, key func(int) Ke
 	if version >= snapVersion5 {
 		b = appendSemaphores(b, head.Semaphores)
 	}
+	if version >= snapVersion6 {
+		b = appendSigningKeys(b, head.SigningKeys)
+	}
 	if _, err := bw.Write(b); err != nil {
 		return err
 	}
@@ -330,6 +341,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	f.members = head.Members
 	f.floor = head.Floor
 	f.clusterID = head.ClusterID
+	f.signing = head.SigningKeys
 	f.hist = loadHistory(logClock{ms: head.Clock, term: head.ClockTerm, last: head.ClockLast, elapsed: head.ClockElapsed}, head.Retired)
 	f.applied = head.Applied
 	f.appliedFast.Store(head.Applied)
@@ -389,7 +401,7 @@ func decodeState(data []byte, begin func(n int), key func(*rawKey) bool, value f
 		return nil, fmt.Errorf("%w: checksum mismatch", ErrBadSnapshot)
 	}
 	version := body[4]
-	if string(body[:4]) != snapMagic || version < snapVersion1 || version > snapVersion5 {
+	if string(body[:4]) != snapMagic || version < snapVersion1 || version > snapVersion6 {
 		return nil, fmt.Errorf("%w: unknown format", ErrBadSnapshot)
 	}
 	d := decoder{buf: body[5:]}
@@ -421,7 +433,10 @@ func decodeState(data []byte, begin func(n int), key func(*rawKey) bool, value f
 		d.clockAndOwners(img)
 	}
 	if version >= snapVersion5 {
-		img.Semaphores = d.semaphores()
+		img.Semaphores = d.semaphores(version)
+	}
+	if version >= snapVersion6 {
+		d.signingKeys(img)
 	}
 	if err := d.done(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
@@ -534,10 +549,14 @@ func (img *Image) version() byte {
 	return img.versionFor(values)
 }
 
-// versionFor returns the oldest layout that holds the image: version 5
-// with live permits, version 4 once the log clock was advanced or an id has
-// a kind or an owner, else version 3 with values, else 2.
+// versionFor returns the oldest layout that holds the image: version 6
+// with signing keys, version 5 with live permits, version 4 once the log
+// clock was advanced or an id has a kind or an owner, else version 3 with
+// values, else 2.
 func (img *Image) versionFor(values bool) byte {
+	if len(img.SigningKeys) > 0 {
+		return snapVersion6
+	}
 	if len(img.Semaphores) > 0 {
 		return snapVersion5
 	}

@@ -103,6 +103,9 @@ func TestPositiveControls(t *testing.T) {
 		// A paused holder writes with its stale token: only a resource that
 		// checks tokens refuses it.
 		{workload.BrokenResourceNoCheck, nemesis.ClientPause, "resource"},
+		// The resource requires proofs but never checks them: the hostile
+		// client's made-up tokens are admitted.
+		{workload.BrokenResourceSkipProof, nemesis.ClientPause, checker.HostileTokensName},
 		// Every node restarts; tokens that restart at 1 go backwards.
 		{workload.BrokenTokenReset, nemesis.KillAll, "token-order"},
 		// Verifies answered from earlier verdicts allow superseded tokens.

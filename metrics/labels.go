@@ -14,7 +14,7 @@ var (
 		"held", "limit_mismatch", "not_holder", "stale_token", "expired", "grant_ended", "no_lease", "lock_delay", "unknown_key",
 		"seq_exhausted", "epoch_exhausted", "epoch_regressed", "malformed_token", "bad_request", "not_leader",
 		"not_ready", "busy", "shutting_down", "unavailable", "not_member", "outcome_unknown", "unauthenticated",
-		"forbidden", "rate_limited", "request_timeout", "too_many_keys", "too_many_waiters", "too_many_ended_keys", "too_many_watches", "compacted", "internal",
+		"forbidden", "rate_limited", "request_timeout", "too_many_keys", "too_many_waiters", "too_many_ended_keys", "too_many_watches", "no_space", "compacted", "internal",
 	}
 	// VerifyAllowReasons and VerifyRefuseReasons label fenced_verifies_total
 	// (result allow and refuse).

@@ -68,8 +68,16 @@ var (
 	CredentialsReload = promauto.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "credentials_reload_success",
 		Help: "1 when the latest load of this material (http_tls, peer_tls, tokens) succeeded; 0 when its latest reload failed, so the node still uses the material it had before."},
 		[]string{"material"})
+	LogStalls = promauto.NewCounter(prometheus.CounterOpts{Namespace: ns, Name: "log_stalls_total",
+		Help: "Times this node, leading, stopped leading because its own raft log write (fsync) took longer than --log-stall-bound."})
 	LogStoreFailed = promauto.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "log_store_failed",
 		Help: "1 once an fsync of the Raft log failed: the node stops itself and must be restarted."})
+	DiskFreeBytes = promauto.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "disk_free_bytes",
+		Help: "Free bytes of the file system holding the data dir, as the latest check saw them."})
+	DataDirBytes = promauto.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "data_dir_bytes",
+		Help: "Size of the files in the data dir (WAL segments at their preallocated size)."})
+	NoSpace = promauto.NewGauge(prometheus.GaugeOpts{Namespace: ns, Name: "no_space",
+		Help: "1 while the data dir is below its free-space floor or a log write failed for lack of space: the leader refuses new keys (no_space)."})
 	CredentialsLoaded = promauto.NewGaugeVec(prometheus.GaugeOpts{Namespace: ns, Name: "credentials_loaded_timestamp_seconds",
 		Help: "Unix time the material in use (http_tls, peer_tls, tokens) was loaded."}, []string{"material"})
 )

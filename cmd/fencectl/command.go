@@ -53,6 +53,7 @@ var commands = []command{
 	electCommand,
 	selftestCommand,
 	membersCommand,
+	signingKeysCommand,
 	leaderCommand,
 	snapshotCommand,
 	debugCommand,

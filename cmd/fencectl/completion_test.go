@@ -47,7 +47,7 @@ func completionCases(dir string) []completionCase {
 	cases := []completionCase{
 		{"fencectl ", append(names, "help"), true},
 		{"fencectl sta", []string{"status"}, true},
-		{"fencectl s", []string{"selftest", "snapshot", "status"}, true},
+		{"fencectl s", []string{"selftest", "signing-keys", "snapshot", "status"}, true},
 		{"fencectl --endpoints 127.0.0.1:7700 --timeout 3s sta", []string{"status"}, true},
 		{"fencectl snapshot ", []string{"save", "inspect", "restore"}, true},
 		{"fencectl snapshot s", []string{"save"}, true},

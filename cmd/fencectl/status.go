@@ -322,22 +322,29 @@ func printHealth(e *env, h clusterHealth) error {
 		leader = "none"
 	}
 	fmt.Fprintf(e.stdout, "leader: %s  term: %d  members: %d (%d ready)\n\n", leader, h.Term, len(h.Members), ready)
-	t := newTable(e.stdout, "ID", "HTTP", "RAFT", "ROLE", "VOTER", "TERM", "COMMIT", "APPLIED", "KEYS", "HEALTH")
+	t := newTable(e.stdout, "ID", "HTTP", "RAFT", "ROLE", "VOTER", "TERM", "COMMIT", "APPLIED", "KEYS", "DATA DIR", "HEALTH")
 	for _, m := range h.Members {
-		role, term, commit, applied, keys := "", "", "", "", ""
+		role, term, commit, applied, keys, disk := "", "", "", "", "", ""
 		if st := m.Status; st != nil {
 			role = st.State
 			term, commit = strconv.FormatUint(st.Term, 10), strconv.FormatUint(st.CommitIndex, 10)
 			applied, keys = strconv.FormatUint(st.AppliedIndex, 10), strconv.Itoa(st.Keys)
+			disk = dataDirCell(st.DataDir)
 		}
 		health := m.Health
 		if m.Error != "" {
 			health += ": " + m.Error
 		}
-		t.row(m.ID, m.HTTPAddr, m.RaftAddr, role, yesNo(m.Voter), term, commit, applied, keys, health)
+		t.row(m.ID, m.HTTPAddr, m.RaftAddr, role, yesNo(m.Voter), term, commit, applied, keys, disk, health)
 	}
 	if err := t.flush(); err != nil {
 		return err
+	}
+	for _, m := range h.Members {
+		if m.Status != nil && m.Status.DataDir != nil && m.Status.DataDir.NoSpace {
+			fmt.Fprintf(e.stdout, "\nwarning: %s has no space: %s; as leader it refuses new keys until space is freed in its data dir (%s)\n",
+				m.ID, m.Status.DataDir.Reason, m.Status.DataDir.Path)
+		}
 	}
 	for _, m := range h.Members {
 		if m.CredentialsStale {
@@ -345,4 +352,34 @@ func printHealth(e *env, h clusterHealth) error {
 		}
 	}
 	return nil
+}
+
+// dataDirCell shows a member's data dir use: its size and the free space of
+// its file system, or NO SPACE while it refuses new keys.
+func dataDirCell(d *client.DataDirStatus) string {
+	if d == nil {
+		return ""
+	}
+	cell := fmt.Sprintf("%s used", byteSize(d.UsedBytes))
+	if d.TotalBytes > 0 {
+		cell += fmt.Sprintf(", %s free (%.0f%%)", byteSize(d.FreeBytes), 100*float64(d.FreeBytes)/float64(d.TotalBytes))
+	}
+	if d.NoSpace {
+		cell = "NO SPACE: " + cell
+	}
+	return cell
+}
+
+// byteSize writes a byte count in binary units.
+func byteSize(b uint64) string {
+	const unit = 1024
+	if b < unit {
+		return fmt.Sprintf("%dB", b)
+	}
+	div, exp := uint64(unit), 0
+	for n := b / unit; n >= unit; n /= unit {
+		div *= unit
+		exp++
+	}
+	return fmt.Sprintf("%.1f%ciB", float64(b)/float64(div), "KMGTPE"[exp])
 }

@@ -12,7 +12,7 @@ import (
 
 var verifyCommand = command{
 	name:    "verify",
-	args:    "KEY TOKEN",
+	args:    "KEY TOKEN [PROOF]",
 	summary: "check that a token is the current live grant of a key (exit 0 ALLOW, 3 REFUSE)",
 	help: `
 Asks the cluster, linearizably, whether TOKEN is the current grant of KEY with
@@ -26,20 +26,36 @@ token) is REFUSE with exit 3, never an error a script could mistake for an
 allow. Only wrong usage (missing arguments, an unknown flag) exits 2.
 
 A verify answers for the moment it was asked. A resource must still compare
-tokens itself, atomically with each write; verify is for gates that cannot.`,
+tokens itself, atomically with each write; verify is for gates that cannot.
+
+With --offline --keys FILE, no cluster is asked: PROOF (the grant's proof)
+is checked against the public keys of FILE (the JSON of 'fencectl
+signing-keys list -o json', or any JWKS of Ed25519 keys) and must be a
+genuine proof for KEY and TOKEN (and --holder, and the cluster the file
+names). That proves fenced issued the token, not that its lease is live.
+Exit 0 ALLOW, 3 REFUSE with one of the reasons proof_missing,
+proof_malformed, proof_algorithm, proof_unknown_signer, proof_signature,
+proof_wrong_key, proof_wrong_token, proof_wrong_holder, proof_wrong_cluster,
+or keys_unusable (FILE unreadable or not a key set).`,
 	examples: `
 fencectl verify db 4294967297 && run-the-job
+fencectl verify --offline --keys keys.json db 4294967297 "$FENCE_PROOF"
 fencectl verify db "$FENCE_TOKEN" --holder "$FENCE_HOLDER" || exit 1
 fencectl verify db 4294967297 -o json`,
 	new: func() runner { return &verifyCmd{} },
 }
 
 type verifyCmd struct {
-	holder string
+	holder  string
+	offline bool
+	keys    string
 }
 
 func (v *verifyCmd) flags(fs *pflag.FlagSet) {
 	fs.StringVar(&v.holder, "holder", "", "also require the grant to belong to this holder")
+	fs.BoolVar(&v.offline, "offline", false, "check the grant's PROOF against --keys instead of asking the cluster")
+	fs.StringVar(&v.keys, "keys", "", "with --offline: the JWKS file of the cluster's public signing keys")
+	completeFlag(fs, "keys", completeFiles)
 }
 
 // verifyResult is the JSON document of fencectl verify.
@@ -55,8 +71,14 @@ type verifyResult struct {
 }
 
 func (v *verifyCmd) run(ctx context.Context, e *env, args []string) error {
+	if v.offline {
+		return v.runOffline(e, args)
+	}
+	if v.keys != "" {
+		return usageErr("verify", "--keys is used only with --offline")
+	}
 	if len(args) != 2 {
-		return usageErr("verify", "verify takes KEY and TOKEN")
+		return usageErr("verify", "verify takes KEY and TOKEN (and PROOF with --offline)")
 	}
 	r := v.ask(ctx, e, args[0], args[1])
 	if e.jsonOutput() {

@@ -4,6 +4,7 @@ package main
 
 import (
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -65,6 +66,10 @@ type options struct {
 	maxSeq                       uint64
 	keyRetention                 time.Duration
 	reclaimIgnoresEpoch          bool
+	walSegmentSize               int // chaos builds only
+	logStallBound                time.Duration
+	ackUnwritten                 bool   // chaos builds only
+	fsyncDelayFile               string // chaos builds only
 	leaseRearmFull               bool
 	noSync                       bool
 	leaveOnTerminate             bool
@@ -78,9 +83,11 @@ type options struct {
 	sec                          securityOptions
 	backup                       backupOptions
 	loaded                       *security // the material sec names, once run loads it
+	disk                         diskFloor
 	version                      bool
 	memoryLimit                  string
 	gcHeadroom                   int
+	signingKeyFile               string
 }
 
 func parseFlags(args []string) (*options, error) {
@@ -95,6 +102,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.BoolVar(&o.version, "version", false, "print the module version and VCS revision, and exit")
 	fs.StringVar(&o.id, "id", "", "unique, stable node id (default \"dev\" in dev mode; required otherwise)")
 	fs.StringVar(&o.dataDir, "data-dir", "fenced-data", "directory for the Raft log, stable store and snapshots")
+	fs.StringVar(&o.signingKeyFile, "signing-key-file", "", "Ed25519 key (PKCS #8 PEM) this node signs grants' proofs with (default signing.key in --data-dir, made on first start)")
 	fs.StringVar(&o.httpAddr, "http-addr", "127.0.0.1:7700", "address of the HTTP API")
 	fs.StringVar(&o.httpAdvertise, "http-advertise", "", "HTTP address other nodes use to reach this one (default --http-addr)")
 	fs.StringVar(&o.raftAddr, "raft-addr", "127.0.0.1:7701", "address of the Raft transport")
@@ -114,6 +122,8 @@ func parseFlags(args []string) (*options, error) {
 	fs.DurationVar(&o.keyRetention, "key-retention", cluster.DefaultKeyRetention, "how long a key is kept after its last grant ended before the leader reclaims it (0: keys are never reclaimed)")
 	registerUnsafe(fs, o)
 	fs.BoolVar(&o.noSync, "unsafe-no-fsync", false, "do not fsync the Raft log (testing only: acknowledged grants can be lost on power failure)")
+	o.disk.register(fs)
+	fs.DurationVar(&o.logStallBound, "log-stall-bound", cluster.DefaultLogStallBound, "how long the leader's own raft log write (its fsync) may take before it stops leading so that the others elect a leader (a slow or stalled disk); 0 turns it off")
 	fs.StringVar(&o.memoryLimit, "memory-limit", memoryLimitAuto, memoryLimitUsage)
 	fs.IntVar(&o.gcHeadroom, "gc-headroom", defaultGCHeadroom, gcHeadroomUsage)
 	fs.BoolVar(&o.pprof, "enable-pprof", false, "serve Go profiles at /debug/pprof/ on the HTTP address")
@@ -174,6 +184,12 @@ func parseFlags(args []string) (*options, error) {
 	}
 	if _, err := parseMemoryLimit(o.memoryLimit); err != nil {
 		return nil, err
+	}
+	if err := o.disk.check(); err != nil {
+		return nil, err
+	}
+	if o.logStallBound < 0 {
+		return nil, fmt.Errorf("--log-stall-bound must not be negative, not %v", o.logStallBound)
 	}
 	if o.gcHeadroom < 0 || o.gcHeadroom > 100 {
 		return nil, errGCHeadroom
@@ -285,7 +301,10 @@ func run(o *options) error {
 		SnapshotThreshold: o.snapshotThreshold, SnapshotInterval: o.snapshotInterval, TrailingLogs: o.trailingLogs, Store: o.raftStore, MaxSeq: o.maxSeq, NoSync: o.noSync,
 		RaftServerTLS: raftServerTLS, RaftClientTLS: raftClientTLS, Limits: sec.limits(),
 		KeyRetention: o.keyRetention, ReclaimIgnoresEpoch: o.reclaimIgnoresEpoch, LeaseRearmFull: o.leaseRearmFull,
-		Logger: log,
+		WALSegmentSize: o.walSegmentSize, AckUnwrittenLog: o.ackUnwritten, LogStallBound: stallBound(o.logStallBound),
+		WALFileSystem:  slowFsync(o.dataDir, o.fsyncDelayFile),
+		DataDirMinFree: o.disk.bytes, DataDirMinFreePercent: o.disk.minFreePercent, PeerHasSpace: peerHasSpace(o),
+		SigningKeyFile: o.signingKeyFile, Logger: log,
 	})
 	if err != nil {
 		ln.Close()
@@ -376,7 +395,7 @@ func announceNeeded(node *cluster.Node, id, httpAdvertise string) bool {
 		return false
 	case cluster.SelfMember:
 		lid, _ := node.Leader()
-		return lid != "" && node.FSM().Members()[id] != httpAdvertise
+		return lid != "" && (node.FSM().Members()[id] != httpAdvertise || !node.SigningKeyRegistered())
 	}
 	return !node.IsLeader()
 }
@@ -404,7 +423,9 @@ func announceOnce(ctx context.Context, log hclog.Logger, node *cluster.Node, o *
 	c := o.loaded.apiClient(targets)
 	jctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := c.Join(jctx, client.JoinRequest{ID: o.id, RaftAddr: node.Addr(), HTTPAddr: httpAdvertise}); err != nil {
+	req := client.JoinRequest{ID: o.id, RaftAddr: node.Addr(), HTTPAddr: httpAdvertise,
+		SigningKey: base64.RawURLEncoding.EncodeToString(node.Signer().Public().Public)}
+	if err := c.Join(jctx, req); err != nil {
 		log.Debug("join/announce not done yet", "targets", targets, "error", err)
 		return false
 	}

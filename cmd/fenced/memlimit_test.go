@@ -34,3 +34,34 @@ func TestGCHeadroomFlag(t *testing.T) {
 		t.Fatalf("default --gc-headroom: %v, %v", o, err)
 	}
 }
+
+func TestDataDirFloorFlags(t *testing.T) {
+	o, err := parseFlags(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o.disk.bytes != 64<<20 || o.disk.minFreePercent != 5 {
+		t.Fatalf("defaults: %d bytes, %v%%", o.disk.bytes, o.disk.minFreePercent)
+	}
+	for _, tc := range []struct {
+		args []string
+		ok   bool
+		want uint64
+	}{
+		{[]string{"--data-dir-min-free", "1GiB"}, true, 1 << 30},
+		{[]string{"--data-dir-min-free", "0"}, true, 0},
+		{[]string{"--data-dir-min-free", "lots"}, false, 0},
+		{[]string{"--data-dir-min-free", "-1MiB"}, false, 0},
+		{[]string{"--data-dir-min-free-percent", "101"}, false, 0},
+		{[]string{"--data-dir-min-free-percent", "0"}, true, 64 << 20},
+	} {
+		o, err := parseFlags(tc.args)
+		if tc.ok != (err == nil) {
+			t.Errorf("%v: %v", tc.args, err)
+			continue
+		}
+		if err == nil && o.disk.bytes != tc.want {
+			t.Errorf("%v: %d bytes, want %d", tc.args, o.disk.bytes, tc.want)
+		}
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"net/http"
 
 	"github.com/fenced/fenced/fence"
+	"github.com/fenced/fenced/fence/proof"
 )
 
 // HeaderName is the HTTP header that carries a fencing token, as decimal text.
@@ -23,6 +24,11 @@ const (
 	// CodeStaleToken: the token is lower than one already admitted for the key
 	// (409); the body's "highest" field holds that token.
 	CodeStaleToken = "stale_token"
+	// CodeInvalidProof: the guard checks proofs (a *Signed) and the
+	// Fencing-Proof header is missing where required, repeated, or not a
+	// genuine proof of this grant by a pinned key (403); the body's
+	// "reason" names the refusal (proof_signature, proof_unknown_signer, …).
+	CodeInvalidProof = "invalid_proof"
 	// CodeGuardUnavailable: the guard could not decide, for instance a storage
 	// error (503). The request was not admitted; it may be retried.
 	CodeGuardUnavailable = "guard_unavailable"
@@ -36,6 +42,8 @@ type ErrorBody struct {
 	Key     string       `json:"key,omitempty"`
 	Token   *fence.Token `json:"token,omitempty"`
 	Highest *fence.Token `json:"highest,omitempty"`
+	// Reason is a refused proof's reason (CodeInvalidProof).
+	Reason string `json:"reason,omitempty"`
 }
 
 type tokenKey struct{}
@@ -72,7 +80,9 @@ func KeyFromPathValue(name string) func(*http.Request) (string, error) {
 }
 
 // Middleware admits the request's Fencing-Token for the key keyFunc names
-// before calling next, which finds the token with TokenFrom. It refuses a
+// before calling next, which finds the token with TokenFrom. When g is a
+// *Signed, the Fencing-Proof header's proof is checked first, and a missing
+// (where required) or bad proof is refused with 403 invalid_proof. It refuses a
 // missing or malformed token with 400 malformed_token, a key keyFunc cannot
 // name with 400 bad_key, a stale token with 409 stale_token, and answers 503
 // guard_unavailable when the guard fails; next is not called then.
@@ -96,12 +106,30 @@ func Middleware(g Guard, keyFunc func(*http.Request) (string, error), next http.
 			writeError(w, http.StatusBadRequest, ErrorBody{Code: CodeBadKey, Message: err.Error()})
 			return
 		}
-		if err := g.Admit(r.Context(), key, tok); err != nil {
+		if err := admitRequest(r, g, key, tok); err != nil {
 			writeAdmitError(w, key, tok, err)
 			return
 		}
 		next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), tokenKey{}, tok)))
 	})
+}
+
+// admitRequest admits the request's token, with its Fencing-Proof when the
+// guard checks proofs. A repeated proof header is refused as malformed.
+func admitRequest(r *http.Request, g Guard, key string, tok fence.Token) error {
+	s, ok := g.(*Signed)
+	if !ok {
+		return g.Admit(r.Context(), key, tok)
+	}
+	v := r.Header.Values(ProofHeaderName)
+	if len(v) > 1 {
+		return &ProofError{Key: key, Token: tok, Reason: "proof_malformed", Err: fmt.Errorf("%w: %d %s headers, want one", proof.ErrMalformed, len(v), ProofHeaderName)}
+	}
+	p := ""
+	if len(v) == 1 {
+		p = v[0]
+	}
+	return s.AdmitProof(r.Context(), key, tok, p)
 }
 
 // tokenFromHeader parses the one Fencing-Token header strictly. A repeated
@@ -124,7 +152,10 @@ func tokenFromHeader(h http.Header) (fence.Token, error) {
 
 func writeAdmitError(w http.ResponseWriter, key string, tok fence.Token, err error) {
 	var stale *StaleError
+	var pe *ProofError
 	switch {
+	case errors.As(err, &pe):
+		writeError(w, http.StatusForbidden, ErrorBody{Code: CodeInvalidProof, Message: err.Error(), Key: key, Token: &tok, Reason: pe.Reason})
 	case errors.As(err, &stale):
 		writeError(w, http.StatusConflict, ErrorBody{
 			Code: CodeStaleToken, Message: err.Error(),

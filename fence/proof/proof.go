@@ -236,3 +236,35 @@ func decodeStrict(raw []byte, v any) error {
 	}
 	return nil
 }
+
+// Reason returns the short, stable name of a refusal, the same in every
+// fenced guard and CLI: proof_missing, proof_malformed, proof_algorithm,
+// proof_unknown_signer, proof_signature, proof_wrong_key,
+// proof_wrong_token, proof_wrong_holder or proof_wrong_cluster; "" for nil
+// and proof_invalid for an error of no known kind.
+func Reason(err error) string {
+	for _, r := range reasons {
+		if errors.Is(err, r.err) {
+			return r.name
+		}
+	}
+	if err == nil {
+		return ""
+	}
+	return "proof_invalid"
+}
+
+var reasons = []struct {
+	err  error
+	name string
+}{
+	{ErrMissing, "proof_missing"},
+	{ErrMalformed, "proof_malformed"},
+	{ErrAlgorithm, "proof_algorithm"},
+	{ErrUnknownSigner, "proof_unknown_signer"},
+	{ErrSignature, "proof_signature"},
+	{ErrWrongKey, "proof_wrong_key"},
+	{ErrWrongToken, "proof_wrong_token"},
+	{ErrWrongHolder, "proof_wrong_holder"},
+	{ErrWrongCluster, "proof_wrong_cluster"},
+}

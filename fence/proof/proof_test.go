@@ -5,6 +5,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -367,4 +368,18 @@ func FuzzVerify(f *testing.F) {
 			t.Fatalf("refusal %v matches %d reasons", err, matched)
 		}
 	})
+}
+
+func TestReasonsDistinct(t *testing.T) {
+	seen := map[string]bool{}
+	for _, e := range allErrors {
+		r := Reason(fmt.Errorf("wrapped: %w", e))
+		if r == "" || r == "proof_invalid" || seen[r] {
+			t.Fatalf("%v: reason %q", e, r)
+		}
+		seen[r] = true
+	}
+	if Reason(nil) != "" || Reason(errors.New("x")) != "proof_invalid" {
+		t.Fatal("nil or unknown errors")
+	}
 }

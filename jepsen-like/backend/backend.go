@@ -54,6 +54,10 @@ type Config struct {
 	Dir string
 	// Args are extra fenced flags for every node (timeouts, snapshots).
 	Args []string
+	// DiskSize, when set (say "256M"), puts each node's data dir on an ext4
+	// file system of that size of its own (a loop device; root only), for
+	// the disk nemesis (local and netns backends).
+	DiskSize string
 	// Image is the fenced image the docker backend runs; when empty it
 	// builds one from this module (and removes it at Close).
 	Image string

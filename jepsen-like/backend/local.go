@@ -11,8 +11,9 @@ import (
 // Local runs the nodes as processes on 127.0.0.1. It can kill, restart and
 // pause them, but not partition them: they share the loopback interface.
 type Local struct {
-	cfg Config
-	c   *proccluster.Cluster
+	cfg   Config
+	c     *proccluster.Cluster
+	disks *smallDisks // with Config.DiskSize
 }
 
 // NewLocal returns a local backend; Start launches it.
@@ -23,8 +24,16 @@ func (l *Local) Name() string { return "local" }
 
 // Start implements Backend.
 func (l *Local) Start(ctx context.Context) error {
+	if l.cfg.DiskSize != "" {
+		d, err := mountSmallDisks(l.cfg.Dir, l.cfg.Nodes, l.cfg.DiskSize)
+		if err != nil {
+			return err
+		}
+		l.disks = d
+	}
 	c, err := proccluster.Start(proccluster.Options{Nodes: l.cfg.Nodes, Dir: l.cfg.Dir, Binary: l.cfg.Binary, ExtraArgs: l.cfg.Args})
 	if err != nil {
+		_ = l.disks.unmount()
 		return fmt.Errorf("start local cluster: %w", err)
 	}
 	l.c = c
@@ -152,5 +161,31 @@ func (l *Local) Close() error {
 	if l.c != nil {
 		l.c.Stop()
 	}
+	return l.disks.unmount()
+}
+
+// CanFillDisk implements DiskFiller.
+func (l *Local) CanFillDisk() error {
+	if l.disks == nil {
+		return fmt.Errorf("%w: the nodes' data dirs are not on small disks of their own (DiskSize)", ErrUnsupported)
+	}
 	return nil
+}
+
+// FillDisk implements DiskFiller.
+func (l *Local) FillDisk(_ context.Context, id string) error {
+	n, err := l.node(id)
+	if err != nil {
+		return err
+	}
+	return fillDir(n.DataDir)
+}
+
+// FreeDisk implements DiskFiller.
+func (l *Local) FreeDisk(_ context.Context, id string) error {
+	n, err := l.node(id)
+	if err != nil {
+		return err
+	}
+	return freeDir(n.DataDir)
 }

@@ -59,6 +59,7 @@ type Netns struct {
 	ips      map[string]string // node id -> address
 	c        *proccluster.Cluster
 	closed   bool
+	disks    *smallDisks // with Config.DiskSize
 }
 
 // NewNetns returns a netns backend; Start creates the network and launches it.
@@ -135,6 +136,14 @@ func (b *Netns) Start(ctx context.Context) error {
 		b.teardown()
 		return err
 	}
+	if b.cfg.DiskSize != "" {
+		d, err := mountSmallDisks(b.cfg.Dir, b.cfg.Nodes, b.cfg.DiskSize)
+		if err != nil {
+			b.teardown()
+			return err
+		}
+		b.disks = d
+	}
 	var httpAddrs, raftAddrs []string
 	for _, id := range b.ids() {
 		httpAddrs = append(httpAddrs, net.JoinHostPort(b.ips[id], strconv.Itoa(httpPort)))
@@ -147,6 +156,7 @@ func (b *Netns) Start(ctx context.Context) error {
 	})
 	if err != nil {
 		b.teardown()
+		_ = b.disks.unmount()
 		return fmt.Errorf("start netns cluster: %w", err)
 	}
 	b.c = c
@@ -407,7 +417,33 @@ func (b *Netns) Close() error {
 	if b.c != nil {
 		b.c.Stop()
 	}
-	return b.teardown()
+	return errors.Join(b.disks.unmount(), b.teardown())
+}
+
+// CanFillDisk implements DiskFiller.
+func (b *Netns) CanFillDisk() error {
+	if b.disks == nil {
+		return fmt.Errorf("%w: the nodes' data dirs are not on small disks of their own (DiskSize)", ErrUnsupported)
+	}
+	return nil
+}
+
+// FillDisk implements DiskFiller.
+func (b *Netns) FillDisk(_ context.Context, id string) error {
+	n, err := b.node(id)
+	if err != nil {
+		return err
+	}
+	return fillDir(n.DataDir)
+}
+
+// FreeDisk implements DiskFiller.
+func (b *Netns) FreeDisk(_ context.Context, id string) error {
+	n, err := b.node(id)
+	if err != nil {
+		return err
+	}
+	return freeDir(n.DataDir)
 }
 
 func (b *Netns) teardown() error {

@@ -411,6 +411,9 @@ func Resource(ops []history.Op) Result {
 			regs[o.Key] = g
 		}
 		if o.Outcome == history.Fail {
+			if strings.HasPrefix(o.Code, "proof_") {
+				continue // refused for its proof, before any token was compared
+			}
 			if o.Token >= g.high {
 				r.violate("resource refused token %s, not below its mark %s:\n  %s", history.Tok(o.Token), history.Tok(g.high), o.Describe())
 			}
@@ -606,4 +609,28 @@ func Recovery(ops []history.Op, faults []history.Fault, final *Final) Result {
 			final.RecoveryTime.Round(time.Millisecond), worst.Round(time.Millisecond), worstFault, final.RecoveryLimit)
 	}
 	return res
+}
+
+// HostileTokensName is the name of the HostileTokens check.
+const HostileTokensName = "hostile-tokens"
+
+// HostileTokens checks that no write of the hostile client, which makes
+// its tokens up (higher than any grant) and carries no genuine proof of
+// them, was admitted by the resource: a guard that requires proofs admits
+// only tokens fenced signed. A run without a hostile client passes with
+// nothing checked.
+func HostileTokens(ops []history.Op, kind string) Result {
+	r := Result{Name: HostileTokensName}
+	for i := range ops {
+		o := &ops[i]
+		if o.Kind != kind {
+			continue
+		}
+		r.Checked++
+		if o.Outcome == history.OK {
+			r.violate("the resource admitted a made-up token %s for %s (%s): a poisoned fence refuses every real holder after it:\n  %s",
+				history.Tok(o.Token), o.Key, o.Error, o.Describe())
+		}
+	}
+	return r.finish("writes with made-up tokens, each refused for its proof")
 }

@@ -354,3 +354,17 @@ func TestConvergenceLeavesChurningKeys(t *testing.T) {
 		t.Fatal("without churn, keys that differ between nodes must fail convergence")
 	}
 }
+
+func TestHostileTokens(t *testing.T) {
+	ops := []history.Op{
+		{Kind: "hostile-write", Key: "k", Token: fence.MaxToken, Outcome: history.Fail, Code: "proof_missing"},
+		{Kind: "hostile-write", Key: "k", Token: fence.MaxToken, Outcome: history.Fail, Code: "proof_signature"},
+	}
+	if r := HostileTokens(ops, "hostile-write"); !r.Pass || r.Checked != 2 {
+		t.Fatalf("refused hostile writes: %+v", r)
+	}
+	ops = append(ops, history.Op{Kind: "hostile-write", Key: "k", Token: fence.MaxToken, Outcome: history.OK})
+	if r := HostileTokens(ops, "hostile-write"); r.Pass {
+		t.Fatal("an admitted made-up token passed")
+	}
+}

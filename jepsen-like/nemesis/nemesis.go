@@ -93,6 +93,10 @@ func (e *Env) Supported(name string) error {
 		}
 	case LostAnswers:
 		return e.supportsLostAnswers()
+	case FillDisk:
+		return e.supportsFillDisk()
+	case SlowDisk:
+		return e.supportsSlowDisk()
 	case PauseLeader, KillRandom, KillLeader, KillAll, RollingRestart, Mixed:
 	case FreezeFollower, FreezeLeader, SlowNode, FlapLeaders:
 	default:
@@ -132,6 +136,10 @@ func (e *Env) Run(ctx context.Context, name string) error {
 		return e.lostAnswers(ctx)
 	case FlapLeaders:
 		return e.flapLeaders(ctx)
+	case FillDisk:
+		return e.fillDisk(ctx)
+	case SlowDisk:
+		return e.slowDisk(ctx)
 	}
 	return fmt.Errorf("unknown nemesis %q", name)
 }

@@ -3,6 +3,7 @@ package report
 import (
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"os"
@@ -29,7 +30,8 @@ func synthetic() ([]history.Op, []history.Fault) {
 	var ops []history.Op
 	for c := 0; c < 4; c++ {
 		for t := int64(c) * 7e6; t < 20e9; t += 50e6 {
-			o := history.Op{Index: len(ops), Client: c, Kind: kinds[rng.IntN(len(kinds))], Key: "k", Holder: "h", Invoke: t, Outcome: history.OK}
+			o := history.Op{Index: len(ops), Client: c, Kind: kinds[rng.IntN(len(kinds))], Key: fmt.Sprintf("orders/%d", c%3), Holder: fmt.Sprintf("c%d", c),
+				Invoke: t, Outcome: history.OK}
 			lat := int64(1e6 + rng.IntN(20e6))
 			switch {
 			case c == 2 && t >= 8e9 && t < 11e9:
@@ -42,7 +44,14 @@ func synthetic() ([]history.Op, []history.Fault) {
 				o.Outcome, o.Code = history.Fail, "held"
 			}
 			if o.Kind == history.Acquire && o.Outcome == history.OK {
-				o.Granted = fence.Token(2<<32 | uint64(len(ops)+1))
+				// A new epoch after each fault, as a new leader makes.
+				epoch := uint64(2)
+				for _, f := range faults {
+					if t >= f.Start {
+						epoch++
+					}
+				}
+				o.Granted = fence.Token(epoch<<32 | uint64(len(ops)+1))
 			}
 			o.Complete = t + lat
 			ops = append(ops, o)

@@ -9,6 +9,7 @@ import (
 	"sync"
 
 	"github.com/fenced/fenced/fence"
+	"github.com/fenced/fenced/fence/proof"
 )
 
 // Resource is a set of fenced registers, one per key. The zero value is not
@@ -17,6 +18,13 @@ type Resource struct {
 	// check is false in the "resource-no-check" positive control: the
 	// resource then admits any token, as an unfenced store would.
 	check bool
+
+	// keys and cluster, once set, make every access need a genuine proof
+	// of its grant, checked before tokens are compared; skipProof is the
+	// "resource-skip-proof" positive control, which compares tokens only.
+	proofKeys *proof.KeySet
+	cluster   string
+	skipProof bool
 
 	mu   sync.Mutex
 	seq  int
@@ -36,6 +44,31 @@ func New(check bool) *Resource {
 // Checks reports whether the resource fences (false in the positive control).
 func (r *Resource) Checks() bool { return r.check }
 
+// RequireProofs makes every later access need a genuine proof, by a key of
+// ks, of its grant (key, token, cluster), as a guard that requires proofs
+// does; skip is the positive control that requires nothing. Call it before
+// the clients start.
+func (r *Resource) RequireProofs(ks *proof.KeySet, cluster string, skip bool) {
+	r.proofKeys, r.cluster, r.skipProof = ks, cluster, skip
+}
+
+// RequiresProofs reports whether accesses need proofs (true in the
+// skip-proof control too: its clients send them, it ignores them).
+func (r *Resource) RequiresProofs() bool { return r.proofKeys != nil }
+
+// SkipsProofs reports the skip-proof positive control.
+func (r *Resource) SkipsProofs() bool { return r.skipProof }
+
+// checkProof refuses an access whose proof is not genuine for its grant,
+// naming the reason; "" admits it to the token comparison.
+func (r *Resource) checkProof(key string, tok fence.Token, p string) string {
+	if r.proofKeys == nil || r.skipProof {
+		return ""
+	}
+	_, err := proof.Verify(p, r.proofKeys, proof.Expect{Key: key, Token: tok, Cluster: r.cluster})
+	return proof.Reason(err)
+}
+
 // Result is the answer of an access.
 type Result struct {
 	// Accepted is false when the token was lower than the highest admitted.
@@ -46,15 +79,23 @@ type Result struct {
 	Values []int
 	// Seq is the position of the access in the resource's order.
 	Seq int
+	// ProofRefused is the reason a proof was refused (proof_missing, …),
+	// before any token was compared; "" otherwise.
+	ProofRefused string
 }
 
 // Write appends v to key's register if tok is at least the highest token
-// admitted for key, and raises that mark to tok.
-func (r *Resource) Write(key string, tok fence.Token, v int) Result {
+// admitted for key, and raises that mark to tok. With proofs required, p
+// must be a genuine proof of the grant first.
+func (r *Resource) Write(key string, tok fence.Token, v int, p string) Result {
+	reason := r.checkProof(key, tok, p)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	reg := r.reg(key)
 	r.seq++
+	if reason != "" {
+		return Result{Accepted: false, High: reg.high, Seq: r.seq, ProofRefused: reason}
+	}
 	if r.check && tok < reg.high {
 		return Result{Accepted: false, High: reg.high, Seq: r.seq}
 	}
@@ -65,11 +106,15 @@ func (r *Resource) Write(key string, tok fence.Token, v int) Result {
 
 // Read returns key's register if tok is at least the highest token admitted,
 // and raises the mark to tok: a reader with a stale token is refused too.
-func (r *Resource) Read(key string, tok fence.Token) Result {
+func (r *Resource) Read(key string, tok fence.Token, p string) Result {
+	reason := r.checkProof(key, tok, p)
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	reg := r.reg(key)
 	r.seq++
+	if reason != "" {
+		return Result{Accepted: false, High: reg.high, Seq: r.seq, ProofRefused: reason}
+	}
 	if r.check && tok < reg.high {
 		return Result{Accepted: false, High: reg.high, Seq: r.seq}
 	}

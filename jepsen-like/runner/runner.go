@@ -22,6 +22,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fenced/fenced/client"
+	"github.com/fenced/fenced/fence/proof"
 	"github.com/fenced/fenced/internal/proccluster"
 	"github.com/fenced/fenced/internal/testutil"
 	"github.com/fenced/fenced/jepsen-like/backend"
@@ -269,8 +270,17 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 		return nil, fmt.Errorf("tenants: %w", err)
 	}
 	args = append(args, tenantArgs...)
+	if slices.Contains(cfg.Faults, nemesis.SlowDisk) {
+		// The slow disk's control file; the flag needs a chaos build.
+		args = append(args, "--unsafe-fsync-delay-file", backend.SlowFsyncFile)
+	}
 
 	bcfg := backend.Config{Nodes: cfg.Nodes, Binary: cfg.Binary, Dir: dataDir, Args: args, Image: cfg.Image, Token: tenants.adminToken()}
+	if slices.Contains(cfg.Faults, nemesis.FillDisk) {
+		// Each node on a file system of its own, large enough for a 64 MiB
+		// WAL segment, its snapshots and the 64 MiB free-space floor.
+		bcfg.DiskSize = "256M"
+	}
 	var b backend.Backend
 	switch cfg.Backend {
 	case "netns":
@@ -307,6 +317,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 	}
 	rec := history.NewRecorder()
 	res := resource.New(cfg.Broken != workload.BrokenResourceNoCheck)
+	pinKeys(ctx, b.Endpoints(), cfg, res, log)
 	wl := workload.New(workload.Config{
 		Endpoints: px.Endpoints(), Clients: cfg.Clients, Keys: cfg.Keys, TTL: cfg.TTL,
 		OpTimeout: cfg.OpTimeout, AttemptTimeout: attemptTimeout(cfg), Broken: cfg.Broken, Seed: cfg.Seed, Log: log.Named("workload"),
@@ -361,6 +372,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 
 	streams, observers := watchers.Stop(b.Endpoints(), 30*time.Second)
 	ops, faults := rec.Ops(), rec.Faults()
+	ops, hostileOps := splitKind(ops, workload.HostileWrite)
 	ops, churnOps := checker.SplitPrefix(ops, workload.ChurnPrefix)
 	ops, flapOps := checker.SplitPrefix(ops, nemesis.FlapPrefix)
 	final.Reclaim = churn != nil
@@ -373,7 +385,11 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 		results = append(results, checker.LeaseBound(flapOps, nemesis.LeaseEnd, leaseBound(cfg)))
 	}
 	results = append(results, checker.Watch(ops, streams, observers)...)
-	results = append(results, tenants.check(ops)...)
+	results = append(results, tenants.check(cfg, ops, log)...)
+	if res.RequiresProofs() {
+		results = append(results, checker.HostileTokens(hostileOps, workload.HostileWrite))
+	}
+	ops = append(ops, hostileOps...) // recorded with the run's history
 	r := &Result{Dir: cfg.Results, Results: results, Ops: len(ops), Faults: len(faults), Skipped: skipped}
 	for _, c := range results {
 		if c.Pass {
@@ -674,4 +690,45 @@ func printReport(out io.Writer, r *Result) {
 // observation (a read every 100 ms, a commit).
 func leaseBound(cfg Config) time.Duration {
 	return 2*cfg.TTL + 300*time.Millisecond + 2*cfg.ElectionTimeout + time.Second
+}
+
+// pinKeys fetches the cluster's published signing keys once, as a resource
+// that checks proofs offline pins them, and makes the resource require a
+// genuine proof with every access (the skip-proof control ignores them).
+// It waits until every node's key is published; a cluster that does not
+// publish them in time runs without proofs (and without the hostile
+// client), with a warning.
+func pinKeys(ctx context.Context, endpoints []string, cfg Config, res *resource.Resource, log hclog.Logger) {
+	cl := client.New(endpoints)
+	deadline := time.Now().Add(time.Minute)
+	for {
+		ks, err := cl.SigningKeys(ctx)
+		if err == nil && len(ks.Keys) >= cfg.Nodes && ks.Cluster != "" {
+			raw, _ := json.Marshal(ks)
+			set, perr := proof.ParseJWKS(raw)
+			if perr == nil {
+				res.RequireProofs(set, ks.Cluster, cfg.Broken == workload.BrokenResourceSkipProof)
+				log.Info("resource pinned the signing keys", "keys", set.Len(), "cluster", ks.Cluster)
+				return
+			}
+			err = perr
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			log.Warn("signing keys not published: the resource runs without proofs", "error", err)
+			return
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+// splitKind moves the operations of kind out of ops.
+func splitKind(ops []history.Op, kind string) (rest, of []history.Op) {
+	for _, o := range ops {
+		if o.Kind == kind {
+			of = append(of, o)
+		} else {
+			rest = append(rest, o)
+		}
+	}
+	return rest, of
 }

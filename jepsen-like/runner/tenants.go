@@ -39,7 +39,7 @@ const (
 // The flood's sizes: past mallory's shares (100 watches per node by
 // default, tenantWaitersPerKey waiters per key), small enough for two cores.
 const (
-	floodWatches       = 110
+	floodWatches       = 130
 	floodCyclers       = 4
 	floodWaiters       = tenantWaitersPerKey + 16
 	floodVictimWaiters = tenantWaitersPerKey + 16
@@ -158,11 +158,16 @@ func (t *tenantsRun) stop() {
 	}
 }
 
-// check judges the flood's answers with alice's operations.
-func (t *tenantsRun) check(ops []history.Op) []checker.Result {
+// check judges the flood's answers with alice's operations, and writes
+// the answers to flood.json in the results (--check does not judge them
+// again).
+func (t *tenantsRun) check(cfg Config, ops []history.Op, log hclog.Logger) []checker.Result {
 	if t == nil {
 		return nil
 	}
 	t.stop()
+	if err := writeJSON(filepath.Join(cfg.Results, "flood.json"), t.counts); err != nil {
+		log.Warn("flood answers", "error", err)
+	}
 	return []checker.Result{checker.Tenants(ops, t.counts, tenantFlooder)}
 }

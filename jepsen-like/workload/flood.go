@@ -87,7 +87,7 @@ func StartFlood(ctx context.Context, cfg FloodConfig) *Flood {
 	f.spawn(cfg.VictimWaiters, func(i int) { f.victimWait(ctx, i) })
 	f.spawn(cfg.VictimTakers, func(i int) { f.victimTake(ctx, i) })
 	for _, ep := range cfg.Endpoints {
-		f.spawn(cfg.Watches, func(i int) { f.watch(ctx, ep, i) })
+		f.spawn(cfg.Watches, func(int) { f.watch(ctx, ep) })
 	}
 	return f
 }
@@ -115,7 +115,9 @@ func (f *Flood) Stop() map[string]map[string]int {
 	f.wg.Wait()
 	f.hc.CloseIdleConnections()
 	f.api.CloseIdleConnections()
-	return f.tally.Counts()
+	counts := f.tally.Counts()
+	f.cfg.Log.Info("flood done", "identity", f.cfg.Identity, "answers", history.Describe(counts))
+	return counts
 }
 
 // code names the outcome of a Go client call.
@@ -282,10 +284,11 @@ func (f *Flood) victimWatch(ctx context.Context) {
 	}
 }
 
-// watch keeps one never-reading watch stream (with progress every 100 ms)
-// open against the node at ep: each stream is dropped after a few seconds
-// and opened again, so the flooder keeps knocking at its share.
-func (f *Flood) watch(ctx context.Context, ep string, i int) {
+// watch opens a never-reading watch stream (with progress every 100 ms)
+// against the node at ep and holds it to the end; while the node refuses
+// it, it asks again every half second: the streams past the flooder's share
+// keep knocking at it.
+func (f *Flood) watch(ctx context.Context, ep string) {
 	u := "http://" + ep + "/v1/watch?prefix=" + url.QueryEscape(f.cfg.Identity+"/") + "&progress=100ms"
 	for ctx.Err() == nil {
 		sctx, cancel := context.WithCancel(ctx)
@@ -305,7 +308,7 @@ func (f *Flood) watch(ctx context.Context, ep string, i int) {
 		c := firstEvent(resp, cancel)
 		f.tally.Add(history.FloodWatch, c)
 		if c == history.CodeOK {
-			pace(ctx, time.Duration(3+i%5)*time.Second) // never read again
+			<-ctx.Done() // never read again, never give the slot back
 		} else {
 			pace(ctx, 500*time.Millisecond)
 		}

@@ -40,7 +40,7 @@ const (
 )
 
 // BrokenModes lists the positive controls.
-var BrokenModes = []string{BrokenResourceNoCheck, BrokenTokenReset, BrokenStaleVerify, BrokenStaleRenew, BrokenNoAttemptDeadline, BrokenForceReleaseLookup, BrokenReclaimNoEpoch, BrokenLeaseRearmFull}
+var BrokenModes = []string{BrokenResourceNoCheck, BrokenResourceSkipProof, BrokenTokenReset, BrokenStaleVerify, BrokenStaleRenew, BrokenNoAttemptDeadline, BrokenForceReleaseLookup, BrokenReclaimNoEpoch, BrokenLeaseRearmFull}
 
 // BrokenLeaseRearmFull: the cluster runs with the chaos build's
 // --unsafe-lease-rearm-full: every new leader re-arms every lease for a full
@@ -91,6 +91,9 @@ type Workload struct {
 	// seen holds every token granted per key, for verifies of others'
 	// (mostly stale) tokens.
 	seen map[string][]fence.Token
+	// proofs holds the latest proof granted for each key, which the
+	// hostile client replays with made-up tokens (hostile.go).
+	proofs map[string]string
 	// pauses are client-pause requests waiting for a holder to take them.
 	pauses chan *PauseRequest
 	// restarted is set by the token-reset control once a node restarted.
@@ -135,7 +138,7 @@ func New(cfg Config, rec *history.Recorder, res *resource.Resource) *Workload {
 	if cfg.Log == nil {
 		cfg.Log = hclog.NewNullLogger()
 	}
-	return &Workload{cfg: cfg, rec: rec, res: res, seen: map[string][]fence.Token{}, pauses: make(chan *PauseRequest, 1),
+	return &Workload{cfg: cfg, rec: rec, res: res, seen: map[string][]fence.Token{}, proofs: map[string]string{}, pauses: make(chan *PauseRequest, 1),
 		resetSeq: map[string]uint64{}, cache: map[cacheKey]client.VerifyResponse{}}
 }
 
@@ -143,6 +146,7 @@ func New(cfg Config, rec *history.Recorder, res *resource.Resource) *Workload {
 func (w *Workload) Start(ctx context.Context) {
 	ctx, w.cancel = context.WithCancel(ctx)
 	w.startOperator(ctx)
+	w.startHostile(ctx)
 	for i := 0; i < w.cfg.Clients; i++ {
 		c := w.newClient(i)
 		w.wg.Add(1)
@@ -232,6 +236,9 @@ type worker struct {
 	waits bool
 	// raw is the plain HTTP client of the raw renewals (rawHTTP).
 	raw *http.Client
+	// proof is the proof of the client's current grant, which its
+	// accesses to a resource that requires proofs carry.
+	proof string
 }
 
 func (w *Workload) newClient(i int) *worker {
@@ -393,8 +400,12 @@ func (c *worker) acquire(ctx context.Context) (fence.Token, bool) {
 	if err != nil {
 		return 0, false
 	}
+	c.proof = g.Proof
 	c.w.mu.Lock()
 	c.w.seen[c.key] = append(c.w.seen[c.key], g.Token)
+	if g.Proof != "" {
+		c.w.proofs[c.key] = g.Proof
+	}
 	c.w.mu.Unlock()
 	return g.Token, true
 }
@@ -590,13 +601,16 @@ func (c *worker) write(tok fence.Token) bool {
 	c.value++
 	v := c.id*1_000_000 + c.value
 	op := c.w.rec.Invoke(history.Op{Client: c.id, Kind: history.Write, Key: c.key, Holder: c.holder, Token: tok, Value: v})
-	r := c.w.res.Write(c.key, tok, v)
+	r := c.w.res.Write(c.key, tok, v, c.proof)
 	c.w.rec.Complete(op, func(o *history.Op) {
 		o.Seq = r.Seq
 		o.Current = r.High
-		if r.Accepted {
+		switch {
+		case r.Accepted:
 			o.Outcome = history.OK
-		} else {
+		case r.ProofRefused != "":
+			o.Outcome, o.Code = history.Fail, r.ProofRefused
+		default:
 			o.Outcome, o.Code = history.Fail, "stale_token"
 		}
 		if !c.w.res.Checks() {
@@ -608,13 +622,16 @@ func (c *worker) write(tok fence.Token) bool {
 
 func (c *worker) read(tok fence.Token) bool {
 	op := c.w.rec.Invoke(history.Op{Client: c.id, Kind: history.Read, Key: c.key, Holder: c.holder, Token: tok})
-	r := c.w.res.Read(c.key, tok)
+	r := c.w.res.Read(c.key, tok, c.proof)
 	c.w.rec.Complete(op, func(o *history.Op) {
 		o.Seq = r.Seq
 		o.Current = r.High
-		if r.Accepted {
+		switch {
+		case r.Accepted:
 			o.Outcome, o.Count, o.Digest, o.Values = history.OK, len(r.Values), history.Digest(r.Values), history.Tail(r.Values)
-		} else {
+		case r.ProofRefused != "":
+			o.Outcome, o.Code = history.Fail, r.ProofRefused
+		default:
 			o.Outcome, o.Code = history.Fail, "stale_token"
 		}
 	})

@@ -69,9 +69,28 @@
     if (!r.ok) {
       const err = new HTTPError(r.status, body);
       if (r.status === 401 && !opts.origin) needLogin(err.message);
+      if (!opts.origin) notLeader(r, err.code);
       throw err;
     }
     return body;
+  }
+
+  // notLeader explains a node that will not forward this identity's
+  // requests to the leader (authentication on, and no TLS between the
+  // nodes: a client's credentials never travel to another node), with a
+  // link to the leader's own console. Any other answer clears it.
+  function notLeader(r, code) {
+    const n = $('notice');
+    if (code !== 'not_leader') return;
+    const addr = r.headers.get('X-Fenced-Leader');
+    n.replaceChildren('This node does not forward signed-in requests to the leader (the nodes talk without TLS, and credentials never travel between nodes). ');
+    if (addr) {
+      const a = el('a', 'Open the console on the leader, ' + addr);
+      a.href = location.protocol + '//' + addr + '/ui/';
+      n.append(a, el('span', ' (the token is asked for again).'));
+    }
+    n.dataset.from = 'not_leader';
+    n.hidden = false;
   }
 
   function showError(msg) { $('error').textContent = msg || ''; }
@@ -279,7 +298,24 @@
       const r = await api('/v1/cluster/transfer', { method: 'POST', body: id ? { id: id } : {} });
       $('transfer-result').textContent = 'leader now ' + (r.leader || 'unknown');
     } catch (e) {
-      $('transfer-result').textContent = 'refused: ' + e.message;
+      if (e.code !== 'outcome_unknown' && e.code !== 'unavailable') {
+        $('transfer-result').textContent = 'refused: ' + e.message;
+        return;
+      }
+      // Through a follower the answer is lost when the leader it was
+      // forwarded to steps down: read who leads now.
+      const before = S.status && S.status.leader_id;
+      for (let i = 0; i < 10; i++) {
+        await new Promise((res) => setTimeout(res, 500));
+        try {
+          const st = await api('/v1/cluster');
+          if (st.leader_id && st.leader_id !== before) {
+            $('transfer-result').textContent = 'leader now ' + st.leader_id + ' (the answer was lost: ' + e.message + ')';
+            return;
+          }
+        } catch (e2) { /* try again */ }
+      }
+      $('transfer-result').textContent = 'outcome unknown: ' + e.message;
     }
   }
 
@@ -300,6 +336,7 @@
       delayUntil: k.lock_delay_remaining ? now + durMs(k.lock_delay_remaining) : 0,
     }));
     S.next = r.truncated ? r.next : '';
+    $('notice').hidden = true; // the keys came: this node forwards, or leads
     renderKeys();
   }
 
@@ -427,7 +464,12 @@
             handlers.event('reset', { type: 'reset', reason: (b && b.code) || String(r.status) }, '');
             continue;
           }
-          if (!r.ok || !r.body) throw new Error('HTTP ' + r.status);
+          if (!r.ok || !r.body) {
+            let b = null;
+            try { b = await r.json(); } catch (e) { b = null; }
+            notLeader(r, (b && b.code) || 'error');
+            throw new Error('HTTP ' + r.status);
+          }
           handlers.open();
           await readSSE(r.body, st, handlers);
         } catch (e) {

@@ -19,7 +19,7 @@ const SAFE_TO_RETRY = new Set(['not_leader', 'not_ready', 'not_member', 'busy', 
 function grantOf(d) {
   const token = FencingToken.parse(d.token);
   if (!token) throw new FencedError(`the server sent a malformed token: ${d.token}`, { code: 'malformed_answer' });
-  return { key: d.key, holder: d.holder, token, ttlMs: parseDuration(d.ttl), renewed: Boolean(d.renewed), value: d.value ?? '', limit: d.limit ?? 0, mode: d.mode ?? '' };
+  return { key: d.key, holder: d.holder, token, ttlMs: parseDuration(d.ttl), renewed: Boolean(d.renewed), value: d.value ?? '', limit: d.limit ?? 0, mode: d.mode ?? '', proof: d.proof ?? '' };
 }
 
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));

@@ -36,6 +36,8 @@ export interface Grant {
   renewed: boolean;
   /** What the holder published with the grant ('' when nothing). */
   value: string;
+  /** The grant's proof (a JWS a FenceGuard with keys checks offline; '' when the leader's key was not yet published). */
+  proof: string;
   /** The key's limit when the grant is a semaphore permit (0 otherwise). */
   limit: number;
   /** 'shared' for a shared grant ('' otherwise). */
@@ -213,10 +215,34 @@ export declare class FencedElection {
 }
 
 export declare class FenceGuard {
-  /** token: a FencingToken, strict decimal text, a bigint or a safe integer; anything else throws StaleTokenError. */
-  admit(key: string, token: FencingToken | string | bigint | number): FencingToken;
-  write<T>(key: string, token: FencingToken | string | bigint | number, write: () => T): T;
+  /** With keys, proofs are checked before tokens are compared; requireProof refuses a token without one. */
+  constructor(options?: { keys?: KeySet; cluster?: string; requireProof?: boolean });
+  /** token: a FencingToken, strict decimal text, a bigint or a safe integer; anything else throws StaleTokenError. A bad proof throws ProofError. */
+  admit(key: string, token: FencingToken | string | bigint | number, proof?: string): FencingToken;
+  write<T>(key: string, token: FencingToken | string | bigint | number, write: () => T, proof?: string): T;
   highest(key: string): FencingToken | null;
+}
+
+/** The cluster's public signing keys (GET /v1/signing-keys), pinned. */
+export declare class KeySet {
+  constructor(jwks: string | object);
+  static load(path: string): KeySet;
+  static fetch(base: string, options?: { signal?: AbortSignal }): Promise<KeySet>;
+  readonly cluster: string;
+  readonly size: number;
+}
+export declare const PROOF_TYPE: 'fenced-grant+jwt';
+export declare const MAX_PROOF_LEN: 2048;
+export interface ProofClaims { key: string; token: string; holder: string; cluster: string; kid: string; iat: number; ttl_ms: number }
+export declare function verifyProof(proof: string | undefined, keys: KeySet,
+  want: { key: string; token: FencingToken | string; cluster?: string; holder?: string }): ProofClaims;
+export type ProofReason = 'proof_missing' | 'proof_malformed' | 'proof_algorithm' | 'proof_unknown_signer' | 'proof_signature'
+  | 'proof_wrong_key' | 'proof_wrong_token' | 'proof_wrong_holder' | 'proof_wrong_cluster';
+export declare class ProofError extends Error {
+  readonly code: 'invalid_proof';
+  readonly reason: ProofReason;
+  readonly key: string;
+  readonly token: unknown;
 }
 
 export declare class FencedError extends Error {

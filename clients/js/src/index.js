@@ -6,4 +6,5 @@ export { FencedLease } from './lease.js';
 export { FencedWatch } from './watch.js';
 export { FencedElection, LeaderObservation } from './election.js';
 export { FenceGuard } from './guard.js';
+export { KeySet, ProofError, verifyProof, PROOF_TYPE, MAX_PROOF_LEN } from './proof.js';
 export { FencedError, UnavailableError, UnknownOutcomeError, StaleTokenError, NotLeadingError, NoLeaderError } from './errors.js';

@@ -21,6 +21,7 @@ def _metadata():
         readme = f.read()
     return ("Metadata-Version: 2.1\nName: %s\nVersion: %s\nSummary: Client of fenced, a Raft-replicated fencing-token "
             "coordinator (standard library only)\nRequires-Python: >=3.9\nLicense: MIT\n"
+            "Provides-Extra: proofs\nRequires-Dist: cryptography>=3.1; extra == \"proofs\"\n"
             "Description-Content-Type: text/markdown\n\n%s" % (DIST, VERSION, readme))
 
 

@@ -13,7 +13,9 @@ from .client import Client, Grant, KeyInfo, Verdict, new_request_id
 from .election import Election, Leader, Observation
 from .errors import (BadRequest, Expired, FencedError, Held, LeaseLost, LimitMismatch, NoLeader, NotHolder, NotLeading, Refused, StaleToken,
                      Unavailable, UnknownKey, UnknownOutcome)
+from .guard import FenceGuard
 from .lease import Lease
+from .proof import KeySet, ProofRefused, verify_proof
 from .token import MAX_TOKEN, MalformedToken, Token
 from .watch import Watch, WatchEvent
 
@@ -23,4 +25,5 @@ __all__ = [
     "Client", "Grant", "KeyInfo", "Verdict", "Lease", "Watch", "WatchEvent", "Token", "MalformedToken", "MAX_TOKEN", "new_request_id",
     "FencedError", "Held", "LimitMismatch", "NotHolder", "StaleToken", "Expired", "UnknownKey", "BadRequest", "Unavailable",
     "UnknownOutcome", "LeaseLost", "Refused", "Election", "Leader", "Observation", "NotLeading", "NoLeader",
+    "FenceGuard", "KeySet", "ProofRefused", "verify_proof",
 ]

@@ -37,6 +37,8 @@ class Grant:
     ttl: float
     renewed: bool = False
     value: str = ""
+    #: The grant's proof (a JWS a FenceGuard with keys checks offline; "" when the leader's key was not yet published).
+    proof: str = ""
     # limit is the key's limit when the grant is a semaphore permit; mode is
     # "shared" for a shared grant.
     limit: int = 0
@@ -46,7 +48,7 @@ class Grant:
     def of(cls, d):
         return cls(key=d["key"], holder=d["holder"], token=Token.parse(d["token"]), ttl=parse_duration(d["ttl"]),
                    renewed=bool(d.get("renewed", False)), value=d.get("value", ""), limit=int(d.get("limit", 0)),
-                   mode=d.get("mode", ""))
+                   mode=d.get("mode", ""), proof=d.get("proof", ""))
 
 
 @dataclass(frozen=True)

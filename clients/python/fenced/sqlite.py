@@ -16,6 +16,7 @@ row, and the transaction is rolled back.
 import sqlite3
 
 from .errors import Refused
+from .proof import verify_proof
 from .token import Token
 
 __all__ = ["SQLiteFence"]
@@ -30,7 +31,13 @@ class SQLiteFence:
     written. Tokens fit SQLite's INTEGER: their epoch is below 2^31.
     """
 
-    def __init__(self, conn, table="fences"):
+    def __init__(self, conn, table="fences", keys=None, cluster=None, require_proof=False):
+        """With keys (a fenced.proof.KeySet), write(key, token, proof)
+        checks the proof before the fence is touched, as FenceGuard does."""
+        if require_proof and keys is None:
+            raise ValueError("require_proof needs keys")
+        self.keys, self.require_proof = keys, require_proof
+        self.cluster = cluster if cluster is not None else getattr(keys, "cluster", "")
         if not table.isidentifier():
             raise ValueError("table name %r is not an identifier" % table)
         self.conn = conn
@@ -43,10 +50,14 @@ class SQLiteFence:
         row = self.conn.execute("SELECT fence FROM %s WHERE key = ?" % self.table, (key,)).fetchone()
         return Token(row[0]) if row else None
 
-    def write(self, key, token):
+    def write(self, key, token, proof=None):
         """A context manager: a transaction whose first statement is the fence
-        check. Raises Refused (and rolls back) for a stale token."""
-        return _Write(self, key, Token(token))
+        check. Raises Refused (and rolls back) for a stale token, and
+        ProofRefused, before any transaction, for a bad proof."""
+        token = Token(token)
+        if self.keys is not None and (self.require_proof or proof):
+            verify_proof(proof, self.keys, key, token, cluster=self.cluster)
+        return _Write(self, key, token)
 
 
 class _Write:
