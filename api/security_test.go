@@ -134,7 +134,7 @@ func TestRoleTable(t *testing.T) {
 	// hurting the single node (membership calls are malformed on purpose).
 	routes := []route{
 		{"POST", "/v1/acquire", `{"key":"k","holder":"bob/1","ttl":"1m"}`, accessClient},
-		{"POST", "/v1/acquire/multi", `{"keys":["m1","m2"],"holder":"bob/1","ttl":"1m"}`, accessClient},
+		{"POST", "/v1/acquire/multi", `{"keys":["k9"],"holder":"bob/1","ttl":"1m"}`, accessClient},
 		{"POST", "/v1/renew", `{"key":"k","holder":"bob/1","token":"1"}`, accessClient},
 		{"POST", "/v1/keepalive", `{"holder":"bob/1"}`, accessClient},
 		{"POST", "/v1/release", `{"key":"nope","holder":"bob/1","token":"1"}`, accessClient},

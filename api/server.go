@@ -514,7 +514,7 @@ func (s *Server) acquire(ctx context.Context, body []byte, _ *http.Request) (any
 
 func grantOf(k fsm.KeyState, renewed bool) client.Grant {
 	return client.Grant{Key: k.Key, Holder: k.Holder, Token: k.Token, Epoch: k.Token.Epoch(), Seq: k.Token.Seq(), TTL: k.TTL.String(), Renewed: renewed, Value: k.Value,
-		Limit: k.Limit, Mode: modeOf(k.Shared)}
+		Limit: int(k.Limit), Mode: modeOf(k.Shared)}
 }
 
 func (s *Server) renew(ctx context.Context, body []byte, _ *http.Request) (any, error) {

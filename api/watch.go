@@ -47,7 +47,7 @@ func watchEventOf(ev fsm.Event) client.WatchEvent {
 		return client.WatchEvent{Type: client.WatchDeleted, Index: ev.Index, Key: ev.Key, Holder: ev.Holder, Token: ev.Token, State: client.StateAbsent}
 	}
 	we := client.WatchEvent{Type: string(ev.Type), Index: ev.Index, Key: ev.Key, Holder: ev.Holder, Token: ev.Token, State: ev.State.String(),
-		TTL: ev.TTL.String(), PrevHolder: ev.PrevHolder, PrevToken: ev.PrevToken, Ended: string(ev.Ended), Value: ev.Value, Limit: ev.Limit, Mode: modeOf(ev.Shared)}
+		TTL: ev.TTL.String(), PrevHolder: ev.PrevHolder, PrevToken: ev.PrevToken, Ended: string(ev.Ended), Value: ev.Value, Limit: int(ev.Limit), Mode: modeOf(ev.Shared)}
 	if ev.LockDelay > 0 {
 		we.LockDelay = ev.LockDelay.String()
 	}

@@ -122,8 +122,8 @@ func (n *Node) tryMulti(ctx context.Context, a AcquireMultiArgs, waiting bool) (
 	if res.Err != nil {
 		return nil, n.refusal(res.Err)
 	}
-	out := make([]Grant, len(res.Multi))
-	for i, k := range res.Multi {
+	out := make([]Grant, len(res.Grants()))
+	for i, k := range res.Grants() {
 		out[i] = Grant{KeyState: k, Renewed: k.Index != k.Armed}
 	}
 	return out, nil

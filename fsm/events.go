@@ -63,6 +63,11 @@ type Event struct {
 	LockDelay time.Duration
 	// State is the key's state after the change.
 	State State
+	// Limit is the key's limit when the grant is a semaphore permit; 0 for
+	// a lock. Shared marks a shared grant's event. (Both sit in State's
+	// padding.)
+	Limit  uint16
+	Shared bool
 	// Value is what the holder published with the grant.
 	Value string
 	// PrevHolder and PrevToken name the grant that ended, for a handoff.
@@ -71,11 +76,6 @@ type Event struct {
 	// Ended is how the previous grant of a handoff ended (released,
 	// force_released or expired).
 	Ended EventType
-	// Limit is the key's limit when the grant is a semaphore permit; 0 for
-	// a lock.
-	Limit int
-	// Shared marks a shared grant's event.
-	Shared bool
 }
 
 // change returns the change one applied command made to a key, if any.
@@ -303,7 +303,7 @@ func (fd *Feed) note(changes []Event, cmd Command, res *Result, index uint64) []
 	if _, ok := cmd.(AcquireMulti); ok && res != nil && res.Err == nil {
 		// One entry, a grant (or renewal) of each key, in the request's
 		// order: the events share the entry's index.
-		for _, k := range res.Multi {
+		for _, k := range *res.Multi {
 			t := EventGranted
 			if k.Index != index {
 				t = EventRenewed

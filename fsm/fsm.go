@@ -45,11 +45,20 @@ func (s State) String() string {
 // KeyState is a key's last grant. Token is also the key's high-water mark:
 // every later grant of the key gets a higher one.
 type KeyState struct {
-	Key       string
-	Holder    string
-	Token     fence.Token
-	TTL       time.Duration
-	State     State
+	Key    string
+	Holder string
+	Token  fence.Token
+	TTL    time.Duration
+	State  State
+	// Limit is the key's limit when the grant is a semaphore permit (see
+	// acquirePermit), 0 for a lock. The key table's entry never carries
+	// it: a key's last grant reads as a lock's, and Permits lists a
+	// semaphore's live permits with their limit. (Limit and Shared sit in
+	// State's padding: a lock's KeyState is no larger for them.)
+	Limit uint16
+	// Shared marks a shared grant (see acquirePermit): any number of them
+	// coexist, and none with an exclusive grant (a lock).
+	Shared    bool
 	RequestID string
 	// Index is the Raft log index of the entry that made the grant.
 	Index uint64
@@ -63,14 +72,6 @@ type KeyState struct {
 	LockDelay time.Duration
 	// Value is what the holder published with the grant.
 	Value string
-	// Limit is the key's limit when the grant is a semaphore permit (see
-	// acquirePermit), 0 for a lock. The key table's entry never carries
-	// it: a key's last grant reads as a lock's, and Permits lists a
-	// semaphore's live permits with their limit.
-	Limit int
-	// Shared marks a shared grant (see acquirePermit): any number of them
-	// coexist, and none with an exclusive grant (a lock).
-	Shared bool
 }
 
 // Permit reports whether k is a semaphore permit or a shared grant: one of
@@ -223,8 +224,9 @@ type Result struct {
 	// Touched is the number of grants a Touch entry renewed.
 	Touched int
 	// Multi holds the grants an AcquireMulti entry made or renewed, in the
-	// request's order (Key is the first of them).
-	Multi []KeyState
+	// request's order (Key is the first of them); behind a pointer, so a
+	// lock's Result is no larger for it.
+	Multi *[]KeyState
 	// Recalled is true when a release's request id had been applied
 	// already: Key names the grant that first release ended (its key,
 	// token and state); nothing changed and nothing was handed off.

@@ -111,7 +111,8 @@ func (f *FSM) acquireMulti(c AcquireMulti, pos logPos, notices []notice) (*Resul
 		}
 		toks[i].Token = tok
 	}
-	res := &Result{Changed: true, Renewed: mine == len(c.Keys), Multi: make([]KeyState, len(c.Keys))}
+	grants := make([]KeyState, len(c.Keys))
+	res := &Result{Changed: true, Renewed: mine == len(c.Keys), Multi: &grants}
 	for i, key := range c.Keys {
 		k := lasts[i]
 		renewed := exists[i] && k.State == Held
@@ -127,9 +128,17 @@ func (f *FSM) acquireMulti(c AcquireMulti, pos logPos, notices []notice) (*Resul
 			}
 			k = f.put(KeyState{Key: key, Holder: c.Holder, Token: toks[i].Token, TTL: c.TTL, State: Held, RequestID: c.RequestID, Index: pos.index, Armed: pos.index})
 		}
-		res.Multi[i] = k
+		grants[i] = k
 		notices = append(notices, notice{key: k, granted: true, renewed: renewed})
 	}
-	res.Key = res.Multi[0]
+	res.Key = grants[0]
 	return res, notices
+}
+
+// Grants returns the grants of an AcquireMulti entry (nil for any other).
+func (r *Result) Grants() []KeyState {
+	if r.Multi == nil {
+		return nil
+	}
+	return *r.Multi
 }

@@ -16,10 +16,10 @@ import (
 func TestAcquireMultiRules(t *testing.T) {
 	a := &applier{f: New(Config{})}
 	r := a.at(2, AcquireMulti{Keys: []string{"x", "y"}, Holder: "h", TTL: time.Second, RequestID: "m1"})
-	if r.Err != nil || len(r.Multi) != 2 || r.Multi[0].Token != tok(t, 2, 1) || r.Multi[1].Token != tok(t, 2, 1) {
+	if r.Err != nil || len(r.Grants()) != 2 || r.Grants()[0].Token != tok(t, 2, 1) || r.Grants()[1].Token != tok(t, 2, 1) {
 		t.Fatalf("multi: %+v", r)
 	}
-	if again := a.at(2, AcquireMulti{Keys: []string{"x", "y"}, Holder: "h", TTL: time.Second, RequestID: "m1"}); again.Err != nil || !again.Renewed || again.Multi[1].Token != r.Multi[1].Token {
+	if again := a.at(2, AcquireMulti{Keys: []string{"x", "y"}, Holder: "h", TTL: time.Second, RequestID: "m1"}); again.Err != nil || !again.Renewed || again.Grants()[1].Token != r.Grants()[1].Token {
 		t.Fatalf("a retry: %+v", again)
 	}
 	a.at(2, Acquire{Key: "z", Holder: "o", TTL: time.Second})
@@ -36,7 +36,7 @@ func TestAcquireMultiRules(t *testing.T) {
 	if !reflect.DeepEqual(before.Keys, after.Keys) {
 		t.Fatal("a refused set changed a key")
 	}
-	a.at(2, Release{Key: "x", Holder: "h", Token: r.Multi[0].Token})
+	a.at(2, Release{Key: "x", Holder: "h", Token: r.Grants()[0].Token})
 	if r := a.at(2, AcquireMulti{Keys: []string{"x", "y"}, Holder: "h", TTL: time.Second, RequestID: "m1"}); !errors.Is(r.Err, ErrGrantEnded) {
 		t.Fatalf("a retry after one key ended: %+v", r)
 	}
@@ -100,11 +100,11 @@ func TestPropertyAcquireMultiAllOrNothing(t *testing.T) {
 					}
 					continue
 				}
-				if r.Err != nil || len(r.Multi) != len(set) {
+				if r.Err != nil || len(r.Grants()) != len(set) {
 					t.Fatalf("set %v: %+v", set, r)
 				}
 				for j, k := range set {
-					g := r.Multi[j]
+					g := r.Grants()[j]
 					if holderOf[k] == holder {
 						if g.Token != tokenOf[k] {
 							t.Fatalf("renewal of %s changed its token", k)

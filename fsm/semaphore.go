@@ -80,7 +80,7 @@ func (s *semaphore) mismatch(key string) *LimitMismatchError {
 
 // stamp marks a grant of s as one of its permits (or shared grants).
 func (s *semaphore) stamp(k KeyState) KeyState {
-	k.Limit, k.Shared = s.limit, s.shared
+	k.Limit, k.Shared = uint16(s.limit), s.shared
 	return k
 }
 
@@ -456,7 +456,7 @@ func (d *decoder) semaphores(version byte) []Semaphore {
 		s.Permits = make([]KeyState, 0, m)
 		for j := uint64(0); j < m && d.err == nil; j++ {
 			s.Permits = append(s.Permits, KeyState{Key: s.Key, Holder: d.str(), Token: fence.Token(d.uvarint()), TTL: time.Duration(d.int64()), State: Held,
-				RequestID: d.str(), Index: d.uvarint(), Armed: d.uvarint(), Value: d.str(), Limit: s.Limit, Shared: s.Limit == 0})
+				RequestID: d.str(), Index: d.uvarint(), Armed: d.uvarint(), Value: d.str(), Limit: uint16(s.Limit), Shared: s.Limit == 0})
 		}
 		out = append(out, s)
 	}
