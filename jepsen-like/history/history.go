@@ -339,3 +339,14 @@ func (o *Op) Describe() string {
 	return fmt.Sprintf("#%d c%d %s -> %s [%.3fs..%.3fs]", o.Index, o.Client, in, out,
 		float64(o.Invoke)/1e9, float64(o.Complete)/1e9)
 }
+
+// Delivery is a grant a watch stream received: which stream, the grant's
+// key and token (a token is unique per key only) and when it arrived (nanoseconds since the run started, as Op's
+// times). The report draws each stream's lag from them: the time from the
+// grant's acknowledgement to its client to its arrival on the stream.
+type Delivery struct {
+	Stream int         `json:"stream"`
+	Key    string      `json:"key"`
+	Token  fence.Token `json:"token"`
+	At     int64       `json:"at"`
+}

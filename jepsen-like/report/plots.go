@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/fenced/fenced/fence"
 	"github.com/fenced/fenced/jepsen-like/checker"
 	"github.com/fenced/fenced/jepsen-like/history"
 )
@@ -198,6 +199,8 @@ func quantile(sorted []float64, p int) float64 {
 
 func fmtMs(ms float64) string {
 	switch {
+	case ms == 0:
+		return "0"
 	case ms >= 1000:
 		return fmt.Sprintf("%gs", ms/1000)
 	case ms >= 1:
@@ -343,4 +346,98 @@ func longestGaps(ops []history.Op) []clientGap {
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].client < out[j].client })
 	return out
+}
+
+// streamColors tell the watch streams apart in the lag plot.
+var streamColors = []string{"#1b6ac9", "#d9822b", "#2e9e5b", "#8e44ad", "#c0392b", "#7f8c8d", "#16a085"}
+
+// lagPlot draws, per second of arrival and per watch stream, the longest
+// lag of a grant: the time from its acknowledgement to the client that
+// asked (the first acknowledgement of that token) to its arrival on the
+// stream, 0 when the stream saw it first (a grant is its key and token:
+// tokens are unique per key only). Grants no client saw
+// acknowledged (a lost answer) are left out.
+func lagPlot(ops []history.Op, faults []history.Fault, deliveries []history.Delivery) template.HTML {
+	type grant struct {
+		key   string
+		token fence.Token
+	}
+	acked := map[grant]int64{}
+	for _, o := range ops {
+		if o.Kind != history.Acquire || o.Outcome != history.OK || o.Granted == 0 || o.Complete < 0 {
+			continue
+		}
+		g := grant{o.Key, o.Granted}
+		if t, ok := acked[g]; !ok || o.Complete < t {
+			acked[g] = o.Complete
+		}
+	}
+	a := axis{end: runEnd(ops, faults)}
+	for _, d := range deliveries {
+		a.end = max(a.end, d.At)
+	}
+	n := a.seconds()
+	lag := map[int][]float64{} // stream -> second -> worst lag in ms (-1: none)
+	hi := 10.0
+	for _, d := range deliveries {
+		t, ok := acked[grant{d.Key, d.Token}]
+		if !ok || d.At < 0 {
+			continue
+		}
+		per := lag[d.Stream]
+		if per == nil {
+			per = make([]float64, n)
+			for i := range per {
+				per[i] = -1
+			}
+			lag[d.Stream] = per
+		}
+		i := min(int(d.At/int64(time.Second)), n-1)
+		ms := max(float64(d.At-t)/1e6, 0)
+		per[i] = max(per[i], ms)
+		hi = max(hi, ms)
+	}
+	top := float64(niceCeil(int(math.Ceil(hi))))
+	y0 := 28.0
+	y := func(ms float64) float64 { return y0 + plotH - plotH*ms/top }
+	var s svg
+	s.open("lag", y0+plotH+40)
+	s.faultBands("fault", a, faults, y0, plotH)
+	for _, v := range []float64{0, top / 2, top} {
+		s.printf(`<line x1="%s" x2="%s" y1="%s" y2="%s" stroke="#e6e6e6"/>`+"\n", num(leftMargin), num(svgWidth-10), num(y(v)), num(y(v)))
+		s.text(leftMargin-6, y(v)+4, "end", "#333", fmtMs(v))
+	}
+	streams := make([]int, 0, len(lag))
+	for st := range lag {
+		streams = append(streams, st)
+	}
+	sort.Ints(streams)
+	lx := leftMargin
+	for _, st := range streams {
+		color := streamColors[st%len(streamColors)]
+		var pts []string
+		flush := func() {
+			if len(pts) > 0 {
+				s.printf(`<polyline class="lagline" fill="none" stroke="%s" stroke-width="1.4" points="%s"><title>stream %d</title></polyline>`+"\n",
+					color, strings.Join(pts, " "), st)
+			}
+			pts = pts[:0]
+		}
+		for i, ms := range lag[st] {
+			if ms < 0 {
+				flush() // no grant arrived that second
+				continue
+			}
+			x0, w := a.bucketX(i)
+			pts = append(pts, num(x0+w/2)+","+num(y(ms)))
+		}
+		flush()
+		label := fmt.Sprintf("stream %d", st)
+		s.printf(`<rect x="%s" y="6" width="10" height="10" fill="%s"/>`+"\n", num(lx), color)
+		s.text(lx+14, 15, "start", "#333", label)
+		lx += 30 + 7*float64(len(label))
+	}
+	s.text(svgWidth-10, 15, "end", "#666", "watch lag per second: acknowledgement to arrival, worst per stream")
+	s.timeAxis(a, y0+plotH+16)
+	return s.close()
 }

@@ -34,14 +34,17 @@ func Linearizability(path string, res checker.Result) error {
 
 // Summary is what the one-page summary shows.
 type Summary struct {
-	Title    string
-	Config   any
-	Results  []checker.Result
-	Ops      []history.Op
-	Faults   []history.Fault
-	Final    *checker.Final
-	Duration string
-	Files    []string
+	Title   string
+	Config  any
+	Results []checker.Result
+	Ops     []history.Op
+	Faults  []history.Fault
+	// Deliveries are the grants the watch streams received, for the lag
+	// plot; none draws an empty one.
+	Deliveries []history.Delivery
+	Final      *checker.Final
+	Duration   string
+	Files      []string
 }
 
 // bar is one grant on the timeline.
@@ -305,6 +308,9 @@ svg text{font-size:11px;font-family:monospace}
 <h2>Throughput and time without service</h2>
 <p>Operations completed per second: acknowledged (ok), refused (a definite answer), unknown outcome. Below, one row per client: its longest time without service (no acknowledgement, verdict or refusal about a key), from the last answer before it to the first after it.</p>
 {{.Throughput}}
+<h2>Watch lag</h2>
+<p>Per second and per watch stream, the longest time from a grant's acknowledgement to its client to its arrival on the stream (0 when the stream saw it first). A stream that moved to another node after a fault shows here as a rise and a gap.</p>
+{{.Lag}}
 <h2>Faults</h2>
 <table><tr><th>#</th><th>nemesis</th><th>from</th><th>to</th><th>nodes</th><th>detail</th></tr>
 {{range .S.Faults}}<tr><td>{{.Index}}</td><td>{{.Nemesis}}</td><td>{{secs .Start}}s</td><td>{{secs .End}}s</td><td>{{join .Nodes ","}}</td><td>{{.Detail}}</td></tr>
@@ -366,7 +372,7 @@ func WriteSummary(dir string, s Summary) error {
 		return err
 	}
 	err = page.Execute(f, map[string]any{"S": s, "T": layout(s.Ops, s.Faults),
-		"Latency": latencyPlot(s.Ops, s.Faults), "Throughput": throughputPlot(s.Ops, s.Faults), "Passed": passed, "Failed": failed, "Counts": counts})
+		"Latency": latencyPlot(s.Ops, s.Faults), "Throughput": throughputPlot(s.Ops, s.Faults), "Lag": lagPlot(s.Ops, s.Faults, s.Deliveries), "Passed": passed, "Failed": failed, "Counts": counts})
 	if cerr := f.Close(); err == nil {
 		err = cerr
 	}

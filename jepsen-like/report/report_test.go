@@ -134,10 +134,58 @@ func TestSummaryPlots(t *testing.T) {
 // operation that never completed, still draws finite plots.
 func TestPlotsOfNothing(t *testing.T) {
 	for _, ops := range [][]history.Op{nil, {{Kind: history.Acquire, Invoke: 5, Complete: -1, Outcome: history.Info}}} {
-		for _, s := range []string{string(latencyPlot(ops, nil)), string(throughputPlot(ops, nil))} {
+		for _, s := range []string{string(latencyPlot(ops, nil)), string(throughputPlot(ops, nil)), string(lagPlot(ops, nil, nil))} {
 			if strings.Contains(s, "NaN") || strings.Contains(s, "Inf") {
 				t.Errorf("%v: %s", ops, s)
 			}
 		}
+	}
+}
+
+// TestLagPlot: each watch stream is a line of its worst lag per second,
+// measured from the grant's first acknowledgement; a grant no client saw
+// acknowledged is left out, and the fault bands are the timeline's.
+func TestLagPlot(t *testing.T) {
+	ops, faults := synthetic()
+	var deliveries []history.Delivery
+	var late history.Delivery
+	for _, o := range ops {
+		if o.Kind != history.Acquire || o.Outcome != history.OK {
+			continue
+		}
+		for st := 0; st < 2; st++ {
+			d := history.Delivery{Stream: st, Key: o.Key, Token: o.Granted, At: o.Complete + 5e6}
+			if st == 1 && late.Token == 0 && o.Complete > 6e9 {
+				d.At, late = o.Complete+1500e6, d // stream 1 lags 1.5 s once
+			}
+			deliveries = append(deliveries, d)
+		}
+	}
+	// A grant whose answer was lost: no lag to draw, whatever its arrival,
+	// also when another key's grant had the same token.
+	deliveries = append(deliveries, history.Delivery{Stream: 0, Token: 1<<62 | 1, At: 19e9},
+		history.Delivery{Stream: 0, Key: "other", Token: late.Token, At: 19e9})
+	dir := t.TempDir()
+	if err := WriteSummary(dir, Summary{Title: "synthetic", Ops: ops, Faults: faults, Deliveries: deliveries}); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "summary.html"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lag := svgOf(t, string(b), "lag")
+	if n := strings.Count(lag, `class="fault"`); n != len(faults) {
+		t.Errorf("lag: %d fault bands, want %d", n, len(faults))
+	}
+	if strings.Count(lag, "<title>stream 0</title>") == 0 || strings.Count(lag, "<title>stream 1</title>") == 0 {
+		t.Errorf("lag: a line per stream wanted:\n%s", lag)
+	}
+	// The scale's top is the worst lag rounded up (1.5 s: 2 s), not the
+	// unacknowledged grant's 19 s.
+	if !strings.Contains(lag, ">2s<") || strings.Contains(lag, ">20s<") {
+		t.Errorf("lag: the scale does not end at 2s:\n%s", lag)
+	}
+	if strings.Contains(lag, "NaN") || strings.Contains(lag, "Inf") {
+		t.Errorf("lag: %s", lag)
 	}
 }

@@ -339,7 +339,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 
 	churn := startChurn(ctx, cfg, b.Endpoints(), rec)
 	wl.Start(ctx)
-	watchers := workload.StartWatchers(ctx, b.Endpoints(), cfg.Broken, log.Named("watch"), tenants.victim()...)
+	watchers := workload.StartWatchers(ctx, b.Endpoints(), cfg.Broken, rec.Now, log.Named("watch"), tenants.victim()...)
 	tenants.start(ctx, cfg, b.Endpoints(), log.Named("flood"))
 	if len(names) > 0 {
 		for _, err := range env.Schedule(ctx, cfg.Schedule, names, cfg.Time, cfg.Quiet) {
@@ -402,7 +402,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 	if cfg.Broken != "" {
 		fmt.Fprintf(out, "positive control %s: %d answers forged (or attempts held) by the harness\n", cfg.Broken, wl.BrokenAnswers())
 	}
-	if err := writeArtefacts(cfg, b, ops, faults, final, results, r); err != nil {
+	if err := writeArtefacts(cfg, b, ops, faults, watchers.Deliveries(), final, results, r); err != nil {
 		log.Warn("artefacts", "error", err)
 	}
 	printReport(out, r)
@@ -594,11 +594,12 @@ func writeJSON(path string, v any) error {
 	return nil
 }
 
-func writeArtefacts(cfg Config, b backend.Backend, ops []history.Op, faults []history.Fault, final *checker.Final, results []checker.Result, r *Result) error {
+func writeArtefacts(cfg Config, b backend.Backend, ops []history.Op, faults []history.Fault, deliveries []history.Delivery, final *checker.Final, results []checker.Result, r *Result) error {
 	dir := cfg.Results
 	var errs []error
 	errs = append(errs, history.WriteJSONL(filepath.Join(dir, "history.jsonl"), ops))
 	errs = append(errs, history.WriteJSONL(filepath.Join(dir, "faults.jsonl"), faults))
+	errs = append(errs, history.WriteJSONL(filepath.Join(dir, deliveriesFile), deliveries))
 	errs = append(errs, writeJSON(filepath.Join(dir, "final.json"), final))
 	logDir := filepath.Join(dir, "nodes")
 	errs = append(errs, os.MkdirAll(logDir, 0o755))
@@ -615,12 +616,18 @@ func writeArtefacts(cfg Config, b backend.Backend, ops []history.Op, faults []hi
 	return errors.Join(errs...)
 }
 
+// deliveriesFile holds when each watch stream received each grant.
+const deliveriesFile = "deliveries.jsonl"
+
 // writeReports writes results.json, the porcupine visualisation and the
 // summary page.
 func writeReports(cfg Config, ops []history.Op, faults []history.Fault, final *checker.Final, results []checker.Result, r *Result, nodes []string) error {
 	dir := cfg.Results
 	errs := []error{writeJSON(filepath.Join(dir, "results.json"), results)}
-	files := []string{"config.json", "history.jsonl", "faults.jsonl", "final.json", "results.json"}
+	files := []string{"config.json", "history.jsonl", "faults.jsonl", deliveriesFile, "final.json", "results.json"}
+	// The watch streams' deliveries, for the lag plot (absent from a run
+	// without watchers or from an older one: the plot is then empty).
+	deliveries, _ := history.ReadJSONL[history.Delivery](filepath.Join(dir, deliveriesFile))
 	if nodes == nil {
 		logs, _ := filepath.Glob(filepath.Join(dir, "nodes", "*.log"))
 		for _, l := range logs {
@@ -638,7 +645,7 @@ func writeReports(cfg Config, ops []history.Op, faults []history.Fault, final *c
 	}
 	errs = append(errs, report.WriteSummary(dir, report.Summary{
 		Title:  fmt.Sprintf("fenced jepsen-like run, seed %d, %s backend, %d nodes, %s schedule%s", cfg.Seed, cfg.Backend, cfg.Nodes, cfg.Schedule, brokenTitle(cfg.Broken)),
-		Config: cfg, Results: results, Ops: ops, Faults: faults, Final: final,
+		Config: cfg, Results: results, Ops: ops, Faults: faults, Deliveries: deliveries, Final: final,
 		Duration: r.Duration.Round(time.Second).String(), Files: files,
 	}))
 	return errors.Join(errs...)

@@ -11,6 +11,7 @@ import (
 	"github.com/hashicorp/go-hclog"
 
 	"github.com/fenced/fenced/client"
+	"github.com/fenced/fenced/jepsen-like/history"
 )
 
 // Positive controls of the watch checkers.
@@ -40,16 +41,20 @@ type Watchers struct {
 	cancel context.CancelFunc
 	wg     sync.WaitGroup
 
-	mu      sync.Mutex
-	streams [][]client.WatchEvent
-	leaders [][]client.Leader
+	now func() int64
+
+	mu         sync.Mutex
+	streams    [][]client.WatchEvent
+	leaders    [][]client.Leader
+	deliveries []history.Delivery
 }
 
-// StartWatchers starts the watchers; they run until Stop. opts are added to
-// every client's (credentials).
-func StartWatchers(ctx context.Context, endpoints []string, broken string, log hclog.Logger, opts ...client.Option) *Watchers {
+// StartWatchers starts the watchers; they run until Stop. now is the run's
+// clock (history.Recorder.Now), which dates each grant's arrival; opts are
+// added to every client's (credentials).
+func StartWatchers(ctx context.Context, endpoints []string, broken string, now func() int64, log hclog.Logger, opts ...client.Option) *Watchers {
 	ctx, cancel := context.WithCancel(ctx)
-	w := &Watchers{broken: broken, opts: opts, log: log, cancel: cancel,
+	w := &Watchers{broken: broken, opts: opts, log: log, cancel: cancel, now: now,
 		streams: make([][]client.WatchEvent, len(endpoints)), leaders: make([][]client.Leader, len(endpoints))}
 	for i := range endpoints {
 		rot := append(append([]string(nil), endpoints[i:]...), endpoints[:i]...)
@@ -85,8 +90,12 @@ func (w *Watchers) follow(i int, ch <-chan client.WatchEvent) {
 				continue
 			}
 		}
+		at := w.now()
 		w.mu.Lock()
 		w.streams[i] = append(w.streams[i], ev)
+		if ev.Type == "granted" || ev.Type == "handed_off" {
+			w.deliveries = append(w.deliveries, history.Delivery{Stream: i, Key: ev.Key, Token: ev.Token, At: at})
+		}
 		if w.broken == BrokenWatchReplay && change {
 			if changes == 2 {
 				e := ev
@@ -139,6 +148,14 @@ func (w *Watchers) Stop(endpoints []string, wait time.Duration) ([][]client.Watc
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return w.streams, w.leaders
+}
+
+// Deliveries returns when each stream received each grant, in arrival
+// order per stream.
+func (w *Watchers) Deliveries() []history.Delivery {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return append([]history.Delivery(nil), w.deliveries...)
 }
 
 // String describes the watchers' haul, for the log.
