@@ -37,6 +37,12 @@ export class LeaderObserver {
     // The end of a lock-delay is news for candidates, not observers: the
     // expiry before it already said nobody leads.
     if (['sync', 'reset', 'error', 'lock_delay_ended'].includes(ev.type)) return null;
+    if (ev.type === 'state' && ev.state === 'absent') {
+      // The key does not exist: news only when a leader was reported (its
+      // leadership ended, and the key was forgotten since).
+      const last = this.last;
+      return last && last.holder ? this.offer({ name: this.name, holder: '', token: last.token, value: '', index: ev.index }) : null;
+    }
     const held = ev.state === 'held';
     return this.offer({ name: this.name, holder: held ? ev.holder : '', token: ev.token, value: held ? ev.value : '', index: ev.index });
   }

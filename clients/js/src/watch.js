@@ -236,6 +236,11 @@ export class FencedWatch {
           yield ev;
           throw new Resync();
         }
+        if (ev.type === 'unavailable') {
+          // The node cannot serve the stream now (no leader yet, not ready,
+          // a limit): a refusal that may pass, here or on another node.
+          throw new Error(`${endpoint}: the watch is unavailable (${ev.reason || 'unavailable'})`);
+        }
         if (id === null && ev.type === 'state') {
           states.push(ev);
           continue;

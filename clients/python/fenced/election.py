@@ -58,6 +58,11 @@ class _Observer:
             # The end of a lock-delay is news for candidates, not observers:
             # the expiry before it already said nobody leads.
             return None
+        if ev.type == "state" and ev.state == "absent":
+            # The key does not exist: news only when a leader was reported
+            # (its leadership ended, and the key was forgotten since).
+            last = self.last
+            return self.offer(Leader(self.name, "", last.token, "", ev.index)) if last and last.holder else None
         held = ev.state == "held"
         return self.offer(Leader(self.name, ev.holder if held else "", ev.token, ev.value if held else "", ev.index))
 

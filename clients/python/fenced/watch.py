@@ -19,6 +19,9 @@ __all__ = ["Watch", "WatchEvent"]
 # Event types beyond the changes of keys (granted, renewed, released,
 # force_released, expired, lock_delay_ended, handed_off).
 STATE, SYNC, RESET, ERROR = "state", "sync", "reset", "error"
+#: What a node that cannot serve a stream now sends before it ends it; the
+#: watch reconnects, and never delivers it.
+UNAVAILABLE = "unavailable"
 
 # A watch refused with one of these would be refused again however often it
 # is asked: bad parameters, credentials, no such route.
@@ -353,6 +356,11 @@ class Watch:
             if ev.type == RESET:
                 self._put(ev)
                 raise _Resync()
+            if ev.type == UNAVAILABLE:
+                # The node cannot serve the stream now (no leader yet, not
+                # ready, a limit): a refusal that may pass, here or on
+                # another node.
+                raise OSError("the watch is unavailable (%s)" % (ev.reason or "unavailable"))
             if eid is None and ev.type == STATE:
                 states.append(ev)
                 continue

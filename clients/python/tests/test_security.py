@@ -157,6 +157,9 @@ class TLSClusterTest(unittest.TestCase):
     def test_watch_over_mutual_tls(self):
         c = Client(self.cluster.endpoints, token="tok-client-0123456789abcdef", ssl_context=self.ctx())
         with c.watch(key="py/tls-watch") as w:
+            # A fresh watch of a key no one holds says so (absent), then sync.
+            first = w.get(timeout=30)
+            self.assertEqual((first.type, first.state), ("state", "absent"))
             self.assertEqual(w.get(timeout=30).type, "sync")
             g = c.acquire("py/tls-watch", "client/d", ttl=10)
             ev = w.get(timeout=30)
