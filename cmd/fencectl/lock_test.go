@@ -2,7 +2,9 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -247,6 +249,41 @@ func stop(t *testing.T, pid int) {
 		t.Fatalf("SIGSTOP %d: %v", pid, err)
 	}
 	t.Cleanup(func() { _ = syscall.Kill(pid, syscall.SIGCONT) })
+	// A signal takes effect when its process next enters the kernel: one
+	// running on the other core may go on for a moment. Wait until every
+	// process it was sent to is stopped.
+	testutil.Eventually(t, 10*time.Second, func() error {
+		if p := running(pid); p != 0 {
+			return fmt.Errorf("process %d still runs after SIGSTOP to %d", p, pid)
+		}
+		return nil
+	})
+}
+
+// running returns a process that pid names (-pid: its process group) and
+// that is not stopped, or 0.
+func running(pid int) int {
+	ents, _ := os.ReadDir("/proc")
+	for _, e := range ents {
+		p, err := strconv.Atoi(e.Name())
+		if err != nil {
+			continue
+		}
+		b, err := os.ReadFile(filepath.Join("/proc", e.Name(), "stat"))
+		i := bytes.LastIndexByte(b, ')')
+		if err != nil || i < 0 {
+			continue
+		}
+		f := strings.Fields(string(b[i+1:])) // state, ppid, pgrp, ...
+		if len(f) < 3 {
+			continue
+		}
+		pgrp, _ := strconv.Atoi(f[2])
+		if (pid > 0 && p == pid || pid < 0 && pgrp == -pid) && f[0] != "T" && f[0] != "t" && f[0] != "Z" {
+			return p
+		}
+	}
+	return 0
 }
 
 func resume(t *testing.T, pid int) {
