@@ -38,22 +38,11 @@ func parseMemoryLimit(s string) (int64, error) {
 	case memoryLimitAuto, memoryLimitOff:
 		return 0, nil
 	}
-	units := []struct {
-		suffix string
-		mult   float64
-	}{{"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}, {"GB", 1e9}, {"MB", 1e6}, {"KB", 1e3}, {"B", 1}}
-	num, mult := s, 1.0
-	for _, u := range units {
-		if v, ok := strings.CutSuffix(s, u.suffix); ok {
-			num, mult = v, u.mult
-			break
-		}
-	}
-	f, err := strconv.ParseFloat(strings.TrimSpace(num), 64)
-	if err != nil || !(f > 0) || math.IsInf(f, 0) || f*mult >= math.MaxInt64 || f*mult < 1<<20 {
+	n, err := parseSize(s)
+	if err != nil || n < 1<<20 {
 		return 0, errMemoryLimit
 	}
-	return int64(f * mult), nil
+	return int64(n), nil
 }
 
 // applyMemoryLimit sets the Go runtime's soft memory limit (GOMEMLIMIT) the
