@@ -120,25 +120,11 @@ func (n *Node) Acquire(ctx context.Context, a AcquireArgs) (Grant, error) {
 		mustQueue := !deadline.IsZero() && w == nil && n.waiters.waiting(a.Key) && !n.holds(a.Key, a.Holder)
 		if !mustQueue && (w == nil || n.waiters.isHead(a.Key, w)) {
 			g, err := n.tryAcquireUnlessHeld(ctx, a, !deadline.IsZero())
-			var lde *LockDelayError
-			if errors.As(err, &lde) && !deadline.IsZero() && time.Now().Add(lde.RetryAfter).Before(deadline) {
-				if err := sleepCtx(ctx, lde.RetryAfter); err != nil {
-					if h, handed := n.leaveLine(a.Key, &w); handed {
-						return h.grant, h.err
-					}
-					return Grant{}, err
-				}
-				continue
-			}
-			if !errors.Is(err, fsm.ErrHeld) || deadline.IsZero() || !time.Now().Before(deadline) {
-				if err != nil {
-					// The deadline passed; a release may already carry our
-					// acquire, and then its outcome is ours, not this refusal.
-					if h, handed := n.leaveLine(a.Key, &w); handed {
-						return h.grant, h.err
-					}
-				}
+			switch g, err, next := n.settleAttempt(ctx, a.Key, &w, deadline, g, err); next {
+			case attemptAnswer:
 				return g, err
+			case attemptAgain:
+				continue
 			}
 		}
 		if w == nil {
@@ -169,6 +155,44 @@ var errWaitTimeout = errors.New("wait timed out")
 // errNoHandoff tells a waiter that left the line that the command which had
 // claimed it did not free the key: it answers with its own refusal.
 var errNoHandoff = errors.New("no handoff")
+
+// attemptNext is what an acquire does after one attempt: answer, try again
+// at once (a lock-delay it waited out), or wait in line.
+type attemptNext int
+
+const (
+	attemptAnswer attemptNext = iota
+	attemptAgain
+	attemptWait
+)
+
+// settleAttempt judges one attempt (g, err) of an acquire of key with its
+// deadline (zero: it does not wait), w its place in line if it has one. A
+// lock-delay that ends before the deadline is waited out; a key held before
+// the deadline means waiting; anything else is the answer. A refusal that
+// ends the acquire first leaves the line: a release may already carry the
+// acquire, and then that handoff's outcome is the answer, not the refusal.
+func (n *Node) settleAttempt(ctx context.Context, key string, w **waiter, deadline time.Time, g Grant, err error) (Grant, error, attemptNext) {
+	var lde *LockDelayError
+	if errors.As(err, &lde) && !deadline.IsZero() && time.Now().Add(lde.RetryAfter).Before(deadline) {
+		if err := sleepCtx(ctx, lde.RetryAfter); err != nil {
+			if h, handed := n.leaveLine(key, w); handed {
+				return h.grant, h.err, attemptAnswer
+			}
+			return Grant{}, err, attemptAnswer
+		}
+		return Grant{}, nil, attemptAgain
+	}
+	if errors.Is(err, fsm.ErrHeld) && !deadline.IsZero() && time.Now().Before(deadline) {
+		return Grant{}, nil, attemptWait
+	}
+	if err != nil {
+		if h, handed := n.leaveLine(key, w); handed {
+			return h.grant, h.err, attemptAnswer
+		}
+	}
+	return g, err, attemptAnswer
+}
 
 // leaveLine is giveUp for the waiter *w, if any, which it then forgets.
 func (n *Node) leaveLine(key string, w **waiter) (handoffResult, bool) {

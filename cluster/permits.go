@@ -96,23 +96,11 @@ func (n *Node) acquirePermit(ctx context.Context, a AcquireArgs) (Grant, error) 
 		mustQueue := !deadline.IsZero() && queued
 		if !mustQueue && (w == nil || n.waiters.isHead(a.Key, w)) {
 			g, err := n.tryPermit(ctx, a, !deadline.IsZero())
-			var lde *LockDelayError
-			if errors.As(err, &lde) && !deadline.IsZero() && time.Now().Add(lde.RetryAfter).Before(deadline) {
-				if err := sleepCtx(ctx, lde.RetryAfter); err != nil {
-					if h, handed := n.leaveLine(a.Key, &w); handed {
-						return h.grant, h.err
-					}
-					return Grant{}, err
-				}
-				continue
-			}
-			if !errors.Is(err, fsm.ErrHeld) || deadline.IsZero() || !time.Now().Before(deadline) {
-				if err != nil {
-					if h, handed := n.leaveLine(a.Key, &w); handed {
-						return h.grant, h.err
-					}
-				}
+			switch g, err, next := n.settleAttempt(ctx, a.Key, &w, deadline, g, err); next {
+			case attemptAnswer:
 				return g, err
+			case attemptAgain:
+				continue
 			}
 		}
 		if w == nil {
