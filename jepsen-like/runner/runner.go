@@ -216,11 +216,11 @@ func (c *Config) Validate() error {
 
 // Result is the outcome of a run.
 type Result struct {
-	Dir      string
-	Results  []checker.Result
-	Passed   int
-	Failed   int
-	Ops      int
+	Dir     string
+	Results []checker.Result
+	Passed  int
+	Failed  int
+	Ops     int
 	// ShapeOps counts the shape workload's operations (shapes-history.jsonl).
 	ShapeOps int
 	Faults   int
