@@ -304,7 +304,11 @@ func RWExclusion(ops []history.Op, ttl time.Duration) Result {
 		}
 	}
 	res := r.finish("grants, verifies and resource accesses")
-	res.Summary += fmt.Sprintf("; %d stale reads refused by the resource", staleReads)
+	modes := map[string]int{}
+	for _, g := range grantOps(ops) {
+		modes[g.Mode]++
+	}
+	res.Summary += fmt.Sprintf("; %d shared and %d exclusive grants, %d stale reads refused by the resource", modes[modeShared], modes[modeExclusive], staleReads)
 	return res
 }
 
@@ -317,12 +321,14 @@ func RWExclusion(ops []history.Op, ttl time.Duration) Result {
 func MultiAtomicity(ops []history.Op, ttl time.Duration) Result {
 	r := Result{Name: MultiAtomicityName}
 	byHolder := map[string]*history.Op{}
+	outcomes := map[history.Outcome]int{}
 	for i := range ops {
 		o := &ops[i]
 		if o.Kind != history.AcquireMulti {
 			continue
 		}
 		byHolder[o.Holder] = o
+		outcomes[o.Outcome]++
 		if o.Outcome != history.OK {
 			continue
 		}
@@ -380,7 +386,9 @@ func MultiAtomicity(ops []history.Op, ttl time.Duration) Result {
 		})
 	}
 	staleAllows(&r, ops)
-	return r.finish("sets, key reads and grants")
+	res := r.finish("sets, key reads and grants")
+	res.Summary += fmt.Sprintf("; %d sets granted, %d refused, %d unknown", outcomes[history.OK], outcomes[history.Fail], outcomes[history.Info])
+	return res
 }
 
 // Shapes returns the checkers of one shape workload's operations.

@@ -13,9 +13,14 @@ import (
 )
 
 // shapeClients is how many clients a shape workload runs: more than the
-// semaphore's limit, so permits are contended, and two writers among six
-// readers.
-const shapeClients = 8
+// semaphore's limit, so permits are contended; two writers among six
+// readers; five sets of two or three of the multi-key pool's four keys.
+func shapeClients(shape string) int {
+	if shape == workload.ShapeMulti {
+		return 5
+	}
+	return 8
+}
 
 // shapeOf returns the shape workload of a run: asked for, or needed by
 // its positive control; "" for none.
@@ -37,7 +42,7 @@ func startShapes(ctx context.Context, cfg Config, endpoints []string, rec *histo
 	if shape == "" {
 		return nil
 	}
-	w := workload.NewShapes(workload.ShapesConfig{Endpoints: endpoints, Shape: shape, Clients: shapeClients, TTL: cfg.TTL,
+	w := workload.NewShapes(workload.ShapesConfig{Endpoints: endpoints, Shape: shape, Clients: shapeClients(shape), TTL: cfg.TTL,
 		OpTimeout: cfg.OpTimeout, AttemptTimeout: attemptTimeout(cfg), Broken: cfg.Broken, Seed: cfg.Seed}, rec)
 	w.Start(ctx)
 	return &shapesRun{shape: shape, w: w}

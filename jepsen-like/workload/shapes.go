@@ -390,8 +390,8 @@ func (c *shapeClient) multiRound(ctx context.Context) {
 	c.rng.Shuffle(len(keys), func(a, b int) { keys[a], keys[b] = keys[b], keys[a] })
 	keys = keys[:2+c.rng.Intn(2)]
 	var wait time.Duration
-	if c.rng.Intn(2) == 0 {
-		wait = c.wait()
+	if c.rng.Intn(3) != 0 {
+		wait = c.wait() // most sets wait; the others are refused at once when a key is held
 	}
 	op := c.s.rec.Invoke(history.Op{Client: c.id, Kind: history.AcquireMulti, Key: keys[0], Keys: keys, Holder: holder, Wait: wait})
 	var toks []fence.Token
