@@ -224,6 +224,14 @@ func PermitCount(ops []history.Op, ttl time.Duration) Result {
 	return res
 }
 
+// article puts "a" or "an" before a mode.
+func article(mode string) string {
+	if strings.HasPrefix(mode, "e") {
+		return "an " + mode
+	}
+	return "a " + mode
+}
+
 // RWExclusion checks the readers-writer workload: no grant is proven live
 // beside an exclusive one; a verify never allows a token once a later
 // exclusive grant was acknowledged (a reader's token is refused once a
@@ -238,7 +246,7 @@ func RWExclusion(ops []history.Op, ttl time.Duration) Result {
 			r.Checked++
 			for _, o := range live {
 				if o != w && (o.mode == modeExclusive || w.mode == modeExclusive) {
-					r.violate("a %s grant of %s live beside a %s one:\n%s", w.mode, key, o.mode, describeLive([]*liveWindow{o, w}))
+					r.violate("%s grant of %s live beside %s one:\n%s", article(w.mode), key, article(o.mode), describeLive([]*liveWindow{o, w}))
 					return
 				}
 			}

@@ -290,9 +290,19 @@ func (c *shapeClient) readKey(ctx context.Context, key, holder string) {
 	})
 }
 
+// holder names the client's next grant (or set): unique per acquire, so
+// a key read that shows it names the one request that made it. s for a
+// permit, w for a writer, r for a reader, m for a set.
 func (c *shapeClient) holder() string {
 	c.n++
-	return fmt.Sprintf("%s%d-%d", c.s.cfg.Shape[:1], c.idx, c.n)
+	role := c.s.cfg.Shape[:1]
+	switch {
+	case c.s.cfg.Shape == ShapeRW && c.idx < 2:
+		role = "w"
+	case c.s.cfg.Shape == ShapeRW:
+		role = "r"
+	}
+	return fmt.Sprintf("%s%d-%d", role, c.idx, c.n)
 }
 
 // semaphoreRound takes a permit, verifies it, works inside the shared
