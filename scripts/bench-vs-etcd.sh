@@ -9,7 +9,9 @@
 #   WORKLOADS="verify keepalive" RUNS=5 scripts/bench-vs-etcd.sh
 #
 # WORKLOADS limits the run to the pairs of these fenced workloads (acquire,
-# cycle, contended, verify, keepalive; default all).
+# cycle, contended, verify, keepalive: the default; and the lock shapes,
+# run when named: sem-cycle, shared-cycle, multi-cycle). etcd ships no
+# semaphore: sem-cycle runs fenced alone (its etcd side is "-").
 #
 # TRANSPORTS lists the fencectl bench --transport values to run fenced with
 # (lean: the benchmark's own lean client transport; std: net/http's, as
@@ -94,11 +96,12 @@ etcd_run() { # WORKLOAD CLIENTS
 
 for pair in "txn acquire 1" "txn acquire 64" "lock cycle 1" "lock cycle 64" \
 	"contended contended 16" "read verify 1" "read verify 16" "read verify 64" \
-	"keepalive keepalive 1" "keepalive keepalive 16" "keepalive keepalive 64"; do
+	"keepalive keepalive 1" "keepalive keepalive 16" "keepalive keepalive 64" \
+	"- sem-cycle 16" "- sem-cycle 64" "rwread shared-cycle 64" "multi multi-cycle 16"; do
 	set -- $pair
 	case " $WORKLOADS " in *" $2 "*) ;; *) continue ;; esac
 	for _ in $(seq "$RUNS"); do
-		etcd_run "$1" "$3"
+		case $1 in -) ;; *) etcd_run "$1" "$3" ;; esac
 		for tr in $TRANSPORTS; do
 			fenced_run "$2" "$3" "$tr"
 		done
