@@ -8,6 +8,7 @@
 //	zkcmp -mode serve -i N -dir DIR   write DIR/zoo.cfg and DIR/myid, then become server N (exec java)
 //	zkcmp -mode leader                print the client address of the leader (the "srvr" four-letter word)
 //	zkcmp -mode ports                 list the ports the ensemble listens on
+//	zkcmp -mode check                 exit 1, saying why, when java or ZooKeeper is missing
 //	zkcmp -w WORKLOAD -c N -d 5s -ep ADDR
 //
 // The servers keep ZooKeeper's defaults (forceSync=yes: every transaction
@@ -42,7 +43,7 @@ import (
 )
 
 func main() {
-	mode := flag.String("mode", "bench", "serve, leader (print the leader's client address), ports (list the ensemble's ports) or bench")
+	mode := flag.String("mode", "bench", "serve, leader (print the leader's client address), ports (list the ensemble's ports), check (is ZooKeeper installed) or bench")
 	idx := flag.Int("i", 1, "server index (1-3)")
 	dir := flag.String("dir", "", "data dir of the server (serve)")
 	w := flag.String("w", Acquire, "workload: acquire cycle verify verify-linearizable")
@@ -58,6 +59,11 @@ func main() {
 		if err := Serve(*idx, *dir); err != nil {
 			log.Fatalf("zkcmp: %v", err)
 		}
+	case "check":
+		if _, _, err := javaCommand(); err != nil {
+			fmt.Fprintln(os.Stderr, "zkcmp:", err)
+			os.Exit(1)
+		}
 	case "ports":
 		for _, p := range Ports() {
 			fmt.Println(p)
@@ -70,6 +76,9 @@ func main() {
 		}
 		fmt.Println(lead)
 	case "bench":
+		// A request to a server that went away waits for a reconnection
+		// that may never come: give up well after the run should have ended.
+		time.AfterFunc(*dur+time.Minute, func() { log.Fatalf("zkcmp: %s: no end a minute after the run's duration", *w) })
 		r, err := Bench(*w, *clients, *dur, *ep)
 		if err != nil {
 			log.Fatalf("zkcmp: %v", err)
@@ -82,6 +91,6 @@ func main() {
 		}
 		fmt.Println(r)
 	default:
-		log.Fatalf("zkcmp: unknown mode %q (serve, leader, ports or bench)", *mode)
+		log.Fatalf("zkcmp: unknown mode %q (serve, leader, ports, check or bench)", *mode)
 	}
 }
