@@ -78,8 +78,10 @@ func connect(ep string) (*zk.Conn, error) {
 	}
 }
 
-// Bench runs workload w with n clients, each its own session with ep, for d.
-func Bench(w string, n int, d time.Duration, ep string) (*Result, error) {
+// Bench runs workload w with n clients, each its own session with ep, for
+// warmup unmeasured (the servers' JIT compiler at work, as in a server that
+// has been up a while) and then for d.
+func Bench(w string, n int, d, warmup time.Duration, ep string) (*Result, error) {
 	if !slices.Contains(Workloads, w) {
 		return nil, fmt.Errorf("unknown workload %q (one of %v)", w, Workloads)
 	}
@@ -97,20 +99,39 @@ func Bench(w string, n int, d time.Duration, ep string) (*Result, error) {
 	// A prefix of its own per run, so runs against one ensemble do not meet.
 	root := fmt.Sprintf("/locks/r%d", time.Now().UnixNano())
 	ops := make([]op, n)
+	c, err := connect(ep)
+	if err != nil {
+		return nil, fmt.Errorf("client 0: %w", err)
+	}
+	conns[0] = c
+	if err := ensure(c, root); err != nil {
+		return nil, err
+	}
+	// The clients connect and set up at once: with 64 cycle clients that is
+	// 4,096 lock nodes, a minute one after another on a busy machine.
+	errs := make([]error, n)
+	var wg sync.WaitGroup
 	for i := range ops {
-		c, err := connect(ep)
-		if err != nil {
-			return nil, fmt.Errorf("client %d: %w", i, err)
-		}
-		conns[i] = c
-		if i == 0 {
-			if err := ensure(c, root); err != nil {
-				return nil, err
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if conns[i] == nil {
+				if conns[i], errs[i] = connect(ep); errs[i] != nil {
+					errs[i] = fmt.Errorf("client %d: %w", i, errs[i])
+					return
+				}
 			}
-		}
-		if ops[i], err = setup(c, w, fmt.Sprintf("%s/c%d", root, i)); err != nil {
-			return nil, fmt.Errorf("setup of client %d: %w", i, err)
-		}
+			if ops[i], errs[i] = setup(conns[i], w, fmt.Sprintf("%s/c%d", root, i)); errs[i] != nil {
+				errs[i] = fmt.Errorf("setup of client %d: %w", i, errs[i])
+			}
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		return nil, err
+	}
+	if warmup > 0 {
+		run(w, ops, warmup)
 	}
 	return run(w, ops, d), nil
 }
@@ -173,6 +194,22 @@ func ensure(c *zk.Conn, p string) error {
 	return nil
 }
 
+// createAll creates the persistent nodes base/k0 to base/k(n-1), the
+// requests pipelined on the one session.
+func createAll(c *zk.Conn, base string, n int) error {
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for k := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			errs[k] = ensure(c, fmt.Sprintf("%s/k%d", base, k))
+		}()
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
 // setup prepares one client of workload w under its own node base and
 // returns its operation.
 func setup(c *zk.Conn, w, base string) (op, error) {
@@ -194,10 +231,8 @@ func setup(c *zk.Conn, w, base string) (op, error) {
 			return lowest(c, lock, res[1].String)
 		}, nil
 	case Cycle:
-		for k := 0; k < cycleKeys; k++ {
-			if err := ensure(c, fmt.Sprintf("%s/k%d", base, k)); err != nil {
-				return nil, err
-			}
+		if err := createAll(c, base, cycleKeys); err != nil {
+			return nil, err
 		}
 		n := 0
 		return func() error {

@@ -9,7 +9,7 @@
 //	zkcmp -mode leader                print the client address of the leader (the "srvr" four-letter word)
 //	zkcmp -mode ports                 list the ports the ensemble listens on
 //	zkcmp -mode check                 exit 1, saying why, when java or ZooKeeper is missing
-//	zkcmp -w WORKLOAD -c N -d 5s -ep ADDR
+//	zkcmp -w WORKLOAD -c N -d 5s -warmup 2s -ep ADDR
 //
 // The servers keep ZooKeeper's defaults (forceSync=yes: every transaction
 // log write is fsynced before it is acknowledged) apart from what a
@@ -31,6 +31,10 @@
 //	                     conditional transaction committed through the quorum, the
 //	                     linearizable way to confirm the lock is still held
 //
+// Each run first drives its workload for -warmup unmeasured: the servers
+// are Java, and a fresh JVM runs its first seconds interpreted, where a
+// deployed ensemble has long been compiled.
+//
 // Output: one line "WORKLOAD CLIENTS OPS_PER_SEC P50_MS P99_MS".
 package main
 
@@ -49,6 +53,7 @@ func main() {
 	w := flag.String("w", Acquire, "workload: acquire cycle verify verify-linearizable")
 	clients := flag.Int("c", 1, "clients")
 	dur := flag.Duration("d", 5*time.Second, "duration")
+	warmup := flag.Duration("warmup", 2*time.Second, "how long to run the workload unmeasured first")
 	ep := flag.String("ep", ClientAddr(1), "the server the clients connect to (the leader)")
 	flag.Parse()
 	switch *mode {
@@ -78,8 +83,10 @@ func main() {
 	case "bench":
 		// A request to a server that went away waits for a reconnection
 		// that may never come: give up well after the run should have ended.
-		time.AfterFunc(*dur+time.Minute, func() { log.Fatalf("zkcmp: %s: no end a minute after the run's duration", *w) })
-		r, err := Bench(*w, *clients, *dur, *ep)
+		time.AfterFunc(*warmup+*dur+3*time.Minute, func() {
+			log.Fatalf("zkcmp: %s: no end three minutes after the run's duration", *w)
+		})
+		r, err := Bench(*w, *clients, *dur, *warmup, *ep)
 		if err != nil {
 			log.Fatalf("zkcmp: %v", err)
 		}

@@ -96,7 +96,7 @@ func TestEnsemble(t *testing.T) {
 
 	t.Run("workloads", func(t *testing.T) {
 		for _, w := range Workloads {
-			r, err := Bench(w, 2, 300*time.Millisecond, lead)
+			r, err := Bench(w, 2, 300*time.Millisecond, 100*time.Millisecond, lead)
 			if err != nil {
 				t.Fatalf("%s: %v", w, err)
 			}
