@@ -111,6 +111,7 @@ func NewServer(node Node, log hclog.Logger) *Server {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
 	// Clients learn where the leader is and go there directly next time.
 	if s.self != nil {
 		// Shared, never changed: a handler that sets the header replaces it.
@@ -127,6 +128,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.mux.ServeHTTP(sw, r)
 	}
 	metrics.Requests.WithLabelValues(r.Pattern, strconv.Itoa(sw.status)).Inc()
+	metrics.RequestLatency.WithLabelValues(r.Pattern).Observe(time.Since(start).Seconds())
 }
 
 // statusWriter remembers the status code, for the request metrics.
