@@ -908,10 +908,21 @@ func writeError(w http.ResponseWriter, status int, code, msg string) {
 	writeJSON(w, status, client.ErrorResponse{Code: code, Message: msg})
 }
 
+// refusalReason is the refusals metric's reason for an answer with code:
+// the code, but client_gone for a request whose client went away (a
+// waiting acquire given up by its caller), which the server did nothing
+// wrong to refuse and which nobody reads.
+func refusalReason(code string, err error) string {
+	if code == "internal" && errors.Is(err, context.Canceled) {
+		return "client_gone"
+	}
+	return code
+}
+
 // writeErr translates an error of any layer to its wire form.
 func writeErr(w http.ResponseWriter, err error) {
 	code, status := codeOf(err)
-	metrics.Refusals.WithLabelValues(code).Inc()
+	metrics.Refusals.WithLabelValues(refusalReason(code, err)).Inc()
 	resp := client.ErrorResponse{Code: code, Message: err.Error()}
 	var he *fsm.HeldError
 	if errors.As(err, &he) {
