@@ -194,6 +194,9 @@ type keyPage struct {
 	Waiters []string `json:"waiters"`
 	// Steps is the grant history: each grant's token and its steps.
 	Steps map[string][]string `json:"steps"`
+	// Synced says the page's watch of the key is current: what changes
+	// now reaches the page as events.
+	Synced bool `json:"synced"`
 }
 
 const readKeyPage = `(() => {
@@ -211,6 +214,7 @@ const readKeyPage = `(() => {
       ttl: text(tr, '.ttl'), lease: text(tr, '.lease'), kept: tr.dataset.testMark === 'kept' })),
     waiters: [...document.querySelectorAll('#key-waiters li')].map((li) => li.textContent),
     steps: steps,
+    synced: document.getElementById('key-view').dataset.synced === 'true',
   };
 })()`
 
@@ -503,6 +507,9 @@ func TestConsole(t *testing.T) {
 	}
 	testutil.Eventually(t, 30*time.Second, func() error {
 		p := b.keyPage()
+		if !p.Synced {
+			return fmt.Errorf("pool/workers' page does not watch the key yet")
+		}
 		if got, want := permitRows(p), []string{rowOf(permits[0]), rowOf(permits[1])}; p.Title != "pool/workers" ||
 			p.Detail["shape"] != "semaphore of 3 permits" || p.Detail["live grants"] != "2 of 3" || !slices.Equal(got, want) || len(p.Waiters) != 0 {
 			return fmt.Errorf("pool/workers' page: %+v\ngrants %q, want %q", p, got, want)
@@ -534,6 +541,19 @@ func TestConsole(t *testing.T) {
 		}
 		return nil
 	})
+	// A new permit adds its row beside w2's, which stays as it was (a
+	// lock's grant would have replaced it).
+	w3, err := cl.Acquire(ctx, client.AcquireRequest{Key: "pool/workers", Holder: "w3", TTL: "10m", Limit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		p := b.keyPage()
+		if got, want := permitRows(p), []string{rowOf(permits[1]) + " (kept)", rowOf(w3)}; !slices.Equal(got, want) || p.Detail["live grants"] != "2 of 3" {
+			return fmt.Errorf("after w3's acquire, pool/workers' page: %+v\ngrants %q, want %q", p, got, want)
+		}
+		return nil
+	})
 
 	// The hostile key's own page shows its name as text too.
 	b.do(chromedp.Navigate(c.URL(served) + "/ui/#/key/" + url.PathEscape(hostileKey)))
@@ -552,6 +572,11 @@ func TestConsole(t *testing.T) {
 		if err != nil || n != 2 {
 			return fmt.Errorf("the timeline of jobs/nightly has %d grants, want 2 (%v)", n, err)
 		}
+		// A released lock: no live grant, nothing left of the page
+		// shown before.
+		if p := b.keyPage(); p.Detail["shape"] != "lock" || p.Detail["holder"] != "b" || p.Detail["state"] != "released" || len(p.Grants) != 0 || len(p.Waiters) != 0 {
+			return fmt.Errorf("jobs/nightly's page: %+v", p)
+		}
 		return nil
 	})
 	b.screenshot("console-key")
@@ -564,7 +589,7 @@ func TestConsole(t *testing.T) {
 		if v.Conn != "live" {
 			return fmt.Errorf("the console is not live: %q", v.Conn)
 		}
-		if i, ok := v.row("pool/workers"); !ok || v.Rows[i].Shape != "1/3 permits" || v.Rows[i].Holder != "1 holder" {
+		if i, ok := v.row("pool/workers"); !ok || v.Rows[i].Shape != "2/3 permits" || v.Rows[i].Holder != "2 holders" {
 			return fmt.Errorf("pool/workers after a release: %+v", v.Rows)
 		}
 		return nil

@@ -632,10 +632,15 @@
     S.keyName = name;
     S.history = [];
     S.keySynced = false;
+    delete $('key-view').dataset.synced;
+    // Nothing of the key shown before shows until the key's first read.
     S.current = null;
     S.grants = new Map();
+    $('key-detail').replaceChildren(el('dt', 'state'), el('dd', 'reading…', 'muted'));
     $('grants').tBodies[0].replaceChildren();
-    renderWaiters([]);
+    $('key-waiters').replaceChildren();
+    $('grants-none').hidden = true;
+    $('waiters-none').hidden = true;
     $('keys-view').hidden = true;
     $('key-view').hidden = false;
     $('key-title').textContent = name;
@@ -653,11 +658,13 @@
           // update the grants table one grant at a time (those before it
           // are history the key's reads already show).
           S.keySynced = true;
+          $('key-view').dataset.synced = 'true';
           return;
         }
         if (type === 'reset') {
           S.history = [];
           S.keySynced = false;
+          delete $('key-view').dataset.synced;
           $('history-note').textContent = 'Older history of this key is no longer held by this node; shown from its current state.';
           refreshSoon();
         } else if (type === 'state' || CHANGES.indexOf(type) >= 0) {
@@ -783,6 +790,7 @@
       fillGrantRow(tr, g);
       return tr;
     }));
+    $('grants').hidden = order.length === 0;
     $('grants-none').hidden = order.length > 0;
   }
 
