@@ -736,7 +736,7 @@ func keyInfoOf(k cluster.KeyInfo) client.KeyInfo {
 	if k.DelayLeft > 0 {
 		ki.LockDelayRemaining = k.DelayLeft.Round(time.Millisecond).String()
 	}
-	ki.Limit, ki.Waiters, ki.Mode = k.Limit, k.Waiters, modeOf(k.Shared)
+	ki.Limit, ki.Waiters, ki.Mode, ki.Live = k.Limit, k.Waiters, modeOf(k.Shared), k.Live
 	for _, p := range k.Permits {
 		pi := keyInfoOf(cluster.KeyInfo{KeyState: p.KeyState, Deadline: p.Deadline})
 		pi.Limit, pi.Mode = 0, modeOf(p.Shared) // the limit said once, by the key

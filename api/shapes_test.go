@@ -74,8 +74,12 @@ func TestSemaphoreOverHTTP(t *testing.T) {
 		}
 		return nil
 	})
-	if ki.Limit != 2 || len(ki.Permits) != 2 || ki.Permits[0].Token != a.Token || ki.Permits[1].Holder != "b" || ki.Permits[0].LeaseRemaining == "" || ki.Waiters[0] != "w" {
+	if ki.Limit != 2 || ki.Live != 2 || len(ki.Permits) != 2 || ki.Permits[0].Token != a.Token || ki.Permits[1].Holder != "b" || ki.Permits[0].LeaseRemaining == "" || ki.Waiters[0] != "w" {
 		t.Fatalf("key read: %+v", ki)
+	}
+	// A listing gives the shape (limit, how many live), not the permits.
+	if ks, err := c.Keys(ctx, "s", 10); err != nil || len(ks) != 1 || ks[0].Limit != 2 || ks[0].Live != 2 || ks[0].Mode != "" || ks[0].Permits != nil || len(ks[0].Waiters) != 1 {
+		t.Fatalf("listing: %+v %v", ks, err)
 	}
 	if _, err := c.Release(ctx, client.ReleaseRequest{Key: "s", Holder: "a", Token: a.Token}); err != nil {
 		t.Fatal(err)
@@ -162,8 +166,11 @@ func TestSharedOverHTTP(t *testing.T) {
 		}
 	}
 	ki, err := c.Key(ctx, "doc")
-	if err != nil || ki.Mode != client.ModeShared || len(ki.Permits) != 2 || ki.Permits[1].Mode != client.ModeShared {
+	if err != nil || ki.Mode != client.ModeShared || ki.Live != 2 || len(ki.Permits) != 2 || ki.Permits[1].Mode != client.ModeShared {
 		t.Fatalf("key read: %+v %v", ki, err)
+	}
+	if ks, err := c.Keys(ctx, "doc", 10); err != nil || len(ks) != 1 || ks[0].Mode != client.ModeShared || ks[0].Live != 2 || ks[0].Limit != 0 || ks[0].Permits != nil {
+		t.Fatalf("listing: %+v %v", ks, err)
 	}
 	if err := r1.Release(ctx); err != nil {
 		t.Fatal(err)

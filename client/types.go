@@ -269,8 +269,9 @@ type KeyInfo struct {
 	LockDelayRemaining string `json:"lock_delay_remaining,omitempty"`
 	// Limit, Permits and Waiters describe a semaphore key in GET
 	// /v1/keys/{key}: its limit and its live permits (each a grant of its
-	// own, in token order), while any is live; the fields above are then
-	// the key's last grant, whose token is the key's high-water mark.
+	// own, in token order), while any is live (a listing gives the limit,
+	// not the permits); the fields above are then the key's last grant,
+	// whose token is the key's high-water mark.
 	// Waiters are the holders waiting for the key on the leader, first
 	// come first (locks too; the console shows how many); absent when none.
 	Limit   int       `json:"limit,omitempty"`
@@ -279,6 +280,10 @@ type KeyInfo struct {
 	// Mode is ModeShared for a key with live shared grants (listed in
 	// Permits) and for each of them.
 	Mode string `json:"mode,omitempty"`
+	// Live is how many grants of a semaphore key or shared grants of a key
+	// are live, in GET /v1/keys/{key} and in GET /v1/keys alike (a listing
+	// gives Limit, Mode and Live, not Permits); absent for a lock.
+	Live int `json:"live,omitempty"`
 }
 
 // KeysResponse is the answer of GET /v1/keys. Truncated says the listing was

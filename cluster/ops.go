@@ -716,10 +716,13 @@ type KeyInfo struct {
 	// grant expired; 0 when none is.
 	DelayLeft time.Duration
 	// Limit and Permits are a semaphore key's limit and live permits (Key
-	// only; KeyState is then the key's last grant); Waiters the holders
-	// waiting for the key on this leader, first come first.
+	// only; KeyState is then the key's last grant); Shared says the live
+	// grants are shared ones, Live how many are live (Key and Keys both: a
+	// listing has no room for every permit of every key); Waiters the
+	// holders waiting for the key on this leader, first come first.
 	Limit   int
 	Shared  bool
+	Live    int
 	Permits []PermitInfo
 	Waiters []string
 }
@@ -736,11 +739,13 @@ func (n *Node) Key(ctx context.Context, key string) (KeyInfo, bool, error) {
 	ki := n.info(k)
 	ki.Limit, ki.Permits = n.permitInfos(key)
 	ki.Shared = len(ki.Permits) > 0 && ki.Permits[0].Shared
+	ki.Live = len(ki.Permits)
 	return ki, true, nil
 }
 
 // Keys reads a page of keys linearizably, in name order (fsm.Page), and
-// says whether more follow it.
+// says whether more follow it. A key with live permits or shared grants
+// carries their shape (Limit, Shared, Live), not the grants themselves.
 func (n *Node) Keys(ctx context.Context, q fsm.PageQuery) ([]KeyInfo, bool, error) {
 	if err := n.linearizable(ctx); err != nil {
 		return nil, false, err
@@ -749,6 +754,7 @@ func (n *Node) Keys(ctx context.Context, q fsm.PageQuery) ([]KeyInfo, bool, erro
 	out := make([]KeyInfo, len(ks))
 	for i, k := range ks {
 		out[i] = n.info(k)
+		out[i].Limit, out[i].Shared, out[i].Live = n.fsm.Shape(k.Key)
 	}
 	return out, more, nil
 }

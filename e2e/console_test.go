@@ -2,10 +2,12 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -126,6 +128,7 @@ type consoleView struct {
 	Rows    []struct {
 		Key     string `json:"key"`
 		Shown   string `json:"shown"`
+		Shape   string `json:"shape"`
 		Holder  string `json:"holder"`
 		Epoch   string `json:"epoch"`
 		Seq     string `json:"seq"`
@@ -155,8 +158,8 @@ const readConsole = `(() => {
     main: !$('main').hidden, login: !$('login').hidden, conn: $('conn').textContent, who: $('whoami').textContent, error: $('error').textContent,
     admin: !$('admin-cluster').hidden, members: document.querySelectorAll('#members tbody tr').length,
     rows: [...document.querySelectorAll('#keys tbody tr')].map((tr) => ({
-      key: tr.dataset.key, shown: tr.cells[0].textContent, holder: text(tr, '.holder'), epoch: text(tr, '.epoch'), seq: text(tr, '.seq'),
-      state: tr.cells[4].textContent, lease: text(tr, '.lease'), delay: text(tr, '.delay'), waiters: text(tr, '.waiters'), value: text(tr, '.value') })),
+      key: tr.dataset.key, shown: tr.cells[0].textContent, shape: text(tr, '.shape'), holder: text(tr, '.holder'), epoch: text(tr, '.epoch'), seq: text(tr, '.seq'),
+      state: text(tr, '.state'), lease: text(tr, '.lease'), delay: text(tr, '.delay'), waiters: text(tr, '.waiters'), value: text(tr, '.value') })),
     feed: [...document.querySelectorAll('#feed li')].map((li) => ({ type: li.dataset.type, key: li.dataset.key, index: li.dataset.index })),
     elements: elements, imgs: document.querySelectorAll('img').length,
   };
@@ -165,6 +168,59 @@ const readConsole = `(() => {
 func (b *browser) view() consoleView {
 	b.t.Helper()
 	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[consoleView](readConsole))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return v
+}
+
+// keyPage is what a key's page shows, read from its DOM.
+type keyPage struct {
+	Title string `json:"title"`
+	// Detail is the summary, by label.
+	Detail map[string]string `json:"detail"`
+	Grants []struct {
+		Token  string `json:"token"`
+		Holder string `json:"holder"`
+		Mode   string `json:"mode"`
+		Epoch  string `json:"epoch"`
+		Seq    string `json:"seq"`
+		TTL    string `json:"ttl"`
+		Lease  string `json:"lease"`
+		// Kept is the mark the test put on the row: the page kept that
+		// row's element instead of drawing it again.
+		Kept bool `json:"kept"`
+	} `json:"grants"`
+	Waiters []string `json:"waiters"`
+	// Steps is the grant history: each grant's token and its steps.
+	Steps map[string][]string `json:"steps"`
+	// Synced says the page's watch of the key is current: what changes
+	// now reaches the page as events.
+	Synced bool `json:"synced"`
+}
+
+const readKeyPage = `(() => {
+  const text = (tr, sel) => { const c = tr.querySelector(sel); return c ? c.textContent : ''; };
+  const detail = {};
+  const dl = document.getElementById('key-detail');
+  [...dl.querySelectorAll('dt')].forEach((dt) => { detail[dt.textContent] = dt.nextElementSibling ? dt.nextElementSibling.textContent : ''; });
+  const steps = {};
+  document.querySelectorAll('#timeline li').forEach((li) => { steps[li.dataset.token] = [...li.querySelectorAll('.step')].map((s) => s.textContent.replace(/ @[0-9]+$/, '')); });
+  return {
+    title: document.getElementById('key-view').hidden ? '' : document.getElementById('key-title').textContent,
+    detail: detail,
+    grants: [...document.querySelectorAll('#grants tbody tr')].map((tr) => ({
+      token: tr.dataset.token, holder: text(tr, '.holder'), mode: text(tr, '.mode'), epoch: text(tr, '.epoch'), seq: text(tr, '.seq'),
+      ttl: text(tr, '.ttl'), lease: text(tr, '.lease'), kept: tr.dataset.testMark === 'kept' })),
+    waiters: [...document.querySelectorAll('#key-waiters li')].map((li) => li.textContent),
+    steps: steps,
+    synced: document.getElementById('key-view').dataset.synced === 'true',
+  };
+})()`
+
+func (b *browser) keyPage() keyPage {
+	b.t.Helper()
+	v, err := chromedp.Run(b.ctx, chromedp.Evaluate[keyPage](readKeyPage))
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -353,7 +409,151 @@ func TestConsole(t *testing.T) {
 	if v.Imgs != 0 || v.Elements["img"] != 0 || v.Elements["script"] != 0 {
 		t.Fatalf("the page made elements from a key or value: %d img, elements %v", v.Imgs, v.Elements)
 	}
+
+	// The shapes: a semaphore of 3 with 2 permits taken, and a key held
+	// shared by four readers, a writer waiting behind them. The table
+	// gives each its shape, not one holder's grant as if it were a lock.
+	var permits []*client.Grant
+	for _, h := range []string{"w1", "w2"} {
+		g, err := cl.Acquire(ctx, client.AcquireRequest{Key: "pool/workers", Holder: h, TTL: "10m", Limit: 3})
+		if err != nil {
+			t.Fatal(err)
+		}
+		permits = append(permits, g)
+	}
+	var readers []*client.Grant
+	for i := 1; i <= 4; i++ {
+		g, err := cl.Acquire(ctx, client.AcquireRequest{Key: "config/doc", Holder: fmt.Sprintf("reader-%d", i), TTL: "10m", Mode: client.ModeShared})
+		if err != nil {
+			t.Fatal(err)
+		}
+		readers = append(readers, g)
+	}
+	wctx, stopWriter := context.WithCancel(ctx)
+	writerDone := make(chan error, 1)
+	go func() {
+		_, err := cl.Acquire(wctx, client.AcquireRequest{Key: "config/doc", Holder: "writer", TTL: "1m", Wait: "4m"})
+		writerDone <- err
+	}()
+	stopWaiting := func() {
+		stopWriter()
+		if err := <-writerDone; !errors.Is(err, context.Canceled) {
+			t.Errorf("the writer waiting behind the readers: %v, want it still waiting until cancelled", err)
+		}
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		select {
+		case err := <-writerDone:
+			t.Fatalf("the writer stopped waiting behind the readers: %v", err)
+		default:
+		}
+		v := b.view()
+		for key, want := range map[string][4]string{
+			"pool/workers": {"2/3 permits", "2 holders", "held", "0"},
+			"config/doc":   {"shared ×4", "4 holders", "held", "1"},
+			"orders/db":    {"lock", "alice", "held", "0"},
+		} {
+			i, ok := v.row(key)
+			if !ok {
+				return fmt.Errorf("%s not in the table: %+v", key, v.Rows)
+			}
+			r := v.Rows[i]
+			if got := [4]string{r.Shape, r.Holder, r.State, r.Waiters}; got != want {
+				return fmt.Errorf("%s shown as shape, holder, state, waiters %q, want %q", key, got, want)
+			}
+		}
+		return nil
+	})
 	b.screenshot("console")
+
+	// The shared key's page: each reader's grant with its own token, and
+	// the writer waiting.
+	b.do(chromedp.Navigate(c.URL(served) + "/ui/#/key/config%2Fdoc"))
+	testutil.Eventually(t, 30*time.Second, func() error {
+		p := b.keyPage()
+		var got, want []string
+		for _, g := range p.Grants {
+			got = append(got, g.Holder+" "+g.Mode+" "+g.Token+" "+g.TTL)
+		}
+		for _, g := range readers {
+			want = append(want, g.Holder+" shared "+g.Token.String()+" 10m0s")
+		}
+		if p.Title != "config/doc" || p.Detail["live grants"] != "4" || !strings.HasPrefix(p.Detail["shape"], "shared") ||
+			!slices.Equal(got, want) || !slices.Equal(p.Waiters, []string{"writer"}) {
+			return fmt.Errorf("config/doc's page: %+v\ngrants %q, want %q", p, got, want)
+		}
+		return nil
+	})
+	b.screenshot("console-shapes")
+	stopWaiting()
+
+	// The semaphore's page: its two permits, each its own row. Releasing
+	// one removes that permit's row and keeps the other's (the page marks
+	// it: the mark stays only if the row is updated, not drawn again).
+	b.do(chromedp.Navigate(c.URL(served) + "/ui/#/key/pool%2Fworkers"))
+	permitRows := func(p keyPage) []string {
+		var out []string
+		for _, g := range p.Grants {
+			s := g.Holder + " " + g.Mode + " " + g.Token + " epoch " + g.Epoch + " seq " + g.Seq
+			if g.Kept {
+				s += " (kept)"
+			}
+			out = append(out, s)
+		}
+		return out
+	}
+	rowOf := func(g *client.Grant) string {
+		return fmt.Sprintf("%s permit %s epoch %d seq %d", g.Holder, g.Token, g.Epoch, g.Seq)
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		p := b.keyPage()
+		if !p.Synced {
+			return fmt.Errorf("pool/workers' page does not watch the key yet")
+		}
+		if got, want := permitRows(p), []string{rowOf(permits[0]), rowOf(permits[1])}; p.Title != "pool/workers" ||
+			p.Detail["shape"] != "semaphore of 3 permits" || p.Detail["live grants"] != "2 of 3" || !slices.Equal(got, want) || len(p.Waiters) != 0 {
+			return fmt.Errorf("pool/workers' page: %+v\ngrants %q, want %q", p, got, want)
+		}
+		for _, g := range p.Grants {
+			if g.Lease == "" || g.Lease == "–" {
+				return fmt.Errorf("permit %s shows no lease left: %q", g.Token, g.Lease)
+			}
+		}
+		return nil
+	})
+	if _, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](fmt.Sprintf(
+		`(() => { const tr = document.querySelector('#grants tbody tr[data-token="%s"]'); if (tr) tr.dataset.testMark = 'kept'; return !!tr; })()`, permits[1].Token))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := cl.Release(ctx, client.ReleaseRequest{Key: "pool/workers", Holder: "w1", Token: permits[0].Token}); err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		p := b.keyPage()
+		if got, want := permitRows(p), []string{rowOf(permits[1]) + " (kept)"}; !slices.Equal(got, want) || p.Detail["live grants"] != "1 of 3" {
+			return fmt.Errorf("after w1's release, pool/workers' page: %+v\ngrants %q, want %q", p, got, want)
+		}
+		if steps := p.Steps[permits[0].Token.String()]; !slices.Equal(steps, []string{"granted", "released"}) {
+			return fmt.Errorf("w1's permit's history: %q, want granted, released", steps)
+		}
+		if steps := p.Steps[permits[1].Token.String()]; !slices.Equal(steps, []string{"granted"}) {
+			return fmt.Errorf("w2's permit's history: %q, want granted", steps)
+		}
+		return nil
+	})
+	// A new permit adds its row beside w2's, which stays as it was (a
+	// lock's grant would have replaced it).
+	w3, err := cl.Acquire(ctx, client.AcquireRequest{Key: "pool/workers", Holder: "w3", TTL: "10m", Limit: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		p := b.keyPage()
+		if got, want := permitRows(p), []string{rowOf(permits[1]) + " (kept)", rowOf(w3)}; !slices.Equal(got, want) || p.Detail["live grants"] != "2 of 3" {
+			return fmt.Errorf("after w3's acquire, pool/workers' page: %+v\ngrants %q, want %q", p, got, want)
+		}
+		return nil
+	})
 
 	// The hostile key's own page shows its name as text too.
 	b.do(chromedp.Navigate(c.URL(served) + "/ui/#/key/" + url.PathEscape(hostileKey)))
@@ -372,6 +572,11 @@ func TestConsole(t *testing.T) {
 		if err != nil || n != 2 {
 			return fmt.Errorf("the timeline of jobs/nightly has %d grants, want 2 (%v)", n, err)
 		}
+		// A released lock: no live grant, nothing left of the page
+		// shown before.
+		if p := b.keyPage(); p.Detail["shape"] != "lock" || p.Detail["holder"] != "b" || p.Detail["state"] != "released" || len(p.Grants) != 0 || len(p.Waiters) != 0 {
+			return fmt.Errorf("jobs/nightly's page: %+v", p)
+		}
 		return nil
 	})
 	b.screenshot("console-key")
@@ -380,8 +585,12 @@ func TestConsole(t *testing.T) {
 	// back, while grants are made through the others.
 	b.do(chromedp.Navigate(c.URL(served) + "/ui/#/"))
 	testutil.Eventually(t, time.Minute, func() error {
-		if v := b.view(); v.Conn != "live" {
+		v := b.view()
+		if v.Conn != "live" {
 			return fmt.Errorf("the console is not live: %q", v.Conn)
+		}
+		if i, ok := v.row("pool/workers"); !ok || v.Rows[i].Shape != "2/3 permits" || v.Rows[i].Holder != "2 holders" {
+			return fmt.Errorf("pool/workers after a release: %+v", v.Rows)
 		}
 		return nil
 	})

@@ -347,6 +347,20 @@ func (f *FSM) Permits(key string) (limit int, permits []KeyState) {
 	return s.limit, append([]KeyState(nil), s.permits...)
 }
 
+// Shape returns what a listing shows of a key's live permits or shared
+// grants: the key's limit (0 for shared grants), whether they are shared,
+// and how many are live; live is 0 for a lock. It copies nothing, so a page
+// of keys costs a lookup each.
+func (f *FSM) Shape(key string) (limit int, shared bool, live int) {
+	f.mu.RLock()
+	defer f.mu.RUnlock()
+	s := f.shapeOf(key)
+	if s == nil {
+		return 0, false, 0
+	}
+	return s.limit, s.shared, len(s.permits)
+}
+
 // WalkPermits calls begin with the number of live permits of every
 // semaphore key, then fn with each of them, under the state machine's read
 // lock (as WalkLive, which yields no semaphore key).

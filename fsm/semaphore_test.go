@@ -488,3 +488,42 @@ func TestEndPermitsForARestore(t *testing.T) {
 		t.Fatalf("a new permit after the restore: %+v", r)
 	}
 }
+
+// Shape says what a listing shows of a key: a semaphore's limit and live
+// permits, a key's live shared grants, nothing for a lock or for a key
+// whose permits all ended.
+func TestShape(t *testing.T) {
+	a := &applier{f: New(Config{})}
+	f := a.f
+	p1 := a.at(2, permit("s", "h1", "r1", 3))
+	p2 := a.at(2, permit("s", "h2", "r2", 3))
+	a.at(2, shared("doc", "r1", "r3"))
+	a.at(2, shared("doc", "r2", "r4"))
+	a.at(2, shared("doc", "r3", "r5"))
+	a.at(2, Acquire{Key: "lock", Holder: "h", TTL: time.Second, RequestID: "r6"})
+	type shape struct {
+		limit  int
+		shared bool
+		live   int
+	}
+	check := func(key string, want shape) {
+		t.Helper()
+		var got shape
+		got.limit, got.shared, got.live = f.Shape(key)
+		if got != want {
+			t.Fatalf("Shape(%q) = %+v, want %+v", key, got, want)
+		}
+	}
+	check("s", shape{3, false, 2})
+	check("doc", shape{0, true, 3})
+	check("lock", shape{})
+	check("absent", shape{})
+	if r := a.at(2, Release{Key: "s", Holder: "h1", Token: p1.Key.Token}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	check("s", shape{3, false, 1})
+	if r := a.at(2, Release{Key: "s", Holder: "h2", Token: p2.Key.Token}); r.Err != nil {
+		t.Fatal(r.Err)
+	}
+	check("s", shape{})
+}

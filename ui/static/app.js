@@ -28,6 +28,9 @@
     pending: null,           // the key a confirm is about
     refreshSoon: null,
     origins: new Set(),      // other members' origins the page may fetch from
+    grants: new Map(),       // the key page's live grants, by token
+    reads: 0,                // reads of keys started
+    changes: 0,              // changes heard on the streams
   };
 
   const $ = (id) => document.getElementById(id);
@@ -191,7 +194,6 @@
     $('whoami').textContent = st.auth === 'on' ? (S.admin ? 'admin' : 'client') : 'authentication off';
     document.body.classList.toggle('is-admin', S.admin);
     $('admin-cluster').hidden = !S.admin;
-    $('key-admin').hidden = !S.admin;
     if (S.started) return;
     S.started = true;
     S.origins = allowedOrigins();
@@ -328,8 +330,19 @@
     return '/v1/keys?' + q.toString();
   }
 
+  // fresh reports whether a read of keys begun as read number seq, when
+  // changes changes had been heard, may be shown: no later read began, and
+  // none is due for a change heard since (a read that began before it
+  // would undo what the change showed, until the next read).
+  function fresh(seq, changes) {
+    return seq === S.reads && (changes === S.changes || !S.refreshSoon);
+  }
+
   async function loadKeys() {
+    const seq = ++S.reads;
+    const changes = S.changes;
     const r = await api(keysPath());
+    if (!fresh(seq, changes)) return;
     const now = performance.now();
     S.keys = (r.keys || []).map((k) => Object.assign(k, {
       deadline: k.lease_remaining ? now + durMs(k.lease_remaining) : 0,
@@ -380,14 +393,39 @@
     return c;
   }
 
+  // shaped reports whether k has live permits or shared grants: several
+  // grants, each with its own holder, token and lease, that the key's page
+  // lists.
+  function shaped(k) { return (k.live || 0) > 0; }
+
+  // shapeText is the hint of a key's shape: "2/3 permits", "shared ×4",
+  // or "lock".
+  function shapeText(k) {
+    if (!shaped(k)) return 'lock';
+    if (k.mode === 'shared') return 'shared ×' + k.live;
+    return k.live + '/' + k.limit + ' permit' + (k.limit === 1 ? '' : 's');
+  }
+
   function renderKeys() {
     const rows = S.keys.map((k) => {
       const tr = el('tr');
       tr.dataset.key = k.key;
       const name = td('', 'wrap');
       name.append(keyLink(k.key));
+      const shape = td(shapeText(k), 'shape' + (shaped(k) ? ' shaped' : ' muted'));
+      if (shaped(k)) {
+        // Several grants: each has its own holder, token and lease, on
+        // the key's page; the key is held while any is live.
+        const many = el('a', k.live + (k.live === 1 ? ' holder' : ' holders'));
+        many.href = '#/key/' + encodeURIComponent(k.key);
+        const holder = td('', 'holder muted');
+        holder.append(many);
+        tr.append(name, shape, holder, td('–', 'mono epoch'), td('–', 'mono seq'), td('held', 'state st-held'),
+          td('–', 'mono'), td('–', 'mono delay'), td((k.waiters || []).length, 'mono waiters'), td('', 'mono value'), td(''));
+        return tr;
+      }
       const t = splitToken(k.token);
-      tr.append(name, td(k.holder, 'mono holder'), td(t.epoch, 'mono epoch'), td(t.seq, 'mono seq'), td(k.state, 'st-' + k.state),
+      tr.append(name, shape, td(k.holder, 'mono holder'), td(t.epoch, 'mono epoch'), td(t.seq, 'mono seq'), td(k.state, 'state st-' + k.state),
         leaseCell(k), delayCell(k), td((k.waiters || []).length, 'mono waiters'), td(k.value || '', 'mono value'));
       const act = td('');
       if (S.admin && k.state === 'held') {
@@ -545,6 +583,8 @@
       return li;
     }
     li.append(keyLink(ev.key), ' ');
+    if (ev.limit) li.append(el('span', 'permit of ' + ev.limit, 'shape-tag'), ' ');
+    else if (ev.mode === 'shared') li.append(el('span', 'shared', 'shape-tag'), ' ');
     if (ev.holder) li.append(el('span', ev.holder, 'mono holder'), ' ');
     if (ev.token && ev.token !== '0') li.append(el('span', tokText(ev.token), 'tok muted'));
     if (type === 'handed_off' && ev.prev_holder) li.append(' ', el('span', 'from ' + ev.prev_holder + ' (' + (ev.ended || 'ended') + ')', 'muted'));
@@ -570,6 +610,7 @@
         if (CHANGES.indexOf(type) < 0) return; // state: the current keys, shown by the table
         $('feed-state').textContent = 'through index ' + ev.index;
         pushFeed(feedItem(type, ev));
+        S.changes++;
         refreshSoon();
       },
     });
@@ -590,6 +631,16 @@
     try { name = decodeURIComponent(m[1]); } catch (e) { location.hash = '#/'; return; }
     S.keyName = name;
     S.history = [];
+    S.keySynced = false;
+    delete $('key-view').dataset.synced;
+    // Nothing of the key shown before shows until the key's first read.
+    S.current = null;
+    S.grants = new Map();
+    $('key-detail').replaceChildren(el('dt', 'state'), el('dd', 'reading…', 'muted'));
+    $('grants').tBodies[0].replaceChildren();
+    $('key-waiters').replaceChildren();
+    $('grants-none').hidden = true;
+    $('waiters-none').hidden = true;
     $('keys-view').hidden = true;
     $('key-view').hidden = false;
     $('key-title').textContent = name;
@@ -602,12 +653,27 @@
       open: () => {},
       down: () => {},
       event: (type, ev) => {
+        if (type === 'sync') {
+          // Every change up to here was sent: the changes after it
+          // update the grants table one grant at a time (those before it
+          // are history the key's reads already show).
+          S.keySynced = true;
+          $('key-view').dataset.synced = 'true';
+          return;
+        }
         if (type === 'reset') {
           S.history = [];
+          S.keySynced = false;
+          delete $('key-view').dataset.synced;
           $('history-note').textContent = 'Older history of this key is no longer held by this node; shown from its current state.';
+          refreshSoon();
         } else if (type === 'state' || CHANGES.indexOf(type) >= 0) {
           S.history.push(Object.assign({ type: type, at: new Date() }, ev));
-          if (type !== 'state') refreshSoon();
+          if (type !== 'state') {
+            S.changes++;
+            if (S.keySynced) applyGrantEvent(type, ev);
+            refreshSoon();
+          }
         } else {
           return;
         }
@@ -620,26 +686,76 @@
   async function loadKey() {
     const name = S.keyName;
     if (name === null) return;
+    const seq = ++S.reads;
+    const changes = S.changes;
     let k;
     try {
       k = await api('/v1/keys/' + encodeURIComponent(name));
     } catch (e) {
-      if (e.status === 404) { renderKey(name, null); return; }
+      if (e.status === 404) { if (name === S.keyName && fresh(seq, changes)) renderKey(name, null); return; }
       throw e;
     }
-    if (name !== S.keyName) return;
+    if (name !== S.keyName || !fresh(seq, changes)) return;
     k.deadline = k.lease_remaining ? performance.now() + durMs(k.lease_remaining) : 0;
     renderKey(name, k);
   }
 
+  // grantOf is one live grant as the key's page lists it: a permit, a
+  // shared grant, or a lock's (exclusive) grant. k is a key's read, one of
+  // its permits, or a watch event.
+  function grantOf(k, mode) {
+    return {
+      token: String(k.token), holder: k.holder, mode: mode, ttl: k.ttl || '', value: k.value || '',
+      deadline: k.lease_remaining ? performance.now() + durMs(k.lease_remaining) : (k.ttl ? performance.now() + durMs(k.ttl) : 0),
+    };
+  }
+
+  // grantsOf returns a key's live grants, by token: its permits or shared
+  // grants, or the lock's grant while it is held.
+  function grantsOf(k) {
+    const out = new Map();
+    if (!k) return out;
+    if (k.permits && k.permits.length) {
+      const mode = k.mode === 'shared' ? 'shared' : 'permit';
+      k.permits.forEach((p) => out.set(String(p.token), grantOf(p, mode)));
+    } else if (k.state === 'held') {
+      out.set(String(k.token), grantOf(k, 'exclusive'));
+    }
+    return out;
+  }
+
   function renderKey(name, k) {
+    S.current = k;
+    S.grants = grantsOf(k);
+    renderSummary();
+    renderGrants();
+    renderWaiters(k ? k.waiters || [] : []);
+  }
+
+  // renderSummary shows the key: a lock's grant, or the shape of a key
+  // with live permits or shared grants (each of them is a row of the
+  // grants table).
+  function renderSummary() {
+    const k = S.current;
     const dl = $('key-detail');
     const rows = [];
     const add = (label, value, cls) => { rows.push(el('dt', label), el('dd', value, cls)); };
     if (!k) {
       add('state', 'unknown to the cluster (never granted, or reclaimed)');
+    } else if (shaped(k)) {
+      if (k.mode === 'shared') {
+        add('shape', 'shared: any number of shared grants at once, no exclusive one beside them', 'shape');
+        add('live grants', String(k.live), 'mono live');
+      } else {
+        add('shape', 'semaphore of ' + k.limit + ' permit' + (k.limit === 1 ? '' : 's'), 'shape');
+        add('live grants', k.live + ' of ' + k.limit, 'mono live');
+      }
+      add('state', 'held', 'st-held');
+      add('last token', k.token + ' (' + tokText(k.token) + '), the highest granted', 'mono');
+      add('index', k.index, 'mono');
     } else {
       const t = splitToken(k.token);
+      add('shape', 'lock', 'shape');
       add('holder', k.holder, 'mono');
       add('token', k.token, 'mono');
       add('epoch', t.epoch, 'mono');
@@ -651,14 +767,99 @@
       rows.push(el('dt', 'lease left'), lease);
       k.delayUntil = k.lock_delay_remaining ? performance.now() + durMs(k.lock_delay_remaining) : 0;
       rows.push(el('dt', 'lock-delay'), delayCell(k, 'dd'));
-      add('waiters', (k.waiters || []).join(', ') || '0', 'mono');
       add('value', k.value || '', 'mono value');
       add('index', k.index, 'mono');
     }
     dl.replaceChildren(...rows);
-    S.current = k;
-    $('key-force').disabled = !(k && k.state === 'held');
     tick2();
+  }
+
+  // renderGrants shows the live grants, one row per token in token order.
+  // A grant's row is kept from one rendering to the next and only its
+  // cells change, so a permit's grant, renewal or end adds, updates or
+  // removes that permit's row and leaves the others be.
+  function renderGrants() {
+    const body = $('grants').tBodies[0];
+    const have = new Map([...body.rows].map((tr) => [tr.dataset.token, tr]));
+    const order = [...S.grants.values()].sort((a, b) => {
+      const x = BigInt(a.token), y = BigInt(b.token);
+      return x < y ? -1 : (x > y ? 1 : 0);
+    });
+    body.replaceChildren(...order.map((g) => {
+      const tr = have.get(g.token) || grantRow(g);
+      fillGrantRow(tr, g);
+      return tr;
+    }));
+    $('grants').hidden = order.length === 0;
+    $('grants-none').hidden = order.length > 0;
+  }
+
+  function grantRow(g) {
+    const tr = el('tr');
+    tr.dataset.token = g.token;
+    const t = splitToken(g.token);
+    tr.append(td('', 'mono holder'), td('', 'mode'), td(g.token, 'mono token'), td(t.epoch, 'mono epoch'), td(t.seq, 'mono seq'),
+      td('', 'mono ttl'), td('', 'mono lease'), td('', 'mono value'));
+    const act = td('');
+    if (S.admin) {
+      const b = el('button', 'Force release', 'danger force');
+      b.type = 'button';
+      b.addEventListener('click', () => askForce({ key: S.keyName, token: tr.dataset.token, holder: tr.querySelector('.holder').textContent }));
+      act.append(b);
+    }
+    tr.append(act);
+    return tr;
+  }
+
+  function fillGrantRow(tr, g) {
+    const set = (sel, text) => { const c = tr.querySelector(sel); if (c.textContent !== text) c.textContent = text; };
+    set('.holder', g.holder || '');
+    set('.mode', g.mode);
+    set('.ttl', g.ttl);
+    set('.value', g.value);
+    const lease = tr.querySelector('.lease');
+    lease.dataset.deadline = String(g.deadline || 0);
+    lease.textContent = g.deadline ? fmtMs(g.deadline - performance.now()) : '–';
+  }
+
+  function renderWaiters(waiters) {
+    $('key-waiters').replaceChildren(...waiters.map((w) => el('li', w, 'mono')));
+    $('waiters-none').hidden = waiters.length > 0;
+  }
+
+  // applyGrantEvent brings the grants table up to a change of the key the
+  // page watches. A permit's or a shared grant's event (it carries the
+  // key's limit, or mode shared) is about that grant alone; a lock's grant
+  // replaces whatever was live. The next read of the key confirms it.
+  function applyGrantEvent(type, ev) {
+    const many = (ev.limit || 0) > 0 || ev.mode === 'shared';
+    const mode = ev.mode === 'shared' ? 'shared' : (many ? 'permit' : 'exclusive');
+    const tok = String(ev.token);
+    switch (type) {
+      case 'granted':
+      case 'handed_off':
+        if (!many) S.grants.clear();
+        if (ev.prev_token) S.grants.delete(String(ev.prev_token));
+        S.grants.set(tok, grantOf(ev, mode));
+        break;
+      case 'renewed':
+        S.grants.set(tok, grantOf(ev, mode));
+        break;
+      case 'released': case 'force_released': case 'expired': case 'lock_delay_ended': case 'deleted':
+        S.grants.delete(tok);
+        break;
+      default:
+        return;
+    }
+    renderGrants();
+    const k = S.current;
+    if (many && k) {
+      k.live = S.grants.size;
+      k.limit = ev.limit || 0;
+      k.mode = ev.mode || '';
+      if (type === 'granted' || type === 'handed_off') k.token = tok;
+      if (k.live > 0) renderSummary();
+    }
   }
 
   function tick2() {
@@ -752,7 +953,6 @@
     $('transfer').addEventListener('click', transfer);
     $('confirm-yes').addEventListener('click', force);
     $('confirm-no').addEventListener('click', () => { $('confirm').hidden = true; S.pending = null; });
-    $('key-force').addEventListener('click', () => { if (S.current) askForce(S.current); });
     window.addEventListener('hashchange', () => { if (S.started) route(); });
     setInterval(tick2, TICK_MS);
     start();
