@@ -156,9 +156,19 @@ func (t *keyTable) load(key string, e entry) {
 	t.appendSlot(slot{hash: t.hashOf(key), klen: uint32(len(key)), e: e})
 }
 
-// indexLoaded builds the index over every slot, after load: one pass over
-// the slots in order, writing each word once.
-func (t *keyTable) indexLoaded() { t.rebuild(openaddr.SizeFor(t.n, minIndex)) }
+// indexLoaded builds the index over every slot, after load, with
+// openaddr's InsertAll, which writes it a cache-sized stretch at a time.
+func (t *keyTable) indexLoaded() {
+	if t.seed == (maphash.Seed{}) {
+		t.seed = maphash.MakeSeed() // nothing was loaded
+	}
+	t.index.Reset(openaddr.SizeFor(t.n, minIndex))
+	pairs := make([]uint64, t.n)
+	for s := range pairs {
+		pairs[s] = openaddr.Pair(t.at(uint32(s)).hash, uint32(s))
+	}
+	t.index.InsertAll(pairs, nil) // load's keys are distinct
+}
 
 // appendSlot puts sl in the next slot.
 func (t *keyTable) appendSlot(sl slot) {
