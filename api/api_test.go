@@ -449,6 +449,7 @@ func TestMetrics(t *testing.T) {
 		"fenced_grants_total", `fenced_verifies_total{reason="ok",result="allow"}`, `fenced_refusals_total{reason="held"}`,
 		`fenced_apply_seconds_bucket{command="acquire"`, "fenced_is_leader 1", "fenced_leadership_confirm_seconds",
 		`fenced_http_requests_total{code="200",route="POST /v1/acquire"}`,
+		`fenced_http_request_seconds_bucket{route="POST /v1/acquire",le="`,
 		"fenced_raft_apply", // hashicorp/raft's own, through the go-metrics sink
 	} {
 		if !strings.Contains(string(body), want) {

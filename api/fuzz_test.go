@@ -199,6 +199,24 @@ func (n *recordingNode) Release(_ context.Context, a cluster.ReleaseArgs) (fsm.K
 	return fsm.KeyState{Key: a.Key, Holder: a.Holder, Token: a.Token, State: fsm.Released}, nil
 }
 
+func (n *recordingNode) ReleaseMulti(_ context.Context, a cluster.ReleaseMultiArgs) ([]fsm.KeyState, error) {
+	n.wrote("release_multi")
+	out := make([]fsm.KeyState, len(a.Keys))
+	for i, k := range a.Keys {
+		out[i] = fsm.KeyState{Key: k.Key, Holder: a.Holder, Token: k.Token, State: fsm.Released}
+	}
+	return out, nil
+}
+
+func (n *recordingNode) RenewMulti(_ context.Context, holder string, keys []fsm.ReleaseKey) ([]cluster.RenewedLease, error) {
+	n.wrote("renew_multi")
+	out := make([]cluster.RenewedLease, len(keys))
+	for i, k := range keys {
+		out[i] = cluster.RenewedLease{Key: fsm.KeyState{Key: k.Key, Holder: holder, Token: k.Token, TTL: time.Second, State: fsm.Held}, Deadline: time.Now()}
+	}
+	return out, nil
+}
+
 func (n *recordingNode) Verify(context.Context, string, fence.Token, string) (cluster.Verdict, error) {
 	return cluster.Verdict{Reason: cluster.ReasonUnknownKey}, nil
 }

@@ -339,9 +339,23 @@ func driveCluster(k *contract) {
 	post("/v1/acquire", `{"key":"doc","holder":"reader","ttl":"30s","mode":"shared"}`, 200, "")
 	k.do(base, contractCall{method: "GET", path: "/v1/keys/doc", status: 200})
 	// Several keys at once: all, or a refusal naming the held key.
-	post("/v1/acquire/multi", `{"keys":["m1","m2"],"holder":"alice","ttl":"30s","request_id":"mm"}`, 200, "")
+	var mg client.MultiGrant
+	must(k.t, json.Unmarshal(post("/v1/acquire/multi", `{"keys":["m1","m2"],"holder":"alice","ttl":"30s","request_id":"mm"}`, 200, ""), &mg))
 	post("/v1/acquire/multi", `{"keys":["m3","m2"],"holder":"bob","ttl":"30s"}`, 409, "held")
 	bad("/v1/acquire/multi", `{"keys":["m3","m3"],"holder":"bob"}`, "bad_request")
+	// The set renewed and released as a set: all, or a refusal naming the key.
+	set := []client.GrantRef{{Key: "m1", Token: mg.Grants[0].Token}, {Key: "m2", Token: mg.Grants[1].Token}}
+	post("/v1/renew/multi", jsonOf(client.RenewMultiRequest{Keys: set, Holder: "alice"}), 200, "")
+	post("/v1/renew/multi", jsonOf(client.RenewMultiRequest{Keys: set, Holder: "bob"}), 409, "not_holder")
+	post("/v1/renew/multi", jsonOf(client.RenewMultiRequest{Keys: append(set[:1:1], client.GrantRef{Key: "nope", Token: 1}), Holder: "alice"}), 404, "unknown_key")
+	bad("/v1/renew/multi", `{"keys":[],"holder":"alice"}`, "bad_request")
+	bad("/v1/renew/multi", `{"keys":[{"key":"m1"}],"holder":"alice"}`, "malformed_token")
+	post("/v1/release/multi", jsonOf(client.ReleaseMultiRequest{Keys: set, Holder: "bob"}), 409, "not_holder")
+	post("/v1/release/multi", jsonOf(client.ReleaseMultiRequest{Keys: append(set[:1:1], client.GrantRef{Key: "nope", Token: 1}), Holder: "alice"}), 404, "unknown_key")
+	post("/v1/release/multi", jsonOf(client.ReleaseMultiRequest{Keys: set, Holder: "alice", RequestID: "rm"}), 200, "")
+	post("/v1/release/multi", jsonOf(client.ReleaseMultiRequest{Keys: set, Holder: "alice", RequestID: "rm"}), 200, "")
+	bad("/v1/release/multi", `{"keys":[{"key":"m1","token":"1"},{"key":"m1","token":"1"}],"holder":"alice"}`, "bad_request")
+	bad("/v1/release/multi", `{"keys":[{"key":"m1","token":"1"}],"holder":"alice","force":true}`, "bad_request")
 	post("/v1/acquire", `{"key":"other","holder":"bob","ttl":"2s","lock_delay":"1s","wait":"0s"}`, 200, "")
 	bad("/v1/acquire", `{"holder":"bob"}`, "bad_request")
 	bad("/v1/acquire", `{"key":"k","holder":"bob","extra":1}`, "bad_request")
@@ -423,6 +437,8 @@ func driveSecure(k *contract) {
 	k.do(base, contractCall{method: "POST", path: "/v1/acquire/multi", body: `{"keys":["k1"],"holder":"alice"}`, header: client, status: 403, code: "forbidden"})
 	k.do(base, contractCall{method: "POST", path: "/v1/acquire/multi", body: `{"keys":["k3"],"holder":"bob"}`, header: client, status: 429, code: "too_many_keys"})
 	for _, c := range []contractCall{
+		{method: "POST", path: "/v1/renew/multi", body: `{"keys":[{"key":"k1","token":"1"}],"holder":"alice"}`},
+		{method: "POST", path: "/v1/release/multi", body: `{"keys":[{"key":"k1","token":"1"}],"holder":"alice"}`},
 		{method: "POST", path: "/v1/renew", body: `{"key":"k1","holder":"alice","token":"1"}`},
 		{method: "POST", path: "/v1/keepalive", body: `{"holder":"alice"}`},
 		{method: "POST", path: "/v1/release", body: `{"key":"k1","holder":"alice","token":"1"}`},
@@ -459,6 +475,8 @@ func driveSecure(k *contract) {
 		{method: "POST", path: "/v1/acquire", body: `{"key":"alice/k","holder":"bob"}`},
 		{method: "POST", path: "/v1/renew", body: `{"key":"alice/k","holder":"bob","token":"4294967297"}`},
 		{method: "POST", path: "/v1/release", body: `{"key":"alice/k","holder":"bob","token":"4294967297"}`},
+		{method: "POST", path: "/v1/renew/multi", body: `{"keys":[{"key":"bob/k","token":"4294967297"},{"key":"alice/k","token":"4294967297"}],"holder":"bob"}`},
+		{method: "POST", path: "/v1/release/multi", body: `{"keys":[{"key":"bob/k","token":"4294967297"},{"key":"alice/k","token":"4294967297"}],"holder":"bob"}`},
 		{method: "GET", path: "/v1/keys/alice%2Fk"},
 		{method: "GET", path: "/v1/watch?key=alice/k"},
 	} {
@@ -492,6 +510,8 @@ func driveSecure(k *contract) {
 		{method: "POST", path: "/v1/renew", body: `{"key":"k","holder":"bob","token":"1"}`},
 		{method: "POST", path: "/v1/keepalive", body: `{"holder":"bob"}`},
 		{method: "POST", path: "/v1/release", body: `{"key":"k","holder":"bob","token":"1"}`},
+		{method: "POST", path: "/v1/renew/multi", body: `{"keys":[{"key":"k","token":"1"}],"holder":"bob"}`},
+		{method: "POST", path: "/v1/release/multi", body: `{"keys":[{"key":"k","token":"1"}],"holder":"bob"}`},
 		{method: "POST", path: "/v1/verify", body: `{"key":"k","token":"1"}`},
 		{method: "POST", path: "/v1/verify/batch", body: `{"checks":[{"key":"k","token":"1"}]}`},
 		{method: "POST", path: "/v1/keepalive/batch", body: `{"holders":["bob"]}`},
@@ -530,6 +550,12 @@ func (n *failingNode) Acquire(context.Context, cluster.AcquireArgs) (cluster.Gra
 	return cluster.Grant{}, n.err
 }
 func (n *failingNode) AcquireMulti(context.Context, cluster.AcquireMultiArgs) ([]cluster.Grant, error) {
+	return nil, n.err
+}
+func (n *failingNode) ReleaseMulti(context.Context, cluster.ReleaseMultiArgs) ([]fsm.KeyState, error) {
+	return nil, n.err
+}
+func (n *failingNode) RenewMulti(context.Context, string, []fsm.ReleaseKey) ([]cluster.RenewedLease, error) {
 	return nil, n.err
 }
 func (n *failingNode) Renew(context.Context, string, string, fence.Token) (fsm.KeyState, time.Time, error) {
@@ -598,6 +624,8 @@ var writeCalls = []contractCall{
 	{method: "POST", path: "/v1/keepalive/batch", body: `{"holders":["bob","alice"]}`},
 	{method: "POST", path: "/v1/signing-keys/rotate", body: `{"overlap":"1h"}`},
 	{method: "POST", path: "/v1/acquire/multi", body: `{"keys":["k","l"],"holder":"bob"}`},
+	{method: "POST", path: "/v1/renew/multi", body: `{"keys":[{"key":"k","token":"4294967297"},{"key":"l","token":"4294967298"}],"holder":"bob"}`},
+	{method: "POST", path: "/v1/release/multi", body: `{"keys":[{"key":"k","token":"4294967297"},{"key":"l","token":"4294967298"}],"holder":"bob"}`},
 }
 
 // readCalls are the requests of the routes that read through the leader.

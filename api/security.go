@@ -145,6 +145,8 @@ var routeAccess = map[string]access{
 	"POST /v1/renew":            accessClient,
 	"POST /v1/keepalive":        accessClient,
 	"POST /v1/release":          accessClient,
+	"POST /v1/release/multi":    accessClient,
+	"POST /v1/renew/multi":      accessClient,
 	"POST /v1/verify":           accessClient,
 	"POST /v1/verify/batch":     accessClient,
 	"POST /v1/keepalive/batch":  accessClient,
@@ -394,6 +396,18 @@ func (sec *security) authorize(w http.ResponseWriter, r *http.Request, pattern s
 		holder = req.Holder
 	case "POST /v1/keepalive":
 		var req client.KeepaliveRequest
+		if err := peekBody(w, r, &req); err != nil {
+			return err
+		}
+		holder = req.Holder
+	case "POST /v1/release/multi":
+		var req client.ReleaseMultiRequest
+		if err := peekBody(w, r, &req); err != nil {
+			return err
+		}
+		holder = req.Holder
+	case "POST /v1/renew/multi":
+		var req client.RenewMultiRequest
 		if err := peekBody(w, r, &req); err != nil {
 			return err
 		}

@@ -138,6 +138,8 @@ func TestRoleTable(t *testing.T) {
 		{"POST", "/v1/renew", `{"key":"k","holder":"bob/1","token":"1"}`, accessClient},
 		{"POST", "/v1/keepalive", `{"holder":"bob/1"}`, accessClient},
 		{"POST", "/v1/release", `{"key":"nope","holder":"bob/1","token":"1"}`, accessClient},
+		{"POST", "/v1/release/multi", `{"keys":[{"key":"nope","token":"1"}],"holder":"bob/1"}`, accessClient},
+		{"POST", "/v1/renew/multi", `{"keys":[{"key":"nope","token":"1"}],"holder":"bob/1"}`, accessClient},
 		{"POST", "/v1/verify", `{"key":"k","token":"1"}`, accessClient},
 		{"POST", "/v1/verify/batch", `{"checks":[{"key":"k","token":"1"}]}`, accessClient},
 		{"POST", "/v1/keepalive/batch", `{"holders":["bob/1"]}`, accessClient},

@@ -40,6 +40,10 @@ type Node interface {
 	// (nil: any) lets the identity renew.
 	Keepalive(ctx context.Context, holder string, may func(key string) bool) ([]cluster.RenewedLease, error)
 	Release(ctx context.Context, a cluster.ReleaseArgs) (fsm.KeyState, error)
+	// ReleaseMulti and RenewMulti end or renew a holder's set of grants,
+	// all or none (multi.go).
+	ReleaseMulti(ctx context.Context, a cluster.ReleaseMultiArgs) ([]fsm.KeyState, error)
+	RenewMulti(ctx context.Context, holder string, keys []fsm.ReleaseKey) ([]cluster.RenewedLease, error)
 	Verify(ctx context.Context, key string, tok fence.Token, holder string) (cluster.Verdict, error)
 	// VerifyBatch and KeepaliveBatch serve the batch routes (batch.go):
 	// one proof of leadership for every item.
@@ -111,6 +115,7 @@ func NewServer(node Node, log hclog.Logger) *Server {
 
 // ServeHTTP implements http.Handler.
 func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	start := time.Now()
 	// Clients learn where the leader is and go there directly next time.
 	if s.self != nil {
 		// Shared, never changed: a handler that sets the header replaces it.
@@ -127,6 +132,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		s.mux.ServeHTTP(sw, r)
 	}
 	metrics.Requests.WithLabelValues(r.Pattern, strconv.Itoa(sw.status)).Inc()
+	metrics.RequestLatency.WithLabelValues(r.Pattern).Observe(time.Since(start).Seconds())
 }
 
 // statusWriter remembers the status code, for the request metrics.
@@ -170,6 +176,8 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("POST /v1/renew", s.write(s.renew))
 	s.mux.HandleFunc("POST /v1/keepalive", s.write(s.keepalive))
 	s.mux.HandleFunc("POST /v1/release", s.write(s.release))
+	s.mux.HandleFunc("POST /v1/release/multi", s.write(s.releaseMulti))
+	s.mux.HandleFunc("POST /v1/renew/multi", s.write(s.renewMulti))
 	s.mux.HandleFunc("POST /v1/verify", s.verify)
 	s.mux.HandleFunc("POST /v1/verify/batch", s.verifyBatch)
 	s.mux.HandleFunc("POST /v1/keepalive/batch", s.keepaliveBatch)

@@ -214,6 +214,37 @@ func (c *Client) AcquireMulti(ctx context.Context, req AcquireMultiRequest) (*Mu
 	return &g, nil
 }
 
+// ReleaseMulti ends a holder's set of grants (a multi-key acquire's, or
+// any of its grants: see ReleaseMultiRequest) in one log entry, or none: a
+// set naming a grant that is not the holder's live one gives the error a
+// release of it alone would (errors.Is with ErrNotHolder, ErrStaleToken,
+// ...), the key named in its message. Retrying is safe as for Release:
+// every attempt carries the same request id (one is made when req has
+// none), and a retry of an applied attempt is answered with the grants it
+// ended, never ends a later grant.
+func (c *Client) ReleaseMulti(ctx context.Context, req ReleaseMultiRequest) (*ReleaseMultiResponse, error) {
+	if req.RequestID == "" {
+		req.RequestID = NewRequestID()
+	}
+	var out ReleaseMultiResponse
+	if err := c.do(ctx, http.MethodPost, "/v1/release/multi", req, &out, true); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
+// RenewMulti extends the lease of each of a holder's set of grants by its
+// TTL, after one proof of leadership, or none: a set naming a grant
+// without a live lease of the holder gives the error a renewal of it alone
+// would, the key named in its message. Safe to repeat, by the tokens alone.
+func (c *Client) RenewMulti(ctx context.Context, holder string, keys []GrantRef) (*RenewMultiResponse, error) {
+	var out RenewMultiResponse
+	if err := c.do(ctx, http.MethodPost, "/v1/renew/multi", RenewMultiRequest{Keys: keys, Holder: holder, RequestID: NewRequestID()}, &out, true); err != nil {
+		return nil, err
+	}
+	return &out, nil
+}
+
 // Renew extends one grant's lease by its TTL.
 func (c *Client) Renew(ctx context.Context, key, holder string, tok fence.Token) (*RenewResponse, error) {
 	var out RenewResponse

@@ -81,6 +81,61 @@ type MultiGrant struct {
 	Grants []Grant `json:"grants"`
 }
 
+// Refs returns the grants of a multi-key acquire as a set to renew or
+// release (Client.RenewMulti, Client.ReleaseMulti), in its order.
+func (g *MultiGrant) Refs() []GrantRef {
+	out := make([]GrantRef, len(g.Grants))
+	for i, gr := range g.Grants {
+		out[i] = GrantRef{Key: gr.Key, Token: gr.Token}
+	}
+	return out
+}
+
+// GrantRef names one grant of a set: its key and token (a lock's grant, a
+// permit or a shared grant).
+type GrantRef struct {
+	Key   string      `json:"key"`
+	Token fence.Token `json:"token"`
+}
+
+// ReleaseMultiRequest is the body of POST /v1/release/multi: 1 to
+// MaxMultiKeys grants of one holder, on distinct keys, released all in one
+// log entry or none. A set naming a grant that is not the holder's live
+// one is refused with the error a release of that grant alone would get
+// (not_holder, stale_token, expired, unknown_key), the key named in the
+// message, and nothing changes; a grant already released is no refusal.
+// RequestID makes the release safe to repeat, as a single release's: once
+// applied, a repeat is answered with the grants the first one ended.
+type ReleaseMultiRequest struct {
+	Keys      []GrantRef `json:"keys"`
+	Holder    string     `json:"holder"`
+	RequestID string     `json:"request_id,omitempty"`
+}
+
+// ReleaseMultiResponse answers a set's release: each grant released, in
+// the request's order.
+type ReleaseMultiResponse struct {
+	Released []ReleaseResponse `json:"released"`
+}
+
+// RenewMultiRequest is the body of POST /v1/renew/multi: renew the lease of
+// each of 1 to MaxMultiKeys grants of one holder, on distinct keys, each by
+// its TTL. Every grant is checked before any is renewed: a set naming one
+// without a live lease of the holder renews none and gets the error a
+// renewal of it alone would (the key named in the message). RequestID is
+// accepted, as on every write, and needs no memory.
+type RenewMultiRequest struct {
+	Keys      []GrantRef `json:"keys"`
+	Holder    string     `json:"holder"`
+	RequestID string     `json:"request_id,omitempty"`
+}
+
+// RenewMultiResponse answers a set's renewal: each grant renewed, in the
+// request's order, with a fresh proof.
+type RenewMultiResponse struct {
+	Renewed []RenewResponse `json:"renewed"`
+}
+
 // MaxLimit is the most permits a semaphore key may have, and the most
 // shared grants of a key.
 const MaxLimit = 1024

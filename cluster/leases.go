@@ -866,6 +866,19 @@ func (l *leases) live(key string, tok fence.Token) (time.Time, bool) {
 	return l.at(r.deadline), true
 }
 
+// heldBy reports whether lease name is grant tok's, of holder, and live:
+// a renewal of it would not be refused.
+func (l *leases) heldBy(name, holder string, tok fence.Token) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	i := l.lookup(name)
+	if i == none {
+		return false
+	}
+	r := l.rec(i)
+	return r.token == tok && l.holders[r.holder].holder == holder && r.deadline > l.now()
+}
+
 // renewal is what a renewal of a lease came to.
 type renewal uint8
 

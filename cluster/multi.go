@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/fenced/fenced/fsm"
+	"github.com/fenced/fenced/metrics"
 )
 
 // AcquireMultiArgs is a multi-key acquire: every key to one holder, all or
@@ -126,5 +127,82 @@ func (n *Node) tryMulti(ctx context.Context, a AcquireMultiArgs, waiting bool) (
 	for i, k := range res.Grants() {
 		out[i] = Grant{KeyState: k, Renewed: k.Index != k.Armed}
 	}
+	return out, nil
+}
+
+// ReleaseMultiArgs is a release of a set of one holder's grants, all or
+// none (fsm.ReleaseMulti).
+type ReleaseMultiArgs struct {
+	Keys      []fsm.ReleaseKey
+	Holder    string
+	RequestID string
+}
+
+// ReleaseMulti ends every grant of a.Keys in one log entry, or none: a set
+// with a grant that is not the holder's live one is refused naming that
+// key (an *fsm.KeyError wrapping the single release's refusal). It returns
+// the grants ended, in the request's order. Waiters for the keys are woken
+// as each key's end is applied (Ended) and ask for themselves: a set's
+// release carries no handoff.
+func (n *Node) ReleaseMulti(ctx context.Context, a ReleaseMultiArgs) ([]fsm.KeyState, error) {
+	if _, err := n.requireReady(); err != nil {
+		return nil, err
+	}
+	res, err := n.apply(fsm.ReleaseMulti{Keys: a.Keys, Holder: a.Holder, RequestID: a.RequestID})
+	if err != nil {
+		return nil, err
+	}
+	if res.Err != nil {
+		return nil, res.Err
+	}
+	return res.Grants(), nil
+}
+
+// RenewMulti renews the lease of every grant of keys (locks, permits or
+// shared grants of holder) by a full TTL, without a log write, after this
+// node proved it leads, as Renew does each. Every grant is checked before
+// any is renewed, so a set naming a grant without a live lease of holder
+// renews none and is refused naming that key (an *fsm.KeyError wrapping
+// Renew's refusal). The grants armed before this leadership's takeover are
+// touched first, in as few entries as hold them.
+func (n *Node) RenewMulti(ctx context.Context, holder string, keys []fsm.ReleaseKey) ([]RenewedLease, error) {
+	if err := n.confirmRenewal(ctx); err != nil {
+		return nil, err
+	}
+	for _, k := range keys {
+		if !n.leases.heldBy(k.Key, holder, k.Token) && !n.leases.heldBy(permitLease(k.Key, k.Token), holder, k.Token) {
+			return nil, &fsm.KeyError{Key: k.Key, Err: n.whyNoLease(k.Key, holder, k.Token)}
+		}
+	}
+	out := make([]RenewedLease, len(keys))
+	var touch []fsm.TouchKey
+	var pending []int
+	for i, k := range keys {
+		st, deadline, r, _ := n.renewGrantLease(k.Key, holder, k.Token)
+		switch r {
+		case renewDone:
+			out[i] = RenewedLease{Key: st, Deadline: deadline}
+		case renewTouch:
+			touch, pending = append(touch, fsm.TouchKey{Key: k.Key, Token: k.Token}), append(pending, i)
+		default:
+			// Its lease ran out since the check: the others stay
+			// renewed, which only extends leases the holder has.
+			return nil, &fsm.KeyError{Key: k.Key, Err: n.whyNoLease(k.Key, holder, k.Token)}
+		}
+	}
+	if len(touch) > 0 {
+		if err := n.touch(touch); err != nil {
+			return nil, err
+		}
+		for _, i := range pending {
+			k := keys[i]
+			st, deadline, r, _ := n.renewGrantLease(k.Key, holder, k.Token)
+			if r != renewDone {
+				return nil, &fsm.KeyError{Key: k.Key, Err: n.whyNoLease(k.Key, holder, k.Token)}
+			}
+			out[i] = RenewedLease{Key: st, Deadline: deadline}
+		}
+	}
+	metrics.Renewals.WithLabelValues("renew").Add(float64(len(out)))
 	return out, nil
 }

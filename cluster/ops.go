@@ -501,11 +501,7 @@ func (n *Node) Renew(ctx context.Context, key, holder string, tok fence.Token) (
 	if err := n.confirmRenewal(ctx); err != nil {
 		return fsm.KeyState{}, time.Time{}, err
 	}
-	name := key
-	k, deadline, r := n.leases.renewLease(key, holder, tok)
-	if r == renewRefused {
-		k, deadline, r, name = n.renewPermitLease(key, holder, tok)
-	}
+	k, deadline, r, name := n.renewGrantLease(key, holder, tok)
 	if r == renewTouch {
 		if err := n.touch([]fsm.TouchKey{{Key: key, Token: tok}}); err != nil {
 			return fsm.KeyState{}, time.Time{}, err
@@ -518,6 +514,17 @@ func (n *Node) Renew(ctx context.Context, key, holder string, tok fence.Token) (
 	}
 	metrics.Renewals.WithLabelValues("renew").Inc()
 	return k, deadline, nil
+}
+
+// renewGrantLease renews the lease of grant tok of key: a lock's lease,
+// or else the permit's (or shared grant's) own; it returns the lease's
+// table name with the outcome, for a renewal that must touch first.
+func (n *Node) renewGrantLease(key, holder string, tok fence.Token) (fsm.KeyState, time.Time, renewal, string) {
+	k, deadline, r := n.leases.renewLease(key, holder, tok)
+	if r == renewRefused {
+		return n.renewPermitLease(key, holder, tok)
+	}
+	return k, deadline, r, key
 }
 
 // whyNoLease explains a failed renewal from the applied state.

@@ -74,7 +74,7 @@ var ErrCorrupt = errors.New("fsm: corrupt command")
 
 // Command is one change of the replicated state. It is implemented by
 // Acquire, Release, Expire, SetMember, DelMember, Barrier, SetClusterID,
-// Reclaim, DelayEnd, Touch and SigningKey.
+// Reclaim, DelayEnd, Touch, SigningKey, AcquireMulti and ReleaseMulti.
 type Command interface {
 	encode(b []byte) []byte
 }
@@ -280,6 +280,8 @@ func Decode(b []byte) (Command, error) {
 		c = d.signingKey()
 	case typeAcquireMulti:
 		c = d.acquireMulti()
+	case typeReleaseMulti:
+		c = d.releaseMulti()
 	case typeSemAcquire, typeSharedAcquire:
 		c = d.permitAcquire(b[0] == typeSharedAcquire)
 	default:

@@ -528,6 +528,8 @@ func (f *FSM) apply(cmd Command, pos logPos, notices []notice) (*Result, []notic
 		return f.registerSigningKey(c, pos), notices
 	case AcquireMulti:
 		return f.acquireMulti(c, pos, notices)
+	case ReleaseMulti:
+		return f.releaseMulti(c, pos, notices)
 	}
 	panic(fmt.Sprintf("fsm: unhandled command %T", cmd))
 }
@@ -657,25 +659,39 @@ func (f *FSM) release(c Release, pos logPos) *Result {
 
 // end is a release without its request id.
 func (f *FSM) end(c Release) *Result {
-	if s := f.shapeOf(c.Key); s != nil {
-		return f.endPermit(s, c)
+	k, live, err := f.endable(c)
+	if err != nil || !live {
+		return &Result{Key: k, Err: err}
 	}
-	k, ok := f.get(c.Key)
-	switch {
-	case !ok:
-		return &Result{Err: ErrUnknownKey}
-	case c.Token != k.Token:
-		return &Result{Key: k, Err: ErrStaleToken}
-	case !c.Force && c.Holder != k.Holder:
-		return &Result{Key: k, Err: ErrNotHolder}
-	case k.State == Released:
-		return &Result{Key: k} // a retried release: already done
-	case k.State == Expired:
-		return &Result{Key: k, Err: ErrExpired}
+	if s := f.shapeOf(c.Key); s != nil {
+		return &Result{Key: f.dropPermit(c.Key, s, s.byToken(c.Token), Released), Changed: true}
 	}
 	k.State = Released
 	k = f.put(k)
 	return &Result{Key: k, Changed: true}
+}
+
+// endable decides a release without changing anything: the grant it names
+// and whether that grant is live (the release ends it), or the refusal.
+// A grant already released is no refusal and not live: a retried release.
+func (f *FSM) endable(c Release) (KeyState, bool, error) {
+	if s := f.shapeOf(c.Key); s != nil {
+		return f.permitEndable(s, c)
+	}
+	k, ok := f.get(c.Key)
+	switch {
+	case !ok:
+		return KeyState{}, false, ErrUnknownKey
+	case c.Token != k.Token:
+		return k, false, ErrStaleToken
+	case !c.Force && c.Holder != k.Holder:
+		return k, false, ErrNotHolder
+	case k.State == Released:
+		return k, false, nil // a retried release: already done
+	case k.State == Expired:
+		return k, false, ErrExpired
+	}
+	return k, true, nil
 }
 
 func (f *FSM) expire(c Expire) *Result {

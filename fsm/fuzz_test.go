@@ -55,6 +55,8 @@ func FuzzApply(f *testing.F) {
 		Reclaim{Floor: 2, Keys: []ReclaimKey{{"gone", 3<<32 | 1}}},
 		DelayEnd{Key: "old", Token: 3<<32 | 1},
 		DelayEnd{Key: "k", Token: 3<<32 | 1},
+		ReleaseMulti{Keys: []ReleaseKey{{"k", 3<<32 | 1}}, Holder: "h", RequestID: "rm"},
+		ReleaseMulti{Keys: []ReleaseKey{{"k", 3<<32 | 1}, {"old", 3<<32 | 1}}, Holder: "h"},
 	} {
 		f.Add(uint64(4), Encode(c))
 	}

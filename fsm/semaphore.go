@@ -286,27 +286,27 @@ func (f *FSM) dropPermit(key string, s *semaphore, i int, state State) KeyState 
 	return p
 }
 
-// endPermit is end for a key with live permits: the permit named by the
-// release's token ends. A token that is no live permit is the key's ended
+// permitEndable is endable for a key with live permits: the permit named
+// by the release's token. A token that is no live permit is the key's ended
 // last grant (answered as for a lock) or stale.
-func (f *FSM) endPermit(s *semaphore, c Release) *Result {
+func (f *FSM) permitEndable(s *semaphore, c Release) (KeyState, bool, error) {
 	i := s.byToken(c.Token)
 	if i < 0 {
 		last, _ := f.get(c.Key)
 		if c.Token == last.Token {
 			switch last.State {
 			case Released:
-				return &Result{Key: last}
+				return last, false, nil
 			case Expired:
-				return &Result{Key: last, Err: ErrExpired}
+				return last, false, ErrExpired
 			}
 		}
-		return &Result{Key: last, Err: ErrStaleToken}
+		return last, false, ErrStaleToken
 	}
 	if p := s.permits[i]; !c.Force && c.Holder != p.Holder {
-		return &Result{Key: p, Err: ErrNotHolder}
+		return p, false, ErrNotHolder
 	}
-	return &Result{Key: f.dropPermit(c.Key, s, i, Released), Changed: true}
+	return s.permits[i], true, nil
 }
 
 // expirePermit is expire for a key with live permits: the permit with the

@@ -154,7 +154,8 @@ func TestParseFlags(t *testing.T) {
 	if err := cfg.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	for _, bad := range [][]string{{"--nodes", "4"}, {"--faults", "nope"}, {"--broken", "nope"}, {"--schedule", "long"}} {
+	for _, bad := range [][]string{{"--nodes", "4"}, {"--faults", "nope"}, {"--broken", "nope"}, {"--schedule", "long"}, {"--shape", "nope"},
+		{"--shape", "rw", "--broken", "multi-sequential"}} {
 		cfg, _, err := parse(bad)
 		if err == nil {
 			cfg.Defaults()

@@ -8,6 +8,7 @@
 //	go run ./jepsen-like --schedule full --time 10m --nodes 5 --faults all
 //	go run ./jepsen-like --broken stale-verify --faults client-pause
 //	go run ./jepsen-like --tenants --faults kill-leader,partition-leader
+//	go run ./jepsen-like --shape semaphore --faults kill-leader,pause-leader
 package main
 
 import (
@@ -65,6 +66,7 @@ func parse(args []string) (runner.Config, string, error) {
 	fs.IntVar(&cfg.ChurnKeys, "churn-keys", 200, "distinct keys the churn clients draw from")
 	fs.DurationVar(&cfg.KeyRetention, "key-retention", 2*time.Second, "fenced --key-retention of a churn run")
 	fs.BoolVar(&cfg.Tenants, "tenants", false, "two tenants: authentication and key ACLs on, the workload as client alice on the jepsen/ keys, and client mallory flooding (watches past its share, request ids, waiters, ended keys, alice's keys); the tenant-isolation checker judges it")
+	fs.StringVar(&cfg.Shape, "shape", "", "add the workload of another lock shape on keys of its own, judged by its checkers: "+strings.Join(workload.Shapes, ", "))
 	fs.StringVar(&logLevel, "log-level", "info", "harness log level")
 	if err := fs.Parse(args); err != nil {
 		return cfg, "", err

@@ -1,15 +1,23 @@
 #!/usr/bin/env bash
-# Measures fenced and etcd side by side on this machine: for each workload
-# pair, RUNS alternating runs of each, every run on a fresh 3-node loopback
-# cluster with the client on the same machine talking to the leader. Prints
-# one line per run: SYSTEM WORKLOAD CLIENTS OPS_PER_SEC P50_MS P99_MS.
+# Measures fenced, etcd and ZooKeeper side by side on this machine: for each
+# workload pair, RUNS alternating runs of each, every run on a fresh 3-node
+# loopback cluster with the client on the same machine talking to the leader.
+# Prints one line per run: SYSTEM WORKLOAD CLIENTS OPS_PER_SEC P50_MS P99_MS.
 #
 #   scripts/bench-vs-etcd.sh            # DURATION=5s RUNS=3 TRANSPORTS="std std-nobatch lean"
 #   TRANSPORTS=std scripts/bench-vs-etcd.sh
 #   WORKLOADS="verify keepalive" RUNS=5 scripts/bench-vs-etcd.sh
+#   SYSTEMS="fenced zookeeper" TRANSPORTS=std scripts/bench-vs-etcd.sh
+#
+# SYSTEMS picks the systems (fenced, etcd, zookeeper; default all three).
+# ZooKeeper is skipped, with a message, when java or Debian's zookeeper
+# package is missing; it runs only the pairs it has a recipe for (acquire,
+# cycle, verify, and beside verify its linearizable verify-linearizable).
 #
 # WORKLOADS limits the run to the pairs of these fenced workloads (acquire,
-# cycle, contended, verify, keepalive; default all).
+# cycle, contended, verify, keepalive: the default; and the lock shapes,
+# run when named: sem-cycle, shared-cycle, multi-cycle). etcd ships no
+# semaphore: sem-cycle runs fenced alone (its etcd side is "-").
 #
 # TRANSPORTS lists the fencectl bench --transport values to run fenced with
 # (lean: the benchmark's own lean client transport; std: net/http's, as
@@ -17,16 +25,27 @@
 # --batching=false, one HTTP request per verify or keepalive); each is a
 # SYSTEM of its own in the output (fenced, fenced-std, fenced-std-nobatch).
 #
-# Needs: Go, python3, free loopback ports 7810-7831 and 23800-23831. The etcd
-# side is scripts/etcdcmp (its own module: etcd's server is not a dependency
-# of fenced).
+# Needs: Go, python3, free loopback ports 7810-7831 (fenced), 23800-23831
+# (etcd) and 21810-21832 (ZooKeeper). The etcd side is scripts/etcdcmp and
+# the ZooKeeper side scripts/zkcmp (their own modules: neither is a
+# dependency of fenced).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DURATION=${DURATION:-5s}
 RUNS=${RUNS:-3}
 TRANSPORTS=${TRANSPORTS:-std std-nobatch lean}
 WORKLOADS=${WORKLOADS:-acquire cycle contended verify keepalive}
-for port in 7810 7811 7820 7821 7830 7831 23800 23801 23810 23811 23820 23821; do
+SYSTEMS=${SYSTEMS:-fenced etcd zookeeper}
+has() { case " $SYSTEMS " in *" $1 "*) ;; *) return 1 ;; esac; }
+if has zookeeper && ! (cd scripts/zkcmp && go run . -mode check); then
+	echo "bench-vs-etcd: skipping ZooKeeper (apt-get install zookeeper to measure it)" >&2
+	SYSTEMS=${SYSTEMS//zookeeper/}
+fi
+ports=()
+has fenced && ports+=(7810 7811 7820 7821 7830 7831)
+has etcd && ports+=(23800 23801 23810 23811 23820 23821)
+has zookeeper && ports+=($(cd scripts/zkcmp && go run . -mode ports))
+for port in "${ports[@]}"; do
 	if (exec 3<>/dev/tcp/127.0.0.1/$port) 2>/dev/null; then
 		echo "bench-vs-etcd: 127.0.0.1:$port is in use; stop what listens there first" >&2
 		exit 1
@@ -36,13 +55,19 @@ work=$(mktemp -d)
 running=()
 cleanup() {
 	[ ${#running[@]} -eq 0 ] || kill "${running[@]}" 2>/dev/null || true
+	# A benchmark client still running in the foreground (the script was
+	# interrupted) is a child of this shell too.
+	pkill -P $$ 2>/dev/null || true
 	wait 2>/dev/null || true
 	rm -rf "$work"
 }
 trap cleanup EXIT
-go build -o "$work/fenced" ./cmd/fenced
-go build -o "$work/fencectl" ./cmd/fencectl
-(cd scripts/etcdcmp && go build -o "$work/etcdcmp" .)
+if has fenced; then
+	go build -o "$work/fenced" ./cmd/fenced
+	go build -o "$work/fencectl" ./cmd/fencectl
+fi
+has etcd && (cd scripts/etcdcmp && go build -o "$work/etcdcmp" .)
+has zookeeper && (cd scripts/zkcmp && go build -o "$work/zkcmp" .)
 
 stop_all() {
 	kill "$@" 2>/dev/null || true
@@ -92,15 +117,50 @@ etcd_run() { # WORKLOAD CLIENTS
 	rm -rf "$base"
 }
 
-for pair in "txn acquire 1" "txn acquire 64" "lock cycle 1" "lock cycle 64" \
-	"contended contended 16" "read verify 1" "read verify 16" "read verify 64" \
-	"keepalive keepalive 1" "keepalive keepalive 16" "keepalive keepalive 64"; do
+zk_run() { # WORKLOAD CLIENTS
+	local base pids=() lead=""
+	base=$(mktemp -d -p "$work")
+	for i in 1 2 3; do
+		"$work/zkcmp" -mode serve -i "$i" -dir "$base/z$i" >"$base/z$i.log" 2>&1 &
+		pids+=($!)
+		running+=($!)
+	done
+	for _ in $(seq 300); do
+		lead=$("$work/zkcmp" -mode leader 2>/dev/null) && break
+		sleep 0.2
+	done
+	echo -n "zookeeper "
+	"$work/zkcmp" -w "$1" -c "$2" -d "$DURATION" -ep "$lead" 2>>"$base/bench.err" || echo "failed: $(tail -1 "$base/bench.err")"
+	stop_all "${pids[@]}"
+	rm -rf "$base"
+}
+
+# zk_workloads names ZooKeeper's counterparts of a fenced workload (none for
+# contended and keepalive).
+zk_workloads() {
+	case $1 in
+	acquire | cycle) echo "$1" ;;
+	verify) echo "verify verify-linearizable" ;;
+	esac
+}
+
+for pair in "txn acquire 1" "txn acquire 16" "txn acquire 64" "lock cycle 1" "lock cycle 16" "lock cycle 64" \
+	"contended contended 16" "contended contended 64" "read verify 1" "read verify 16" "read verify 64" \
+	"keepalive keepalive 1" "keepalive keepalive 16" "keepalive keepalive 64" \
+	"- sem-cycle 16" "- sem-cycle 64" "rwread shared-cycle 64" "multi multi-cycle 16"; do
 	set -- $pair
 	case " $WORKLOADS " in *" $2 "*) ;; *) continue ;; esac
 	for _ in $(seq "$RUNS"); do
-		etcd_run "$1" "$3"
-		for tr in $TRANSPORTS; do
-			fenced_run "$2" "$3" "$tr"
-		done
+		if has etcd && [ "$1" != - ]; then etcd_run "$1" "$3"; fi
+		if has fenced; then
+			for tr in $TRANSPORTS; do
+				fenced_run "$2" "$3" "$tr"
+			done
+		fi
+		if has zookeeper; then
+			for zw in $(zk_workloads "$2"); do
+				zk_run "$zw" "$3"
+			done
+		fi
 	done
 done

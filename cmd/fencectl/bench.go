@@ -29,13 +29,19 @@ Drives a workload against the cluster for --duration at each client count of
 --clients and prints ops/s and latency percentiles, with a histogram of the
 latencies of the last run. Workloads:
 
-  acquire    fresh keys, never released (one grant per operation)
-  cycle      acquire then release of a key per client (two commits)
-  verify     linearizable verify of a held grant
-  keepalive  keepalive of a holder with four keys (no log write)
-  contended  clients take turns on one key with waiting acquires; an
-             operation is one grant and its release
-  mix        70% verify, 20% keepalive, 10% cycle
+  acquire       fresh keys, never released (one grant per operation)
+  cycle         acquire then release of a key per client (two commits)
+  verify        linearizable verify of a held grant
+  keepalive     keepalive of a holder with four keys (no log write)
+  contended     clients take turns on one key with waiting acquires; an
+                operation is one grant and its release
+  mix           70% verify, 20% keepalive, 10% cycle
+  sem-cycle     clients take permits of one 4-permit semaphore key with
+                waiting acquires; an operation is a permit and its release
+  shared-cycle  shared grants of one key, acquired and released
+  multi-cycle   all-or-nothing two-key sets, waiting: client i takes keys i
+                and i+1 of a ring of 8, so a set overlaps its neighbours';
+                an operation is the set and the release of both keys
 
 With no WORKLOAD, all of them run in that order. Every result shows the CPU
 time per operation of this process and, for a cluster on this machine (or
@@ -44,7 +50,8 @@ Point --endpoints at the leader to measure fenced rather than forwarding. Keys a
 bench/ prefix and stay in the cluster (every key's high-water mark is kept).`,
 	examples: `
 fencectl bench verify --clients 1,16,64 --duration 10s
-fencectl bench cycle acquire -o json > results.json`,
+fencectl bench cycle acquire -o json > results.json
+fencectl bench sem-cycle shared-cycle multi-cycle --clients 16,64 --transport std`,
 	new: func() runner { return &benchCmd{} },
 }
 

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/fenced/fenced/internal/bench"
 )
 
 // Every workload runs and measures something; the table and the JSON carry
@@ -31,8 +33,8 @@ func TestBench(t *testing.T) {
 	if err := json.Unmarshal([]byte(stdout), &rs); err != nil {
 		t.Fatalf("%v: %s", err, stdout)
 	}
-	if len(rs) != 12 {
-		t.Fatalf("%d results, want 6 workloads x 2 client counts", len(rs))
+	if len(rs) != 2*len(bench.Workloads) {
+		t.Fatalf("%d results, want %d workloads x 2 client counts", len(rs), len(bench.Workloads))
 	}
 	for _, r := range rs {
 		if r.Ops == 0 || r.OpsPerSec <= 0 || r.P99 <= 0 || r.Errors != 0 || r.ClientCPU <= 0 {
@@ -52,6 +54,42 @@ func TestBench(t *testing.T) {
 	}
 	if code, _, stderr := runCtl(t, nil, "bench", "--transport", "grpc"); code != 2 || !strings.Contains(stderr, "--transport") {
 		t.Fatalf("bad --transport: exit %d %s", code, stderr)
+	}
+}
+
+// The lock shapes' workloads run against a cluster through net/http's
+// transport, as the comparison with etcd runs them: with more clients than
+// the semaphore has permits, so that some acquires wait, and more than
+// multi-cycle's ring has keys, so that some sets are wanted twice.
+func TestBenchShapes(t *testing.T) {
+	t.Parallel()
+	cl := shared.get(t)
+	code, stdout, stderr := runCtl(t, nil, "--endpoints", endpoints(cl), "-o", "json", "bench", "sem-cycle", "shared-cycle", "multi-cycle",
+		"--clients", "10", "--duration", "500ms", "--transport", "std", "--server-pids", "none")
+	if code != 0 {
+		t.Fatalf("exit %d\n%s\n%s", code, stdout, stderr)
+	}
+	var rs []struct {
+		Workload  string `json:"workload"`
+		Clients   int    `json:"clients"`
+		Ops       int64  `json:"ops"`
+		Errors    int64  `json:"errors"`
+		P99       int64  `json:"p99_ns"`
+		Transport string `json:"transport"`
+		FirstErr  string `json:"first_error"`
+	}
+	if err := json.Unmarshal([]byte(stdout), &rs); err != nil {
+		t.Fatalf("%v: %s", err, stdout)
+	}
+	var got []string
+	for _, r := range rs {
+		got = append(got, r.Workload)
+		if r.Ops == 0 || r.Errors != 0 || r.P99 <= 0 || r.Clients != 10 || r.Transport != "std" {
+			t.Errorf("%s measured nothing or failed: %+v", r.Workload, r)
+		}
+	}
+	if strings.Join(got, " ") != "sem-cycle shared-cycle multi-cycle" {
+		t.Fatalf("workloads %v", got)
 	}
 }
 

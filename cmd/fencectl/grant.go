@@ -314,15 +314,21 @@ func parseToken(cmd, s string) (fence.Token, error) {
 
 var renewCommand = command{
 	name:    "renew",
-	args:    "KEY TOKEN",
-	summary: "extend the lease of a grant by its TTL",
+	args:    "KEY TOKEN [KEY TOKEN...]",
+	summary: "extend the lease of a grant (or of several, all or none) by its TTL",
 	help: `
 Extends the lease of the grant of KEY with TOKEN, held by --holder, by the
 grant's TTL from the moment the leader answers. It fails (exit 1) when the
 grant is no longer live: superseded, released or expired. A lease that has
-ended cannot be brought back; acquire the key again for a new token.`,
+ended cannot be brought back; acquire the key again for a new token.
+
+With several KEY TOKEN pairs (a set 'fencectl acquire K1 K2' granted, or any
+grants of the holder; at most 64, each key once), renew renews them all or
+none: a set naming a grant that is not live fails naming that key, and no
+lease is renewed.`,
 	examples: `
-fencectl renew db 4294967297 --holder alice`,
+fencectl renew db 4294967297 --holder alice
+fencectl renew account/1 4294967297 account/2 4294967301 --holder transfer-7`,
 	new: func() runner { return &renewCmd{} },
 }
 
@@ -335,11 +341,14 @@ func (r *renewCmd) flags(fs *pflag.FlagSet) {
 }
 
 func (r *renewCmd) run(ctx context.Context, e *env, args []string) error {
-	if len(args) != 2 {
-		return usageErr("renew", "renew takes KEY and TOKEN")
+	if len(args) < 2 || len(args)%2 != 0 {
+		return usageErr("renew", "renew takes KEY and TOKEN (or several KEY TOKEN pairs)")
 	}
 	if r.holder == "" {
 		return usageErr("renew", "--holder is required")
+	}
+	if len(args) > 2 {
+		return r.runMulti(ctx, e, args)
 	}
 	tok, err := parseToken("renew", args[1])
 	if err != nil {
@@ -359,8 +368,8 @@ func (r *renewCmd) run(ctx context.Context, e *env, args []string) error {
 
 var releaseCommand = command{
 	name:    "release",
-	args:    "KEY TOKEN | --force KEY [TOKEN]",
-	summary: "end a grant (with --force: any key's current grant)",
+	args:    "KEY TOKEN [KEY TOKEN...] | --force KEY [TOKEN]",
+	summary: "end a grant, or several all or none (with --force: any key's current grant)",
 	help: `
 Ends the grant of KEY with TOKEN held by --holder, so the key can be granted
 again at once. Releasing a grant that was already released succeeds, so a
@@ -373,9 +382,16 @@ every retry names that grant: a retry never ends a later grant (one a waiter
 got from this very release). It prints the token and holder of the grant it
 ended. The holder of a forced-out grant is not told: its token is simply no
 longer current, and fenced resources refuse it once a newer token has been
-used.`,
+used.
+
+With several KEY TOKEN pairs (a set 'fencectl acquire K1 K2' granted, or any
+grants of the holder; at most 64, each key once), release ends them all in
+one step, or none: a set naming a grant that is not the holder's live one
+fails naming that key, and no grant ends. A set is retried with one request
+id, so a retry never ends a later grant. Not with --force.`,
 	examples: `
 fencectl release db 4294967297 --holder alice
+fencectl release account/1 4294967297 account/2 4294967301 --holder transfer-7
 fencectl release --force db`,
 	new: func() runner { return &releaseCmd{} },
 }
@@ -391,6 +407,9 @@ func (r *releaseCmd) flags(fs *pflag.FlagSet) {
 }
 
 func (r *releaseCmd) run(ctx context.Context, e *env, args []string) error {
+	if len(args) > 2 && !r.force {
+		return r.runMulti(ctx, e, args)
+	}
 	req, err := r.request(args)
 	if err != nil {
 		return err
@@ -470,4 +489,99 @@ func (r *releaseCmd) request(args []string) (client.ReleaseRequest, error) {
 		req.Token = tok
 	}
 	return req, nil
+}
+
+// grantPairs reads KEY TOKEN pairs: at most client.MaxMultiKeys, each key
+// once, each token strictly parsed.
+func grantPairs(cmd string, args []string) ([]client.GrantRef, error) {
+	if len(args)%2 != 0 {
+		return nil, usageErr(cmd, cmd+" takes KEY TOKEN pairs")
+	}
+	if len(args)/2 > client.MaxMultiKeys {
+		return nil, usageErr(cmd, fmt.Sprintf("%s takes at most %d KEY TOKEN pairs", cmd, client.MaxMultiKeys))
+	}
+	seen := map[string]bool{}
+	out := make([]client.GrantRef, 0, len(args)/2)
+	for i := 0; i < len(args); i += 2 {
+		if seen[args[i]] {
+			return nil, usageErr(cmd, fmt.Sprintf("KEY %q is given twice", args[i]))
+		}
+		seen[args[i]] = true
+		tok, err := parseToken(cmd, args[i+1])
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, client.GrantRef{Key: args[i], Token: tok})
+	}
+	return out, nil
+}
+
+// pairsText is the KEY TOKEN pairs of refs, shell-quoted.
+func pairsText(refs []client.GrantRef) string {
+	ws := make([]string, 0, 2*len(refs))
+	for _, r := range refs {
+		ws = append(ws, shellQuote(r.Key), r.Token.String())
+	}
+	return strings.Join(ws, " ")
+}
+
+// runMulti renews a set of grants, all or none.
+func (r *renewCmd) runMulti(ctx context.Context, e *env, args []string) error {
+	refs, err := grantPairs("renew", args)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := e.withTimeout(ctx, 0)
+	defer cancel()
+	out, err := e.client().RenewMulti(ctx, r.holder, refs)
+	if err != nil {
+		return explain(err, subject{key: strings.Join(keysOf(refs), " "), holder: r.holder}, e)
+	}
+	if e.jsonOutput() {
+		return printJSON(e.stdout, out)
+	}
+	var kv []string
+	for _, g := range out.Renewed {
+		kv = append(kv, "key", g.Key, "holder", g.Holder, "token", tokenText(g.Token), "ttl", g.TTL)
+	}
+	return fields(e.stdout, kv...)
+}
+
+// runMulti releases a set of grants in one step, all or none.
+func (r *releaseCmd) runMulti(ctx context.Context, e *env, args []string) error {
+	if r.holder == "" {
+		return usageErr("release", "--holder is required")
+	}
+	refs, err := grantPairs("release", args)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := e.withTimeout(ctx, 0)
+	defer cancel()
+	req := client.ReleaseMultiRequest{Keys: refs, Holder: r.holder, RequestID: client.NewRequestID()}
+	out, err := e.client().ReleaseMulti(ctx, req)
+	if errors.Is(err, client.ErrUnknownOutcome) {
+		return explainedf(err, "outcome unknown (%v): the release of the set may or may not have been applied; repeating it is safe (a grant already released is no refusal): fencectl release %s --holder %s",
+			err, pairsText(refs), shellQuote(r.holder))
+	}
+	if err != nil {
+		return explain(err, subject{key: strings.Join(keysOf(refs), " "), holder: r.holder}, e)
+	}
+	if e.jsonOutput() {
+		return printJSON(e.stdout, out)
+	}
+	var kv []string
+	for _, g := range out.Released {
+		kv = append(kv, "key", g.Key, "token", tokenText(g.Token), "state", g.State)
+	}
+	return fields(e.stdout, kv...)
+}
+
+// keysOf returns the keys of refs.
+func keysOf(refs []client.GrantRef) []string {
+	out := make([]string, len(refs))
+	for i, r := range refs {
+		out[i] = r.Key
+	}
+	return out
 }

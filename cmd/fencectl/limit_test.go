@@ -126,3 +126,54 @@ func TestAcquireSeveralKeys(t *testing.T) {
 		t.Fatalf("a key twice: exit %d\n%s", code, stderr)
 	}
 }
+
+// TestRenewAndReleaseSeveralKeys: renew and release with several KEY
+// TOKEN pairs act on the set, all or none: a set with a stale token fails
+// naming its key and changes nothing; the good set is renewed, then
+// released in one step; bad pairs are usage errors (exit 2).
+func TestRenewAndReleaseSeveralKeys(t *testing.T) {
+	cl := shared.get(t)
+	c, ctx := cl.Client(), testCtx(t, time.Minute)
+	k1, k2 := testKey(t), testKey(t)
+	eps := endpoints(cl)
+	mg, err := c.AcquireMulti(ctx, client.AcquireMultiRequest{Keys: []string{k1, k2}, Holder: "m", TTL: "30s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t1, t2 := mg.Grants[0].Token.String(), mg.Grants[1].Token.String()
+	stale := (mg.Grants[1].Token + 1).String()
+	for _, cmd := range []string{"renew", "release"} {
+		code, _, stderr := runCtl(t, nil, "--endpoints", eps, cmd, k1, t1, k2, stale, "--holder", "m")
+		if code != 1 || !strings.Contains(stderr, k2) {
+			t.Fatalf("%s of a set with a stale token: exit %d\n%s", cmd, code, stderr)
+		}
+	}
+	if k, err := c.Key(ctx, k1); err != nil || k.State != "held" {
+		t.Fatalf("a refused set released %s: %+v %v", k1, k, err)
+	}
+	code, stdout, stderr := runCtl(t, nil, "--endpoints", eps, "-o", "json", "renew", k1, t1, k2, t2, "--holder", "m")
+	var rn client.RenewMultiResponse
+	if code != 0 || json.Unmarshal([]byte(stdout), &rn) != nil || len(rn.Renewed) != 2 {
+		t.Fatalf("renew the set: exit %d %s\n%s", code, stdout, stderr)
+	}
+	code, stdout, stderr = runCtl(t, nil, "--endpoints", eps, "release", k1, t1, k2, t2, "--holder", "m")
+	if code != 0 || strings.Count(stdout, "released") != 2 {
+		t.Fatalf("release the set: exit %d %s\n%s", code, stdout, stderr)
+	}
+	for _, k := range []string{k1, k2} {
+		if st, err := c.Key(ctx, k); err != nil || st.State != "released" {
+			t.Fatalf("%s after the set's release: %+v %v", k, st, err)
+		}
+	}
+	for _, bad := range [][]string{
+		{"release", k1, t1, k2, "--holder", "m"},
+		{"release", k1, t1, k1, t1, "--holder", "m"},
+		{"release", k1, t1, k2, t2},
+		{"renew", k1, t1, k2, "x", "--holder", "m"},
+		{"release", "--force", k1, t1, k2},
+	} {
+		if code, _, stderr := runCtl(t, nil, append([]string{"--endpoints", eps}, bad...)...); code != 2 {
+			t.Errorf("%v: exit %d\n%s", bad, code, stderr)
+		}
+	}
+}

@@ -22,10 +22,24 @@ const (
 	Keepalive = "keepalive" // keepalive of a holder with a few keys
 	Contended = "contended" // clients take turns on one key with waiting acquires
 	Mix       = "mix"       // verify-heavy mix: 70% verify, 20% keepalive, 10% cycle
+	// The lock shapes' cycles: a waiting acquire and its release.
+	SemCycle    = "sem-cycle"    // permits of one semaphore key of SemLimit permits
+	SharedCycle = "shared-cycle" // shared grants of one key
+	MultiCycle  = "multi-cycle"  // two-key sets over a ring of MultiRing keys
 )
 
 // Workloads lists the workload names.
-var Workloads = []string{Acquire, Cycle, Verify, Keepalive, Contended, Mix}
+var Workloads = []string{Acquire, Cycle, Verify, Keepalive, Contended, Mix, SemCycle, SharedCycle, MultiCycle}
+
+// SemLimit is the number of permits of sem-cycle's key.
+const SemLimit = 4
+
+// MultiRing is the number of keys multi-cycle's sets are drawn from: client
+// i takes keys i and i+1 (mod MultiRing) together, so each set overlaps its
+// two neighbours' and, from 2*MultiRing clients on, each set is also some
+// other client's: every key is wanted by four clients at 16 clients, as
+// accounts that are transferred between pairwise would be.
+const MultiRing = 8
 
 // Config is one benchmark run.
 type Config struct {
@@ -230,17 +244,15 @@ func setup(ctx context.Context, c *client.Client, cfg Config, i int) (op, error)
 			return err
 		}, nil
 	case Contended:
-		key := cfg.Prefix + "/contended"
-		return func(ctx context.Context) error {
-			g, err := c.Acquire(ctx, client.AcquireRequest{Key: key, Holder: holder, TTL: ttl, Wait: "1m"})
-			if err != nil {
-				return err
-			}
-			_, err = c.Release(ctx, client.ReleaseRequest{Key: key, Holder: holder, Token: g.Token})
-			return err
-		}, nil
+		return waitCycle(c, client.AcquireRequest{Key: cfg.Prefix + "/contended", Holder: holder, TTL: ttl, Wait: "1m"}), nil
 	case Mix:
 		return mix(ctx, c, cfg, i, holder)
+	case SemCycle:
+		return waitCycle(c, client.AcquireRequest{Key: cfg.Prefix + "/sem", Holder: holder, TTL: ttl, Wait: "1m", Limit: SemLimit}), nil
+	case SharedCycle:
+		return waitCycle(c, client.AcquireRequest{Key: cfg.Prefix + "/shared", Holder: holder, TTL: ttl, Wait: "1m", Mode: client.ModeShared}), nil
+	case MultiCycle:
+		return multiCycle(c, client.AcquireMultiRequest{Keys: MultiKeys(cfg.Prefix, i), Holder: holder, TTL: ttl, Wait: "1m"}), nil
 	}
 	return nil, fmt.Errorf("unknown workload %q (one of %v)", cfg.Workload, Workloads)
 }
@@ -255,6 +267,45 @@ func cycle(c *client.Client, cfg Config, i int, holder string) op {
 		}
 		_, err = c.Release(ctx, client.ReleaseRequest{Key: g.Key, Holder: holder, Token: g.Token})
 		return err
+	}
+}
+
+// waitCycle is one operation of a client taking turns on a key with
+// others: an acquire that waits for its grant (a lock's, a permit, a shared
+// grant, as req asks), then the release of that grant.
+func waitCycle(c *client.Client, req client.AcquireRequest) op {
+	// Acquire takes req by value and makes a request id per call.
+	return func(ctx context.Context) error {
+		g, err := c.Acquire(ctx, req)
+		if err != nil {
+			return err
+		}
+		_, err = c.Release(ctx, client.ReleaseRequest{Key: g.Key, Holder: req.Holder, Token: g.Token})
+		return err
+	}
+}
+
+// MultiKeys is the two-key set of multi-cycle's client i: keys i and i+1 of
+// the ring (mod MultiRing), in ring order.
+func MultiKeys(prefix string, i int) []string {
+	return []string{fmt.Sprintf("%s/multi/%d", prefix, i%MultiRing), fmt.Sprintf("%s/multi/%d", prefix, (i+1)%MultiRing)}
+}
+
+// multiCycle is one operation of multi-cycle: an all-or-nothing acquire of
+// req's keys that waits for the set, then the release of each grant (a set
+// is released key by key; fenced has no set release to call).
+func multiCycle(c *client.Client, req client.AcquireMultiRequest) op {
+	return func(ctx context.Context) error {
+		set, err := c.AcquireMulti(ctx, req)
+		if err != nil {
+			return err
+		}
+		for _, g := range set.Grants {
+			if _, err := c.Release(ctx, client.ReleaseRequest{Key: g.Key, Holder: req.Holder, Token: g.Token}); err != nil {
+				return err
+			}
+		}
+		return nil
 	}
 }
 

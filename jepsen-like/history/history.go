@@ -10,6 +10,7 @@ import (
 	"io"
 	"os"
 	"sort"
+	"strings"
 	"sync"
 	"time"
 
@@ -28,6 +29,12 @@ const (
 	// Write and Read go to the harness's fenced resource, not to fenced.
 	Write = "write"
 	Read  = "read"
+	// AcquireMulti asks for every key of Keys at once; Grants are the
+	// tokens it returned, in the order of Keys.
+	AcquireMulti = "acquire-multi"
+	// ReadKey is a linearizable read of one key (GET /v1/keys/{key}):
+	// CurrentHolder, Current and KeyIndex are what it showed.
+	ReadKey = "read-key"
 )
 
 // Outcome of an operation, as Jepsen names them.
@@ -64,6 +71,13 @@ type Op struct {
 	Force bool `json:"force,omitempty"`
 	// Wait is how long an acquire asked to wait for the key.
 	Wait time.Duration `json:"wait,omitempty"`
+	// Limit is the semaphore limit an acquire is judged against (0: a
+	// lock), and Mode "shared" or "exclusive" for a readers-writer acquire
+	// ("" for every other one).
+	Limit int    `json:"limit,omitempty"`
+	Mode  string `json:"mode,omitempty"`
+	// Keys are the keys of a multi-key acquire (Key is the first).
+	Keys []string `json:"keys,omitempty"`
 	// Invoke and Complete are nanoseconds since the run started, on the
 	// monotonic clock.
 	Invoke   int64   `json:"invoke"`
@@ -73,6 +87,10 @@ type Op struct {
 	// Granted is the token an acquire returned.
 	Granted fence.Token `json:"granted,omitempty"`
 	Renewed bool        `json:"renewed,omitempty"`
+	// Grants are a multi-key acquire's tokens, in the order of Keys.
+	Grants []fence.Token `json:"grants,omitempty"`
+	// KeyIndex is the log index of the grant a key read showed.
+	KeyIndex uint64 `json:"key_index,omitempty"`
 	// Ended is the token of the grant an acknowledged release says it
 	// ended (the answer's token).
 	Ended fence.Token `json:"ended,omitempty"`
@@ -289,6 +307,16 @@ func (o *Op) Describe() string {
 		if o.Wait > 0 {
 			in = fmt.Sprintf("acquire(%s, %s, wait=%v)", o.Key, o.Holder, o.Wait)
 		}
+		if o.Limit > 0 {
+			in = strings.TrimSuffix(in, ")") + fmt.Sprintf(", limit=%d)", o.Limit)
+		}
+		if o.Mode != "" {
+			in = strings.TrimSuffix(in, ")") + ", " + o.Mode + ")"
+		}
+	case AcquireMulti:
+		in = fmt.Sprintf("acquire-multi(%v, %s)", o.Keys, o.Holder)
+	case ReadKey:
+		in = fmt.Sprintf("read-key(%s)", o.Key)
 	case Release:
 		in = fmt.Sprintf("release(%s, %s, %s)", o.Key, o.Holder, Tok(o.Token))
 		if o.Force {
@@ -319,6 +347,14 @@ func (o *Op) Describe() string {
 		if o.HeldBy != "" {
 			out += " by " + o.HeldBy
 		}
+	case o.Kind == AcquireMulti:
+		toks := make([]string, len(o.Grants))
+		for i, t := range o.Grants {
+			toks[i] = Tok(t)
+		}
+		out = "ok " + strings.Join(toks, " ")
+	case o.Kind == ReadKey:
+		out = fmt.Sprintf("ok %s/%s index %d", Tok(o.Current), o.CurrentHolder, o.KeyIndex)
 	case o.Kind == Acquire, o.Kind == Keepalive:
 		out = "ok " + Tok(o.Granted)
 		if o.Renewed {

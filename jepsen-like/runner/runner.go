@@ -89,6 +89,10 @@ type Config struct {
 	// workload as the client identity alice (on the jepsen/ keys), and a
 	// second identity, mallory, flooding it (tenants.go).
 	Tenants bool `json:"tenants,omitempty"`
+	// Shape adds a workload of another lock shape beside the mutex's
+	// (workload.Shapes: semaphore, rw, multi), on keys of its own, judged
+	// by that shape's checkers (shapes.go).
+	Shape string `json:"shape,omitempty"`
 }
 
 // Defaults fills the zero fields.
@@ -195,6 +199,12 @@ func (c *Config) Validate() error {
 			return fmt.Errorf("unknown fault %q (known: %s, or all)", f, strings.Join(nemesis.Known(), ", "))
 		}
 	}
+	if c.Shape != "" && !workload.IsShape(c.Shape) {
+		return fmt.Errorf("--shape must be one of %s, not %q", strings.Join(workload.Shapes, ", "), c.Shape)
+	}
+	if s := workload.ShapeOfBroken(c.Broken); s != "" && c.Shape != "" && c.Shape != s {
+		return fmt.Errorf("--broken %s is a control of the %s workload, not of %s", c.Broken, s, c.Shape)
+	}
 	if tenantsOn(*c) && c.Backend == "docker" {
 		return errors.New("--tenants runs on the netns or local backend (the compose cluster has no tokens file)")
 	}
@@ -206,11 +216,13 @@ func (c *Config) Validate() error {
 
 // Result is the outcome of a run.
 type Result struct {
-	Dir      string
-	Results  []checker.Result
-	Passed   int
-	Failed   int
-	Ops      int
+	Dir     string
+	Results []checker.Result
+	Passed  int
+	Failed  int
+	Ops     int
+	// ShapeOps counts the shape workload's operations (shapes-history.jsonl).
+	ShapeOps int
 	Faults   int
 	Skipped  []string
 	Duration time.Duration
@@ -338,6 +350,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 	}
 
 	churn := startChurn(ctx, cfg, b.Endpoints(), rec)
+	shapes := startShapes(ctx, cfg, b.Endpoints(), rec)
 	wl.Start(ctx)
 	watchers := workload.StartWatchers(ctx, b.Endpoints(), cfg.Broken, rec.Now, log.Named("watch"), tenants.victim()...)
 	tenants.start(ctx, cfg, b.Endpoints(), log.Named("flood"))
@@ -366,6 +379,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 	hold(ctx, 2*cfg.Quiet)
 	wl.Stop()
 	churn.stop()
+	shapes.stop()
 	tenants.stop()
 	converge(b, cfg, final, tenants.admin())
 	readFinal(rec, b, final, tenants.admin())
@@ -375,12 +389,14 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 	ops, hostileOps := splitKind(ops, workload.HostileWrite)
 	ops, churnOps := checker.SplitPrefix(ops, workload.ChurnPrefix)
 	ops, flapOps := checker.SplitPrefix(ops, nemesis.FlapPrefix)
+	ops, shapeOps := checker.SplitPrefix(ops, workload.ShapesPrefix)
 	final.Reclaim = churn != nil
 	if churn != nil {
 		final.Churning = workload.ChurnPrefix
 	}
 	results := checker.All(ops, final, checker.Options{TTL: cfg.TTL, LinearizableTimeout: cfg.LinearizableTimeout, Faults: faults, Availability: availability(cfg)})
 	results = append(results, churn.check(cfg, churnOps, final, log)...)
+	results = append(results, shapes.check(cfg, shapeOps, cfg.TTL, log)...)
 	if len(flapOps) > 0 || slices.Contains(names, nemesis.FlapLeaders) {
 		results = append(results, checker.LeaseBound(flapOps, nemesis.LeaseEnd, leaseBound(cfg)))
 	}
@@ -390,7 +406,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 		results = append(results, checker.HostileTokens(hostileOps, workload.HostileWrite))
 	}
 	ops = append(ops, hostileOps...) // recorded with the run's history
-	r := &Result{Dir: cfg.Results, Results: results, Ops: len(ops), Faults: len(faults), Skipped: skipped}
+	r := &Result{Dir: cfg.Results, Results: results, Ops: len(ops), ShapeOps: len(shapeOps), Faults: len(faults), Skipped: skipped}
 	for _, c := range results {
 		if c.Pass {
 			r.Passed++
@@ -400,7 +416,7 @@ func Run(ctx context.Context, cfg Config, out io.Writer, log hclog.Logger) (*Res
 	}
 	r.Duration = time.Since(began)
 	if cfg.Broken != "" {
-		fmt.Fprintf(out, "positive control %s: %d answers forged (or attempts held) by the harness\n", cfg.Broken, wl.BrokenAnswers())
+		fmt.Fprintf(out, "positive control %s: %d answers forged (or attempts held) by the harness\n", cfg.Broken, wl.BrokenAnswers()+shapes.broken())
 	}
 	if err := writeArtefacts(cfg, b, ops, faults, watchers.Deliveries(), final, results, r); err != nil {
 		log.Warn("artefacts", "error", err)
@@ -677,6 +693,9 @@ func copyFile(src, dst string) error {
 
 func printReport(out io.Writer, r *Result) {
 	fmt.Fprintf(out, "%d operations, %d faults, %v; artefacts in %s\n", r.Ops, r.Faults, r.Duration.Round(time.Second), r.Dir)
+	if r.ShapeOps > 0 {
+		fmt.Fprintf(out, "%d operations of the shape workload\n", r.ShapeOps)
+	}
 	for _, c := range r.Results {
 		verdict := "PASS"
 		if !c.Pass {

@@ -40,7 +40,8 @@ const (
 )
 
 // BrokenModes lists the positive controls.
-var BrokenModes = []string{BrokenResourceNoCheck, BrokenResourceSkipProof, BrokenTokenReset, BrokenStaleVerify, BrokenStaleRenew, BrokenNoAttemptDeadline, BrokenForceReleaseLookup, BrokenReclaimNoEpoch, BrokenLeaseRearmFull}
+var BrokenModes = []string{BrokenResourceNoCheck, BrokenResourceSkipProof, BrokenTokenReset, BrokenStaleVerify, BrokenStaleRenew, BrokenNoAttemptDeadline, BrokenForceReleaseLookup, BrokenReclaimNoEpoch, BrokenLeaseRearmFull,
+	BrokenSemaphoreOvercommit, BrokenRWWriterShared, BrokenMultiSequential}
 
 // BrokenLeaseRearmFull: the cluster runs with the chaos build's
 // --unsafe-lease-rearm-full: every new leader re-arms every lease for a full

@@ -5,7 +5,13 @@
 // Workloads: txn (compare-and-create of a fresh key, the analogue of an
 // acquire), lock (concurrency.Mutex Lock+Unlock on a key per client, the
 // analogue of a cycle), contended (the same on one key), read (a
-// linearizable Get, the analogue of verify), keepalive (KeepAliveOnce).
+// linearizable Get, the analogue of verify), keepalive (KeepAliveOnce), and
+// the nearest recipes to fenced's lock shapes: rwread (RLock and RUnlock of
+// one recipe.RWMutex from etcd's experimental recipes, the analogue of
+// shared-cycle) and multi (concurrency.Mutex on each of two keys, locked in
+// sorted order and unlocked in reverse, the analogue of multi-cycle, over
+// the same ring of 8 keys). etcd ships no semaphore, so sem-cycle has no
+// counterpart here.
 // Output: one line "WORKLOAD CLIENTS OPS_PER_SEC P50_MS P99_MS".
 package main
 
@@ -17,6 +23,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -26,6 +33,7 @@ import (
 
 	clientv3 "go.etcd.io/etcd/client/v3"
 	"go.etcd.io/etcd/client/v3/concurrency"
+	recipe "go.etcd.io/etcd/client/v3/experimental/recipes"
 	"go.etcd.io/etcd/server/v3/embed"
 )
 
@@ -58,7 +66,7 @@ func main() {
 	mode := flag.String("mode", "bench", "serve, leader (print the leader's endpoint) or bench")
 	idx := flag.Int("i", 1, "member index")
 	dir := flag.String("dir", "", "data dir")
-	w := flag.String("w", "txn", "workload: txn lock read keepalive contended")
+	w := flag.String("w", "txn", "workload: "+strings.Join(workloads, " "))
 	clients := flag.Int("c", 1, "clients")
 	dur := flag.Duration("d", 5*time.Second, "duration")
 	ep := flag.String("ep", "127.0.0.1:23800", "endpoint")
@@ -89,7 +97,47 @@ func main() {
 		}
 		os.Exit(1)
 	}
+	if !slices.Contains(workloads, *w) {
+		log.Fatalf("unknown workload %q (one of %s)", *w, strings.Join(workloads, " "))
+	}
 	bench(*w, *clients, *dur, *ep)
+}
+
+// workloads are the names -w takes.
+var workloads = []string{"txn", "lock", "contended", "read", "keepalive", "rwread", "multi"}
+
+// multiRing is the number of keys multi's sets are drawn from, as
+// fencectl bench's multi-cycle draws them: client c takes keys c and c+1
+// (mod multiRing).
+const multiRing = 8
+
+// multiKeys is client c's two-key set in the order it locks them: sorted,
+// one order for every client, so that two clients never wait on each other
+// in a cycle (the usual way to lock several etcd mutexes without deadlock).
+func multiKeys(c int) []string {
+	ks := []string{fmt.Sprintf("multi/%d", c%multiRing), fmt.Sprintf("multi/%d", (c+1)%multiRing)}
+	sort.Strings(ks)
+	return ks
+}
+
+// lockAll locks a mutex of sess on each key in order, then unlocks them in
+// reverse: one multi operation.
+func lockAll(ctx context.Context, sess *concurrency.Session, keys []string) error {
+	var held []*concurrency.Mutex
+	var err error
+	for _, k := range keys {
+		m := concurrency.NewMutex(sess, k)
+		if err = m.Lock(ctx); err != nil {
+			break
+		}
+		held = append(held, m)
+	}
+	for i := len(held) - 1; i >= 0; i-- {
+		if uerr := held[i].Unlock(ctx); err == nil {
+			err = uerr
+		}
+	}
+	return err
 }
 
 // bench runs workload w with n clients for d against endpoint ep.
@@ -119,7 +167,7 @@ func bench(w string, n int, d time.Duration, ep string) {
 				lockKey = "contended"
 			}
 			var lease clientv3.LeaseID
-			if w == "lock" || w == "contended" {
+			if w == "lock" || w == "contended" || w == "rwread" || w == "multi" {
 				s, err := concurrency.NewSession(cli, concurrency.WithTTL(30))
 				if err != nil {
 					log.Fatal(err)
@@ -146,6 +194,15 @@ func bench(w string, n int, d time.Duration, ep string) {
 					if err = m.Lock(ctx); err == nil {
 						err = m.Unlock(ctx)
 					}
+				case "rwread":
+					// One RWMutex per operation, as the recipe keeps the
+					// key it made until its unlock.
+					rw := recipe.NewRWMutex(sess, "shared")
+					if err = rw.RLock(); err == nil {
+						err = rw.RUnlock()
+					}
+				case "multi":
+					err = lockAll(ctx, sess, multiKeys(c))
 				case "read":
 					_, err = cli.Get(ctx, fmt.Sprintf("r/%d", c))
 				case "keepalive":

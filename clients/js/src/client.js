@@ -22,6 +22,12 @@ function grantOf(d) {
   return { key: d.key, holder: d.holder, token, ttlMs: parseDuration(d.ttl), renewed: Boolean(d.renewed), value: d.value ?? '', limit: d.limit ?? 0, mode: d.mode ?? '', proof: d.proof ?? '' };
 }
 
+/** The keys of a set's release or renewal: grants (of acquireMulti) or
+ * [key, token] pairs. */
+function grantRefs(grants) {
+  return grants.map((g) => (Array.isArray(g) ? { key: g[0], token: String(g[1]) } : { key: g.key, token: String(g.token) }));
+}
+
 const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 
 /** AbortSignal.any (Node 20.3+), with a fallback for older runtimes. */
@@ -108,6 +114,29 @@ export class FencedClient {
     const waitMs = wait ? parseDuration(body.wait) : 0;
     const out = await this.#do('POST', '/v1/acquire/multi', body, { write: true, signal, extraMs: waitMs, timeoutMs: timeoutMs ?? this.timeoutMs + waitMs });
     return (out.grants ?? []).map(grantOf);
+  }
+
+  /** Extends the lease of each of a set of holder's grants, all or none:
+   * grants is what acquireMulti resolved to, or [key, token] pairs (1 to
+   * 64, distinct keys). A set naming a grant that is not live rejects as a
+   * renew of it alone would, the key named in the message, and renews
+   * none. Resolves to a grant per key, in order. */
+  async renewMulti(grants, holder, { signal, timeoutMs } = {}) {
+    const body = { keys: grantRefs(grants), holder, request_id: newRequestId() };
+    const out = await this.#do('POST', '/v1/renew/multi', body, { write: true, signal, timeoutMs });
+    return (out.renewed ?? []).map(grantOf);
+  }
+
+  /** Ends a set of holder's grants in one step, all or none: grants is
+   * what acquireMulti resolved to, or [key, token] pairs (1 to 64, distinct
+   * keys). A set naming a grant that is not the holder's live one rejects
+   * as a release of it alone would, the key named in the message, and ends
+   * none. Safe to repeat as release is: the request id (made when not
+   * given) is the same on every attempt. Resolves to the released grants. */
+  async releaseMulti(grants, holder, { signal, requestId } = {}) {
+    const body = { keys: grantRefs(grants), holder, request_id: requestId ?? newRequestId() };
+    const out = await this.#do('POST', '/v1/release/multi', body, { write: true, signal });
+    return out.released ?? [];
   }
 
   /** Extends one grant's lease; the answer carries the server's TTL. */

@@ -111,6 +111,10 @@ export declare class FencedClient {
   acquire(key: string, holder: string, options?: { ttl?: Duration; wait?: Duration; requestId?: string; lockDelay?: Duration; signal?: AbortSignal; value?: string; timeoutMs?: number; limit?: number; mode?: 'shared' | 'exclusive' }): Promise<Grant>;
   /** Every key for holder in one step, or none (code "held" naming the key). */
   acquireMulti(keys: string[], holder: string, options?: { ttl?: Duration; wait?: Duration; requestId?: string; signal?: AbortSignal; timeoutMs?: number }): Promise<Grant[]>;
+  /** Every grant of the set renewed, or none (the refusal names the key). */
+  renewMulti(grants: Array<Grant | [string, FencingToken | string]>, holder: string, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<Grant[]>;
+  /** Every grant of the set released in one step, or none (the refusal names the key); requestId as for release. */
+  releaseMulti(grants: Array<Grant | [string, FencingToken | string]>, holder: string, options?: { signal?: AbortSignal; requestId?: string }): Promise<Array<Record<string, unknown>>>;
   renew(key: string, holder: string, token: FencingToken | string, options?: { signal?: AbortSignal; timeoutMs?: number }): Promise<Grant>;
   /** requestId (made when absent) is applied once: a repeat is answered with the grant the first release ended. */
   release(key: string, holder: string, token: FencingToken | string, options?: { signal?: AbortSignal; requestId?: string }): Promise<unknown>;

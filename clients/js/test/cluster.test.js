@@ -92,3 +92,20 @@ test('a semaphore and shared grants: limit and mode', async () => {
   assert.deepEqual(gs.map((g) => g.key), ['js/m1', 'js/m2']);
   await assert.rejects(c.acquireMulti(['js/m3', 'js/m2'], 'o', { ttl: 10000 }), (e) => e.code === 'held');
 });
+
+test('a set renewed and released all or none', async () => {
+  const c = new FencedClient({ endpoints: cluster.endpoints });
+  const gs = await c.acquireMulti(['js/s1', 'js/s2'], 'm', { ttl: 10000 });
+  const rn = await c.renewMulti(gs, 'm');
+  assert.deepEqual(rn.map((g) => g.token.toString()), gs.map((g) => g.token.toString()));
+  const stale = [gs[0], ['js/s2', (BigInt(gs[1].token.toString()) + 1n).toString()]];
+  await assert.rejects(c.releaseMulti(stale, 'm'), (e) => e.code === 'stale_token' && /js\/s2/.test(e.message));
+  await assert.rejects(c.renewMulti(gs, 'o'), (e) => e.code === 'not_holder');
+  assert.equal((await c.key('js/s1')).state, 'held'); // nothing changed
+  const out = await c.releaseMulti(gs, 'm', { requestId: 'js-set-1' });
+  assert.deepEqual(out.map((r) => r.state), ['released', 'released']);
+  const g = await c.acquire('js/s2', 'o', { ttl: 10000 });
+  const again = await c.releaseMulti(gs, 'm', { requestId: 'js-set-1' }); // a repeat
+  assert.equal(again[1].token, gs[1].token.toString());
+  assert.equal((await c.key('js/s2')).token.toString(), g.token.toString());
+});

@@ -123,6 +123,16 @@ def _loopback(endpoint):
         return False
 
 
+
+def _grant_refs(grants):
+    """The ``keys`` of a set's release or renewal: Grants (of
+    acquire_multi) or (key, token) pairs."""
+    out = []
+    for g in grants:
+        key, token = (g.key, g.token) if isinstance(g, Grant) else g
+        out.append({"key": key, "token": str(Token(token))})
+    return out
+
 class Client:
     """A client of a fenced cluster through any of its nodes.
 
@@ -220,6 +230,28 @@ class Client:
         extra = parse_duration(body["wait"]) if wait else 0.0
         out = self._do("POST", "/v1/acquire/multi", body, write=True, timeout=timeout, attempt_extra=extra)
         return [Grant.of(g) for g in out.get("grants", [])]
+
+    def renew_multi(self, grants, holder, timeout=None):
+        """Extend the lease of each of a set of holder's grants by its TTL,
+        all or none: ``grants`` is the list acquire_multi returned, or
+        ``(key, token)`` pairs (1 to 64, distinct keys). A set naming a
+        grant that is not live raises what renew of it alone would, the key
+        named in the message, and renews none. Returns a Grant per key."""
+        body = {"keys": _grant_refs(grants), "holder": holder, "request_id": new_request_id()}
+        out = self._do("POST", "/v1/renew/multi", body, write=True, timeout=timeout)
+        return [Grant.of(r) for r in out.get("renewed", [])]
+
+    def release_multi(self, grants, holder, timeout=None, request_id=None):
+        """End a set of holder's grants in one step, all or none: ``grants``
+        is the list acquire_multi returned, or ``(key, token)`` pairs (1 to
+        64, distinct keys). A set naming a grant that is not the holder's
+        live one raises what release of it alone would, the key named in
+        the message, and ends none. Safe to retry as release is: the
+        request id is the same on every attempt. Returns the released
+        grants (dicts), in order."""
+        body = {"keys": _grant_refs(grants), "holder": holder, "request_id": request_id or new_request_id()}
+        out = self._do("POST", "/v1/release/multi", body, write=True, timeout=timeout)
+        return out.get("released", [])
 
     def renew(self, key, holder, token, timeout=None):
         """Extend one grant's lease by its TTL; returns the Grant with the

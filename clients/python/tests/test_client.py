@@ -143,6 +143,24 @@ class OneNodeTest(unittest.TestCase):
         with self.assertRaises(Held):
             c.acquire_multi(["py/m3", "py/m2"], "o", ttl=10)
 
+    def test_a_set_renewed_and_released_all_or_none(self):
+        c = self.client()
+        gs = c.acquire_multi(["py/s1", "py/s2"], "m", ttl=10)
+        self.assertEqual([g.token for g in c.renew_multi(gs, "m")], [g.token for g in gs])
+        stale = [gs[0], ("py/s2", int(gs[1].token) + 1)]
+        with self.assertRaises(StaleToken) as refused:
+            c.release_multi(stale, "m")
+        self.assertIn("py/s2", str(refused.exception))
+        with self.assertRaises(NotHolder):
+            c.renew_multi(gs, "o")
+        self.assertEqual(c.key("py/s1").state, "held")  # nothing changed
+        out = c.release_multi(gs, "m", request_id="py-set-1")
+        self.assertEqual([r["state"] for r in out], ["released", "released"])
+        g = c.acquire("py/s2", "o", ttl=10)
+        again = c.release_multi(gs, "m", request_id="py-set-1")  # a repeat
+        self.assertEqual(again[1]["token"], str(gs[1].token))
+        self.assertEqual(c.key("py/s2").token, g.token)
+
     def test_acquire_renew_verify_release(self):
         c = self.client()
         g = c.acquire("py/basic", "alice", ttl=10)
