@@ -152,6 +152,23 @@ func joinNames(holder, requestID, key string) string {
 // store puts k in the table with names (joinNames of k's names) and returns
 // k with its key, holder and request id pointing into names.
 func (f *FSM) store(k KeyState, names string) KeyState {
+	key, e := f.entryOf(k, names)
+	f.keys.put(key, e)
+	hl := len(k.Holder)
+	k.Key, k.Holder, k.RequestID = key, names[:hl], names[hl:len(names)-len(key)]
+	return k
+}
+
+// load is store for a restore: it appends k's entry to the table without
+// indexing it (keyTable.load). k must come after every key loaded before.
+func (f *FSM) load(k KeyState, names string) {
+	key, e := f.entryOf(k, names)
+	f.keys.load(key, e)
+}
+
+// entryOf returns k's key (the tail of names) and the entry that holds k,
+// and keeps in f.extras what the entry cannot hold.
+func (f *FSM) entryOf(k KeyState, names string) (string, entry) {
 	key := names[len(names)-len(k.Key):]
 	hl := len(k.Holder)
 	e := entry{names: names, token: k.Token, index: k.Index, ttlMs: uint32(k.TTL / time.Millisecond),
@@ -168,9 +185,7 @@ func (f *FSM) store(k KeyState, names string) KeyState {
 		}
 		f.extras[key] = extra{value: k.Value, armed: k.Armed, holderLen: hl}
 	}
-	f.keys.put(key, e)
-	k.Key, k.Holder, k.RequestID = key, names[:hl], names[hl:len(names)-len(key)]
-	return k
+	return key, e
 }
 
 // forget deletes key.

@@ -300,7 +300,7 @@ func appendKey(b []byte, k KeyState) []byte {
 // Restore implements raft.FSM: it replaces the whole state with the snapshot's.
 // The snapshot is read and checked completely before anything changes. The
 // keys go from the snapshot's bytes straight into a key table of the right size,
-// one allocation a key.
+// one allocation a key, and the table's index is built once they are all in.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
 	data, err := io.ReadAll(rc)
@@ -308,18 +308,24 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return err
 	}
 	var t *FSM
-	head, err := decodeState(data, func(n int) { t = &FSM{keys: newKeyTable(n)} },
+	indexed := false
+	index := func() {
+		if !indexed {
+			t.keys.indexLoaded()
+			indexed = true
+		}
+	}
+	head, err := decodeState(data, func(n int) { t = &FSM{}; t.keys.reservePages(n) },
 		func(r *rawKey) bool {
+			// decodeState gives the keys in strictly increasing order (it
+			// refuses the snapshot otherwise, before this is called): no
+			// key can be there already, and none is looked up.
 			names := string(r.holder) + string(r.requestID) + string(r.key)
-			// The key's copy is the tail of names: looking it up costs no
-			// allocation of its own.
-			if _, dup := t.keys.get(names[len(names)-len(r.key):]); dup {
-				return false
-			}
-			t.store(r.keyState(names), names)
+			t.load(r.keyState(names), names)
 			return true
 		},
 		func(key, value []byte) bool {
+			index()
 			e, ok := t.keys.get(string(key))
 			if !ok {
 				return false
@@ -332,6 +338,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	if err != nil {
 		return err
 	}
+	index()
 	if !checkSemaphores(head.Semaphores, func(key string) (KeyState, bool) { return t.get(key) }) {
 		return fmt.Errorf("%w: semaphore record", ErrBadSnapshot)
 	}

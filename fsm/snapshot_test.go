@@ -2,6 +2,7 @@ package fsm
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"reflect"
 	"slices"
@@ -152,5 +153,76 @@ func TestSnapshotBytesDoNotDependOnTheTable(t *testing.T) {
 	}
 	if !bytes.Equal(sa.Bytes(), sb.Bytes()) {
 		t.Fatalf("snapshots of the same state differ: %d and %d bytes", sa.Len(), sb.Len())
+	}
+}
+
+// A restore appends the keys to the table without looking each up first
+// (keyTable.load): that is safe only because the decoder refuses keys that
+// are not in strictly increasing order, so a snapshot naming a key twice,
+// or out of order, must be refused and change nothing.
+func TestRestoreRefusesKeysOutOfOrder(t *testing.T) {
+	a := &applier{f: New(Config{})}
+	for _, k := range []string{"a", "b", "c"} {
+		a.at(1, Acquire{Key: k, Holder: "h", TTL: time.Second})
+	}
+	img := a.f.Image().sort()
+	for name, order := range map[string][]int{"twice": {0, 1, 1}, "reversed": {0, 2, 1}, "in order": {0, 1, 2}} {
+		t.Run(name, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := encodeState(&buf, img, img.version(), len(order), func(i int) KeyState { return img.Keys[order[i]] }); err != nil {
+				t.Fatal(err)
+			}
+			g, _ := seeded()
+			before := g.Image().sort()
+			err := g.Restore(nopCloser{bytes.NewReader(buf.Bytes())})
+			if name == "in order" {
+				if err != nil {
+					t.Fatal(err)
+				}
+				if k, ok := g.Get("b"); !ok || k.Holder != "h" || g.Len() != 3 {
+					t.Fatalf("restored b = %+v, %v; %d keys", k, ok, g.Len())
+				}
+				return
+			}
+			if !errors.Is(err, ErrBadSnapshot) {
+				t.Fatalf("err = %v, want ErrBadSnapshot", err)
+			}
+			if !reflect.DeepEqual(before, g.Image().sort()) {
+				t.Fatal("a refused snapshot changed the state")
+			}
+		})
+	}
+}
+
+// A table filled by a restore's bulk load answers lookups, puts and
+// deletes as one filled key by key, across pages.
+func TestBulkLoadedTableWorks(t *testing.T) {
+	const n = 3*pageSlots + 17
+	a := &applier{f: New(Config{})}
+	for i := 0; i < n; i++ {
+		a.at(1, Acquire{Key: fmt.Sprintf("k%06d", i), Holder: "h", TTL: time.Second})
+	}
+	var buf bytes.Buffer
+	if err := a.f.Image().Encode(&buf); err != nil {
+		t.Fatal(err)
+	}
+	g := New(Config{})
+	if err := g.Restore(nopCloser{bytes.NewReader(buf.Bytes())}); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < n; i++ {
+		if _, ok := g.Get(fmt.Sprintf("k%06d", i)); !ok {
+			t.Fatalf("k%06d missing after the restore", i)
+		}
+	}
+	for i := 0; i < n; i += 2 {
+		if !g.keys.delete(fmt.Sprintf("k%06d", i)) {
+			t.Fatalf("k%06d not deleted", i)
+		}
+	}
+	for i := 0; i < n; i++ {
+		if _, ok := g.Get(fmt.Sprintf("k%06d", i)); ok != (i%2 == 1) {
+			t.Fatalf("k%06d present = %v after deleting the even keys", i, ok)
+		}
 	}
 }

@@ -282,3 +282,60 @@ func (x *Index[W]) Check(n int, hashOf func(ref uint32) (uint32, bool)) error {
 	}
 	return nil
 }
+
+// bulkBuckets is how many stretches InsertAll splits the index into: a
+// million-word index of 64-bit words is 16 KiB a stretch, within a core's
+// first-level cache, and 1,024 counters and write positions stay in the
+// second level while the pairs are distributed.
+const bulkBuckets = 1024
+
+// Pair packs a hash (high 32 bits) and a reference (low 32) for InsertAll.
+func Pair(h, ref uint32) uint64 { return uint64(h)<<32 | uint64(ref) }
+
+// InsertAll inserts every pair (Pair: a hash and a reference whose key
+// hashes to it) into the index, which must have room for all of them
+// (Fits). It writes the index one stretch at a time: the pairs are first
+// distributed by the stretch their home falls in, so that the inserts of a
+// million references, whose homes are spread over megabytes, touch a
+// cache-sized stretch at a time instead of taking a cache miss each, as
+// Insert in the references' own order does.
+//
+// same, if not nil, is asked about each reference already in the index
+// whose word carries the bits of a new pair's hash that a word keeps, on
+// that pair's path: it reports whether the two name the same key, and if
+// so the new reference takes the old one's word (the old one is then the
+// caller's to forget). The distribution keeps the pairs of one hash in
+// their order, so of two pairs of one key the later one stays. With nil,
+// the caller vouches that the keys are distinct, as Insert's caller does.
+func (x *Index[W]) InsertAll(pairs []uint64, same func(old, ref uint32) bool) {
+	if len(pairs) == 0 {
+		return
+	}
+	shift := uint(0)
+	for (len(x.words) >> shift) > bulkBuckets {
+		shift++
+	}
+	var counts [bulkBuckets + 1]int
+	for _, p := range pairs {
+		counts[(uint32(p>>32)&x.mask)>>shift+1]++
+	}
+	for b := 1; b <= bulkBuckets; b++ {
+		counts[b] += counts[b-1]
+	}
+	sorted := make([]uint64, len(pairs))
+	for _, p := range pairs {
+		b := (uint32(p>>32) & x.mask) >> shift
+		sorted[counts[b]] = p
+		counts[b]++
+	}
+	for _, p := range sorted {
+		h, r := uint32(p>>32), uint32(p)
+		pos := h & x.mask
+		for ; x.words[pos] != 0; pos = (pos + 1) & x.mask {
+			if w := x.words[pos]; same != nil && x.tagged(w, h) && same(x.ref(w), r) {
+				break
+			}
+		}
+		x.words[pos] = x.word(h, r)
+	}
+}

@@ -28,6 +28,9 @@ type table[W Word] struct {
 	// with its own loop of ShiftInto (as the key table does too), rather
 	// than with Delete.
 	ordered, stepped bool
+	// bulk rebuilds with Reset and InsertAll (as a restore and a new
+	// leader's re-arm do).
+	bulk bool
 }
 
 func newTable[W Word](min int, sparse, ordered, stepped bool, hash func(string) uint32) *table[W] {
@@ -69,6 +72,21 @@ func (t *table[W]) rebuild(size int) {
 		return
 	}
 	t.x.Reset(size)
+	if t.bulk {
+		var pairs []uint64
+		for ref, k := range t.keys {
+			if k != "" {
+				pairs = append(pairs, Pair(t.hashes[ref], uint32(ref)))
+			}
+		}
+		t.x.InsertAll(pairs, func(a, b uint32) bool {
+			if t.keys[a] == t.keys[b] {
+				panic(fmt.Sprintf("InsertAll: references %d and %d both name %q", a, b, t.keys[a]))
+			}
+			return false
+		})
+		return
+	}
 	for ref, k := range t.keys {
 		if k != "" {
 			t.x.Insert(t.hashes[ref], uint32(ref))
@@ -200,14 +218,17 @@ type variant struct {
 	wide                     bool
 	sparse, ordered, stepped bool
 	min                      int
+	bulk                     bool
 }
 
 var variants = []variant{
-	{"32-bit dense resized", false, false, false, false, 8},
-	{"32-bit dense rebuilt in order, stepped deletes", false, false, true, true, 8},
-	{"64-bit dense", true, false, false, false, 16},
-	{"64-bit sparse", true, true, false, false, 16},
-	{"64-bit sparse rebuilt in order, stepped deletes", true, true, true, true, 8},
+	{"32-bit dense resized", false, false, false, false, 8, false},
+	{"32-bit dense rebuilt in order, stepped deletes", false, false, true, true, 8, false},
+	{"64-bit dense", true, false, false, false, 16, false},
+	{"64-bit sparse", true, true, false, false, 16, false},
+	{"64-bit sparse rebuilt in order, stepped deletes", true, true, true, true, 8, false},
+	{"32-bit dense rebuilt in bulk, stepped deletes", false, false, true, true, 8, true},
+	{"64-bit sparse rebuilt in bulk", true, true, true, false, 16, true},
 }
 
 // ops is what the model-based tests drive: a table of either width.
@@ -223,9 +244,13 @@ func (t *table[W]) size() int { return t.x.Size() }
 
 func (v variant) table(hash func(string) uint32) ops {
 	if v.wide {
-		return newTable[uint64](v.min, v.sparse, v.ordered, v.stepped, hash)
+		t := newTable[uint64](v.min, v.sparse, v.ordered, v.stepped, hash)
+		t.bulk = v.bulk
+		return t
 	}
-	return newTable[uint32](v.min, v.sparse, v.ordered, v.stepped, hash)
+	t := newTable[uint32](v.min, v.sparse, v.ordered, v.stepped, hash)
+	t.bulk = v.bulk
+	return t
 }
 
 // TestIndexAgainstMap is the property: any sequence of puts, deletes and
@@ -521,6 +546,69 @@ func TestCheckFindsBrokenIndexes(t *testing.T) {
 		breakIt(x)
 		if err := x.Check(3, held); err == nil {
 			t.Errorf("%s: Check found nothing", name)
+		}
+	}
+}
+
+// InsertAll builds a sound index, across the index's stretches and with
+// runs that wrap around its end; given same, a key named twice keeps one
+// word, the later pair's.
+func TestInsertAll(t *testing.T) {
+	for _, fam := range hashFamilies {
+		for _, n := range []int{0, 1, 7, 3000, 20000} {
+			hash := seededHash(fam, 7)
+			hashes := make([]uint32, n)
+			pairs := make([]uint64, n)
+			for i := range hashes {
+				hashes[i] = hash(fmt.Sprint(i))
+				pairs[i] = Pair(hashes[i], uint32(i))
+			}
+			held := func(ref uint32) (uint32, bool) {
+				if int(ref) >= n {
+					return 0, false
+				}
+				return hashes[ref], true
+			}
+			for _, wide := range []bool{false, true} {
+				var err error
+				if wide {
+					var x Index[uint64]
+					x.Reset(SizeFor(n, 16))
+					x.InsertAll(append([]uint64(nil), pairs...), nil)
+					err = x.Check(n, held)
+				} else {
+					var x Index[uint32]
+					x.Reset(SizeFor(n, 8))
+					x.InsertAll(append([]uint64(nil), pairs...), nil)
+					err = x.Check(n, held)
+				}
+				if err != nil {
+					t.Fatalf("%s, %d keys, wide %v: %v", fam.name, n, wide, err)
+				}
+			}
+		}
+	}
+	// References 0..199 name keys 0..99 twice over (ref%100): each key
+	// keeps its later reference, 100..199.
+	for _, fam := range hashFamilies {
+		hash := seededHash(fam, 3)
+		hashes := make([]uint32, 200)
+		pairs := make([]uint64, 200)
+		for i := range pairs {
+			hashes[i] = hash(fmt.Sprint(i % 100))
+			pairs[i] = Pair(hashes[i], uint32(i))
+		}
+		var x Index[uint32]
+		x.Reset(SizeFor(100, 8))
+		x.InsertAll(pairs, func(a, b uint32) bool { return a%100 == b%100 })
+		err := x.Check(100, func(ref uint32) (uint32, bool) {
+			if ref < 100 || ref >= 200 {
+				return 0, false
+			}
+			return hashes[ref], true
+		})
+		if err != nil {
+			t.Fatalf("%s, keys named twice: %v", fam.name, err)
 		}
 	}
 }
