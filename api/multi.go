@@ -65,8 +65,12 @@ func (s *Server) acquireMulti(ctx context.Context, body []byte, _ *http.Request)
 // grantRefs checks the grants a set's release or renewal names: 1 to
 // client.MaxMultiKeys, on distinct valid keys, each with a token, each key
 // one the identity may lock (so no route touches a key its ACL keeps from
-// the caller). Bad input is a 400 naming the field.
-func (s *Server) grantRefs(ctx context.Context, refs []client.GrantRef) ([]fsm.ReleaseKey, error) {
+// the caller), after the holder and request id the request names. Bad
+// input is a 400 naming the field.
+func (s *Server) grantRefs(ctx context.Context, holder, requestID string, refs []client.GrantRef) ([]fsm.ReleaseKey, error) {
+	if err := firstOf(checkName("holder", holder, client.MaxHolderLen, true), checkName("request_id", requestID, client.MaxRequestIDLen, false)); err != nil {
+		return nil, err
+	}
 	if len(refs) == 0 || len(refs) > client.MaxMultiKeys {
 		return nil, fmt.Errorf("%w: keys must name 1 to %d grants, not %d", cluster.ErrBadRequest, client.MaxMultiKeys, len(refs))
 	}
@@ -100,10 +104,7 @@ func (s *Server) releaseMulti(ctx context.Context, body []byte, _ *http.Request)
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	if err := firstOf(checkName("holder", req.Holder, client.MaxHolderLen, true), checkName("request_id", req.RequestID, client.MaxRequestIDLen, false)); err != nil {
-		return nil, err
-	}
-	keys, err := s.grantRefs(ctx, req.Keys)
+	keys, err := s.grantRefs(ctx, req.Holder, req.RequestID, req.Keys)
 	if err != nil {
 		return nil, err
 	}
@@ -125,10 +126,7 @@ func (s *Server) renewMulti(ctx context.Context, body []byte, _ *http.Request) (
 	if err := decode(body, &req); err != nil {
 		return nil, err
 	}
-	if err := firstOf(checkName("holder", req.Holder, client.MaxHolderLen, true), checkName("request_id", req.RequestID, client.MaxRequestIDLen, false)); err != nil {
-		return nil, err
-	}
-	keys, err := s.grantRefs(ctx, req.Keys)
+	keys, err := s.grantRefs(ctx, req.Holder, req.RequestID, req.Keys)
 	if err != nil {
 		return nil, err
 	}

@@ -4,8 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand"
-	"net"
-	"net/http"
 	"sync"
 	"time"
 
@@ -59,11 +57,8 @@ func (ch *Churn) Start(ctx context.Context) {
 	ctx, ch.cancel = context.WithCancel(ctx)
 	for i := 0; i < ch.cfg.Clients; i++ {
 		rng := rand.New(rand.NewSource(ch.cfg.Seed*7919 + int64(i)))
-		eps := append([]string(nil), ch.cfg.Endpoints...)
-		rng.Shuffle(len(eps), func(a, b int) { eps[a], eps[b] = eps[b], eps[a] })
-		hc := &http.Client{Timeout: ch.cfg.AttemptTimeout, Transport: trackingTransport{base: &http.Transport{
-			DialContext: (&net.Dialer{Timeout: time.Second}).DialContext, MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second,
-		}}}
+		eps := shuffled(rng, ch.cfg.Endpoints)
+		hc := trackedClient(ch.cfg.AttemptTimeout)
 		cl := &churnClient{ch: ch, id: 1000 + i, holder: fmt.Sprintf("churn%d", i), rng: rng, api: client.New(eps, client.WithHTTPClient(hc))}
 		ch.wg.Add(1)
 		go func() {

@@ -2,10 +2,8 @@ package workload
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"net/http/httptrace"
-	"time"
 
 	"github.com/fenced/fenced/client"
 )
@@ -69,11 +67,7 @@ func (c *worker) cl() *client.Client {
 // and, in the no-attempt-deadline control, makes each wait for the whole
 // operation.
 func (w *Workload) httpClient() *http.Client {
-	var rt http.RoundTripper = &http.Transport{
-		DialContext:         (&net.Dialer{Timeout: time.Second}).DialContext,
-		MaxIdleConnsPerHost: 4,
-		IdleConnTimeout:     30 * time.Second,
-	}
+	var rt http.RoundTripper = clusterTransport()
 	if w.cfg.Broken == BrokenNoAttemptDeadline {
 		rt = wholeDeadline{base: rt, w: w}
 	}

@@ -3,7 +3,6 @@ package workload
 import (
 	"context"
 	"math/rand"
-	"net"
 	"net/http"
 	"sync/atomic"
 	"time"
@@ -47,14 +46,7 @@ func (w *Workload) ForceReleases(on bool) {
 // startOperator starts the operator (idle until ForceReleases(true)). Its
 // client id follows the clients' and the recovery probe's.
 func (w *Workload) startOperator(ctx context.Context) {
-	hc := &http.Client{
-		Timeout: w.cfg.AttemptTimeout,
-		Transport: trackingTransport{base: &http.Transport{
-			DialContext:         (&net.Dialer{Timeout: time.Second}).DialContext,
-			MaxIdleConnsPerHost: 4,
-			IdleConnTimeout:     30 * time.Second,
-		}},
-	}
+	hc := trackedClient(w.cfg.AttemptTimeout)
 	w.op = &operator{w: w, id: w.cfg.Clients + 1, hc: hc, api: client.New(w.cfg.Endpoints, client.WithHTTPClient(hc)),
 		eps: w.cfg.Endpoints, rng: rand.New(rand.NewSource(w.cfg.Seed*1000 + 999))}
 	w.wg.Add(1)

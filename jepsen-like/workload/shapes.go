@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"math/rand"
-	"net"
 	"net/http"
 	"slices"
 	"sync"
@@ -118,12 +117,8 @@ func (s *ShapesWorkload) Start(ctx context.Context) {
 	ctx, s.cancel = context.WithCancel(ctx)
 	for i := 0; i < s.cfg.Clients; i++ {
 		rng := rand.New(rand.NewSource(s.cfg.Seed*7907 + int64(i)))
-		eps := append([]string(nil), s.cfg.Endpoints...)
-		rng.Shuffle(len(eps), func(a, b int) { eps[a], eps[b] = eps[b], eps[a] })
-		hc := &http.Client{Transport: trackingTransport{base: &http.Transport{
-			DialContext: (&net.Dialer{Timeout: time.Second}).DialContext, MaxIdleConnsPerHost: 4, IdleConnTimeout: 30 * time.Second,
-		}}}
-		opts := []client.Option{client.WithHTTPClient(hc)}
+		eps := shuffled(rng, s.cfg.Endpoints)
+		opts := []client.Option{client.WithHTTPClient(trackedClient(0))}
 		if s.cfg.AttemptTimeout > 0 {
 			opts = append(opts, client.WithAttemptTimeout(s.cfg.AttemptTimeout))
 		}

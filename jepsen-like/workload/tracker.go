@@ -4,9 +4,11 @@ import (
 	"context"
 	"errors"
 	"io"
+	"math/rand"
 	"net"
 	"net/http"
 	"sync/atomic"
+	"time"
 )
 
 // The API client retries a write whose attempt ended ambiguously (sent, then
@@ -25,6 +27,32 @@ type attempts struct{ ambiguous atomic.Bool }
 func withAttempts(ctx context.Context) (context.Context, *attempts) {
 	a := &attempts{}
 	return context.WithValue(ctx, trackerKey{}, a), a
+}
+
+// clusterTransport is the workloads' transport to the nodes: a short dial
+// timeout, so a partitioned node costs a second, and a few kept-alive
+// connections per node.
+func clusterTransport() *http.Transport {
+	return &http.Transport{
+		DialContext:         (&net.Dialer{Timeout: time.Second}).DialContext,
+		MaxIdleConnsPerHost: 4,
+		IdleConnTimeout:     30 * time.Second,
+	}
+}
+
+// trackedClient is an HTTP client over clusterTransport whose attempts
+// the history tracks (trackingTransport); timeout bounds each request, 0
+// for none.
+func trackedClient(timeout time.Duration) *http.Client {
+	return &http.Client{Timeout: timeout, Transport: trackingTransport{base: clusterTransport()}}
+}
+
+// shuffled returns a copy of endpoints in an order drawn from rng, so the
+// clients spread over the nodes.
+func shuffled(rng *rand.Rand, endpoints []string) []string {
+	eps := append([]string(nil), endpoints...)
+	rng.Shuffle(len(eps), func(a, b int) { eps[a], eps[b] = eps[b], eps[a] })
+	return eps
 }
 
 // trackingTransport marks an operation ambiguous when an attempt was sent and

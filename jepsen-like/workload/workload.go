@@ -244,8 +244,7 @@ type worker struct {
 
 func (w *Workload) newClient(i int) *worker {
 	rng := rand.New(rand.NewSource(w.cfg.Seed*1000 + int64(i)))
-	eps := append([]string(nil), w.cfg.Endpoints...)
-	rng.Shuffle(len(eps), func(a, b int) { eps[a], eps[b] = eps[b], eps[a] })
+	eps := shuffled(rng, w.cfg.Endpoints)
 	c := &worker{w: w, id: i, key: KeyName(i % w.cfg.Keys), holder: fmt.Sprintf("%sc%d", w.cfg.HolderPrefix, i), rng: rng, eps: eps,
 		waits: (i%w.cfg.Keys)%2 == 0}
 	c.cl()
