@@ -99,41 +99,29 @@ fenced_run() { # WORKLOAD CLIENTS TRANSPORT
 	rm -rf "$base"
 }
 
-etcd_run() { # WORKLOAD CLIENTS
-	local base pids=() lead=""
+# cmp_run runs one workload of another system's driver (etcdcmp, zkcmp):
+# a fresh 3-member cluster it serves, found by its leader mode within
+# TRIES fifths of a second, then the benchmark against the leader.
+cmp_run() { # DRIVER SYSTEM TRIES WORKLOAD CLIENTS
+	local drv=$1 sys=$2 tries=$3 base pids=() lead=""
 	base=$(mktemp -d -p "$work")
 	for i in 1 2 3; do
-		"$work/etcdcmp" -mode serve -i "$i" -dir "$base/e$i" >"$base/e$i.log" 2>&1 &
+		"$work/$drv" -mode serve -i "$i" -dir "$base/m$i" >"$base/m$i.log" 2>&1 &
 		pids+=($!)
 		running+=($!)
 	done
-	for _ in $(seq 100); do
-		lead=$("$work/etcdcmp" -mode leader 2>/dev/null) && break
+	for _ in $(seq "$tries"); do
+		lead=$("$work/$drv" -mode leader 2>/dev/null) && break
 		sleep 0.2
 	done
-	echo -n "etcd "
-	"$work/etcdcmp" -w "$1" -c "$2" -d "$DURATION" -ep "$lead" 2>>"$base/bench.err"
+	echo -n "$sys "
+	"$work/$drv" -w "$4" -c "$5" -d "$DURATION" -ep "$lead" 2>>"$base/bench.err" || echo "failed: $(tail -1 "$base/bench.err")"
 	stop_all "${pids[@]}"
 	rm -rf "$base"
 }
 
-zk_run() { # WORKLOAD CLIENTS
-	local base pids=() lead=""
-	base=$(mktemp -d -p "$work")
-	for i in 1 2 3; do
-		"$work/zkcmp" -mode serve -i "$i" -dir "$base/z$i" >"$base/z$i.log" 2>&1 &
-		pids+=($!)
-		running+=($!)
-	done
-	for _ in $(seq 300); do
-		lead=$("$work/zkcmp" -mode leader 2>/dev/null) && break
-		sleep 0.2
-	done
-	echo -n "zookeeper "
-	"$work/zkcmp" -w "$1" -c "$2" -d "$DURATION" -ep "$lead" 2>>"$base/bench.err" || echo "failed: $(tail -1 "$base/bench.err")"
-	stop_all "${pids[@]}"
-	rm -rf "$base"
-}
+etcd_run() { cmp_run etcdcmp etcd 100 "$@"; } # WORKLOAD CLIENTS
+zk_run() { cmp_run zkcmp zookeeper 300 "$@"; } # WORKLOAD CLIENTS (a JVM starts slower)
 
 # zk_workloads names ZooKeeper's counterparts of a fenced workload (none for
 # contended and keepalive).
