@@ -729,7 +729,10 @@ func pinKeys(ctx context.Context, endpoints []string, cfg Config, res *resource.
 	deadline := time.Now().Add(time.Minute)
 	for {
 		ks, err := cl.SigningKeys(ctx)
-		if err == nil && len(ks.Keys) >= cfg.Nodes && ks.Cluster != "" {
+		if err == nil && (len(ks.Keys) < cfg.Nodes || ks.Cluster == "") {
+			err = fmt.Errorf("%d of %d nodes' keys published, cluster id %q", len(ks.Keys), cfg.Nodes, ks.Cluster)
+		}
+		if err == nil {
 			raw, _ := json.Marshal(ks)
 			set, perr := proof.ParseJWKS(raw)
 			if perr == nil {

@@ -51,12 +51,22 @@ func (w *Workload) startHostile(ctx context.Context) {
 	}()
 }
 
+// grantProof is a grant's proof and the token it was made for.
+type grantProof struct {
+	proof string
+	token fence.Token
+}
+
 // hostileWrite makes up a token and a proof for key and writes with them.
+// The token is an epoch above both the resource's highest and the latest
+// grant's: a grant the resource has not seen yet is above its highest, and
+// replaying that grant's own proof with its own token is what its holder
+// does, not a made-up token.
 func (w *Workload) hostileWrite(key string, i int, rng *rand.Rand) {
 	w.mu.Lock()
 	borrowed := w.proofs[key]
 	w.mu.Unlock()
-	high := w.res.High(key)
+	high := max(w.res.High(key), borrowed.token)
 	tok := fence.Token(uint64(high) + 1<<32)
 	if tok > fence.MaxToken || rng.Intn(4) == 0 {
 		tok = fence.MaxToken
@@ -66,9 +76,9 @@ func (w *Workload) hostileWrite(key string, i int, rng *rand.Rand) {
 	case 0:
 		how = "no proof"
 	case 1:
-		p, how = borrowed, "a replayed proof of an earlier grant"
+		p, how = borrowed.proof, "a replayed proof of an earlier grant"
 	case 2:
-		p, how = raiseToken(borrowed, tok), "a proof with its token raised"
+		p, how = raiseToken(borrowed.proof, tok), "a proof with its token raised"
 	default:
 		p, how = "eyJhbGciOiJub25lIn0.e30.", `an "alg":"none" proof`
 	}

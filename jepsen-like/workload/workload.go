@@ -94,7 +94,7 @@ type Workload struct {
 	seen map[string][]fence.Token
 	// proofs holds the latest proof granted for each key, which the
 	// hostile client replays with made-up tokens (hostile.go).
-	proofs map[string]string
+	proofs map[string]grantProof
 	// pauses are client-pause requests waiting for a holder to take them.
 	pauses chan *PauseRequest
 	// restarted is set by the token-reset control once a node restarted.
@@ -139,7 +139,7 @@ func New(cfg Config, rec *history.Recorder, res *resource.Resource) *Workload {
 	if cfg.Log == nil {
 		cfg.Log = hclog.NewNullLogger()
 	}
-	return &Workload{cfg: cfg, rec: rec, res: res, seen: map[string][]fence.Token{}, proofs: map[string]string{}, pauses: make(chan *PauseRequest, 1),
+	return &Workload{cfg: cfg, rec: rec, res: res, seen: map[string][]fence.Token{}, proofs: map[string]grantProof{}, pauses: make(chan *PauseRequest, 1),
 		resetSeq: map[string]uint64{}, cache: map[cacheKey]client.VerifyResponse{}}
 }
 
@@ -404,7 +404,7 @@ func (c *worker) acquire(ctx context.Context) (fence.Token, bool) {
 	c.w.mu.Lock()
 	c.w.seen[c.key] = append(c.w.seen[c.key], g.Token)
 	if g.Proof != "" {
-		c.w.proofs[c.key] = g.Proof
+		c.w.proofs[c.key] = grantProof{proof: g.Proof, token: g.Token}
 	}
 	c.w.mu.Unlock()
 	return g.Token, true
