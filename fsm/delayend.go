@@ -22,7 +22,8 @@ const typeDelayEnd byte = 10
 // Whether the delay has run out is the leader's decision by its own
 // clock; the entry only records it. Until it is applied, the leader's
 // lock-delay still decides admission, so an acquire never depends on the
-// entry.
+// entry. A DelayEnd that names a delayed slot of a permit or a shared grant
+// frees that slot (slotdelay.go).
 type DelayEnd struct {
 	Key   string
 	Token fence.Token
@@ -42,6 +43,9 @@ func (d *decoder) delayEnd() DelayEnd {
 func (f *FSM) delayEnd(c DelayEnd) *Result {
 	k, ok := f.get(c.Key)
 	if !ok || k.Token != c.Token || k.State != Expired || k.LockDelay == 0 {
+		if slot, ok := f.endSlotDelay(c); ok {
+			return &Result{Key: slot, Changed: true}
+		}
 		return &Result{Key: k}
 	}
 	k.LockDelay = 0

@@ -294,7 +294,11 @@ type FSM struct {
 	extras map[string]extra
 	// sems holds the live permits of the semaphore keys (semaphore.go);
 	// nil while there are none, so a lock pays a nil check for them.
-	sems      map[string]*semaphore
+	sems map[string]*semaphore
+	// slots holds the delayed slots of permits and shared grants that
+	// expired with a lock-delay (slotdelay.go), per key in token order;
+	// nil while there are none.
+	slots     map[string][]KeyState
 	members   map[string]string
 	floor     uint64
 	clusterID string
@@ -412,6 +416,7 @@ func (f *FSM) Reset() {
 	f.keys = newKeyTable(0)
 	f.extras = nil
 	f.sems = nil
+	f.slots = nil
 	f.members = make(map[string]string)
 	f.hist = newHistory()
 	f.floor, f.applied, f.clusterID = 0, 0, ""
@@ -764,7 +769,9 @@ func (f *FSM) WalkLive(begin func(n int), fn func(KeyState)) {
 }
 
 // LockDelayed returns every expired key whose lock-delay is not recorded
-// as ended (DelayEnd): the keys a new leader keeps for a full lock-delay.
+// as ended (DelayEnd), and every delayed slot of a permit or a shared
+// grant (with its Limit or Shared set): what a new leader keeps for a full
+// lock-delay.
 func (f *FSM) LockDelayed() []KeyState {
 	f.mu.RLock()
 	defer f.mu.RUnlock()
@@ -774,7 +781,7 @@ func (f *FSM) LockDelayed() []KeyState {
 			out = append(out, f.keyState(name, e))
 		}
 	}
-	return out
+	return append(out, f.allSlotDelays()...)
 }
 
 // Len returns the number of keys ever granted.

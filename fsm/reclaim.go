@@ -106,7 +106,7 @@ func (f *FSM) reclaim(c Reclaim, pos logPos) *Result {
 	}
 	for _, rk := range c.Keys {
 		e, exists := f.keys.get(rk.Key)
-		if !ok || !exists || e.token != rk.Token || e.state == Held || f.shapeOf(rk.Key) != nil || (!f.reclaimIgnoresEpoch && e.token.Epoch() >= epoch) {
+		if !ok || !exists || e.token != rk.Token || e.state == Held || f.shapeOf(rk.Key) != nil || f.slotDelays(rk.Key) != nil || (!f.reclaimIgnoresEpoch && e.token.Epoch() >= epoch) {
 			rr.Skipped++
 			continue
 		}
@@ -126,7 +126,7 @@ func (f *FSM) Ended() []ReclaimKey {
 	defer f.mu.RUnlock()
 	out := make([]ReclaimKey, 0)
 	for name, e := range f.keys.all() {
-		if e.state != Held && f.shapeOf(name) == nil {
+		if e.state != Held && f.shapeOf(name) == nil && f.slotDelays(name) == nil {
 			out = append(out, ReclaimKey{Key: name, Token: e.token})
 		}
 	}

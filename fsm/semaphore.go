@@ -159,13 +159,13 @@ func (f *FSM) shapeOf(key string) *semaphore {
 //     tokens strictly increase across the permits of a key as across the
 //     grants of a lock.
 //
-// Lock-delays are not applied to permits: an acquire with one is invalid.
+// A permit's lock-delay keeps its slot after an expiry (slotdelay.go).
 func (f *FSM) acquirePermit(c Acquire, pos logPos) *Result {
-	if c.Key == "" || c.Holder == "" || c.TTL < time.Millisecond || c.TTL > maxMs || c.LockDelay != 0 || len(c.Value) > MaxValueLen ||
+	if c.Key == "" || c.Holder == "" || c.TTL < time.Millisecond || c.TTL > maxMs || c.LockDelay < 0 || c.LockDelay > maxMs || len(c.Value) > MaxValueLen ||
 		(c.Limit < 1 || c.Limit > MaxLimit) && !c.Shared || c.Shared && c.Limit != 0 || c.rules != rulesCurrent {
-		return &Result{Err: fmt.Errorf("%w: key, holder, a ttl of 1ms to 49 days, a limit of 1 to %d or shared (not both) and no lock-delay are required", ErrInvalid, MaxLimit)}
+		return &Result{Err: fmt.Errorf("%w: key, holder, a ttl of 1ms to 49 days, a lock-delay of at most 49 days and a limit of 1 to %d or shared (not both) are required", ErrInvalid, MaxLimit)}
 	}
-	c.TTL = c.TTL.Truncate(time.Millisecond)
+	c.TTL, c.LockDelay = c.TTL.Truncate(time.Millisecond), c.LockDelay.Truncate(time.Millisecond)
 	f.tick(pos, true)
 	last, exists := f.get(c.Key)
 	s := f.shapeOf(c.Key)
@@ -198,7 +198,7 @@ func (f *FSM) acquirePermit(c Acquire, pos logPos) *Result {
 		// (a permit still live among the others is found by it there).
 		f.hist.retire(Retired{Key: c.Key, RequestID: last.RequestID, Token: last.Token, Owner: OwnerOf(last.Holder)}, f.policy(true))
 	}
-	k := f.put(KeyState{Key: c.Key, Holder: c.Holder, Token: tok, TTL: c.TTL, State: Held, RequestID: c.RequestID, Index: pos.index, Armed: pos.index, Value: c.Value})
+	k := f.putPermit(KeyState{Key: c.Key, Holder: c.Holder, Token: tok, TTL: c.TTL, State: Held, RequestID: c.RequestID, Index: pos.index, Armed: pos.index, LockDelay: c.LockDelay, Value: c.Value})
 	if s == nil {
 		s = &semaphore{limit: c.Limit, shared: c.Shared}
 		if f.sems == nil {
@@ -253,9 +253,9 @@ func (f *FSM) recallPermit(c Acquire, last KeyState, exists bool, s *semaphore, 
 // permit's token, so its retry after the permit ended mints nothing.
 func (f *FSM) renewPermit(s *semaphore, i int, c Acquire, pos logPos, newRequest bool) *Result {
 	p := &s.permits[i]
-	p.TTL, p.Armed, p.Value = c.TTL, pos.index, c.Value
+	p.TTL, p.Armed, p.Value, p.LockDelay = c.TTL, pos.index, c.Value, c.LockDelay
 	if last, _ := f.get(c.Key); last.Token == p.Token {
-		*p = s.stamp(f.put(*p))
+		*p = s.stamp(f.putPermit(*p))
 	}
 	if newRequest && c.RequestID != p.RequestID {
 		f.hist.retire(Retired{Key: c.Key, RequestID: c.RequestID, Token: p.Token, Owner: OwnerOf(c.Holder)}, f.policy(true))
@@ -317,7 +317,9 @@ func (f *FSM) expirePermit(s *semaphore, c Expire) *Result {
 		last, _ := f.get(c.Key)
 		return &Result{Key: last}
 	}
-	return &Result{Key: f.dropPermit(c.Key, s, i, Expired), Changed: true}
+	p := f.dropPermit(c.Key, s, i, Expired)
+	f.delaySlot(p)
+	return &Result{Key: p, Changed: true}
 }
 
 // touchPermit is a Touch of one permit: it is armed at the entry's index.

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -125,7 +126,7 @@ func TestSemaphoreInvalid(t *testing.T) {
 	a := &applier{f: New(Config{})}
 	for _, c := range []Acquire{
 		{Key: "s", Holder: "h", TTL: time.Second, Limit: MaxLimit + 1},
-		{Key: "s", Holder: "h", TTL: time.Second, Limit: 2, LockDelay: time.Second},
+		{Key: "s", Holder: "h", TTL: time.Second, Limit: 2, LockDelay: maxMs + time.Millisecond},
 		{Key: "s", Holder: "", TTL: time.Second, Limit: 2},
 		{Key: "s", Holder: "h", TTL: 0, Limit: 2},
 	} {
@@ -260,6 +261,10 @@ type semModel struct {
 	permits []KeyState
 	lock    *KeyState
 	last    fence.Token
+	// delays holds each permit's lock-delay as last granted or renewed;
+	// delayed the tokens of the expired permits whose slot is delayed.
+	delays  map[fence.Token]time.Duration
+	delayed []fence.Token
 }
 
 // Random interleavings of permit acquires (new requests and retries),
@@ -281,7 +286,7 @@ func TestPropertySemaphoreModel(t *testing.T) {
 			log = append(log, l)
 			return f.Apply(l).(*Result)
 		}
-		models := map[string]*semModel{"a": {}, "b": {}}
+		models := map[string]*semModel{"a": {delays: map[fence.Token]time.Duration{}}, "b": {delays: map[fence.Token]time.Duration{}}}
 		// answered remembers the token each request id was answered with.
 		answered := map[string]fence.Token{}
 		ridHolder := map[string]string{}
@@ -293,7 +298,7 @@ func TestPropertySemaphoreModel(t *testing.T) {
 			key := rapid.SampledFrom([]string{"a", "b"}).Draw(t, "key")
 			m := models[key]
 			holder := rapid.SampledFrom([]string{"h1", "h2", "h3", "h4", "h5"}).Draw(t, "holder")
-			switch kind := rapid.IntRange(0, 9).Draw(t, "kind"); kind {
+			switch kind := rapid.IntRange(0, 10).Draw(t, "kind"); kind {
 			case 0, 1, 2, 3:
 				limit := rapid.SampledFrom([]int{2, 2, 2, 3}).Draw(t, "limit")
 				rid := fmt.Sprintf("%s-r%d", key, i)
@@ -304,7 +309,11 @@ func TestPropertySemaphoreModel(t *testing.T) {
 					key = rid[:1]
 					m = models[key]
 				}
-				r := apply(term, Acquire{Key: key, Holder: holder, TTL: time.Second, RequestID: rid, Limit: limit})
+				delay := time.Duration(rapid.IntRange(0, 1).Draw(t, "delay")) * time.Second
+				r := apply(term, Acquire{Key: key, Holder: holder, TTL: time.Second, RequestID: rid, Limit: limit, LockDelay: delay})
+				if r.Err == nil {
+					m.delays[r.Key.Token] = delay
+				}
 				mine := -1
 				for j, p := range m.permits {
 					if p.Holder == holder {
@@ -381,7 +390,24 @@ func TestPropertySemaphoreModel(t *testing.T) {
 					t.Fatalf("expire (stale %v): %+v", stale, r)
 				}
 				if r.Changed {
+					if m.delays[ps[j].Token] > 0 {
+						m.delayed = append(m.delayed, ps[j].Token)
+						slices.Sort(m.delayed)
+					}
 					m.drop(j)
+				}
+			case 10:
+				tok := m.last
+				if len(m.delayed) > 0 && rapid.Bool().Draw(t, "delayed") {
+					tok = rapid.SampledFrom(m.delayed).Draw(t, "slot")
+				}
+				r := apply(term, DelayEnd{Key: key, Token: tok})
+				j := slices.Index(m.delayed, tok)
+				if r.Changed != (j >= 0) || r.Changed && (r.Key.Token != tok || r.Key.State != Expired || r.Key.LockDelay != 0 || !r.Key.Permit()) {
+					t.Fatalf("delay end of %d (delayed %v): %+v", tok, m.delayed, r)
+				}
+				if j >= 0 {
+					m.delayed = slices.Delete(m.delayed, j, j+1)
 				}
 			case 7:
 				if len(m.permits) > 0 {
@@ -417,8 +443,8 @@ func TestPropertySemaphoreModel(t *testing.T) {
 					continue
 				}
 				r := apply(term, Reclaim{Floor: f.Floor() + 1, Keys: []ReclaimKey{{key, last.Token}}})
-				if r.Reclaim.Reclaimed == 1 && (len(m.permits) > 0 || m.lock != nil) {
-					t.Fatalf("reclaimed a key with a live grant")
+				if r.Reclaim.Reclaimed == 1 && (len(m.permits) > 0 || m.lock != nil || len(m.delayed) > 0) {
+					t.Fatalf("reclaimed a key with a live grant or a delayed slot")
 				}
 			}
 			for key, m := range models {
@@ -430,6 +456,13 @@ func TestPropertySemaphoreModel(t *testing.T) {
 					if ps[j].Token != m.permits[j].Token || ps[j].Holder != m.permits[j].Holder {
 						t.Fatalf("key %s permit %d: %+v, model %+v", key, j, ps[j], m.permits[j])
 					}
+				}
+				var slots []fence.Token
+				for _, s := range f.SlotDelays(key) {
+					slots = append(slots, s.Token)
+				}
+				if !slices.Equal(slots, m.delayed) {
+					t.Fatalf("key %s: delayed slots %v, model %v", key, slots, m.delayed)
 				}
 				if k, ok := f.Get(key); ok && k.State == Held && len(ps) == 0 && m.lock == nil {
 					t.Fatalf("key %s held as a lock outside the model", key)

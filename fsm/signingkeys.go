@@ -165,14 +165,17 @@ func appendSigningKeys(b []byte, keys []SigningKeyState) []byte {
 	return b
 }
 
-// signingKeys decodes the signing-key section (version 6): records Apply could have
+// signingKeys decodes the signing-key section (version 6 on): records Apply could have
 // made, in registration order (indexes not decreasing, none after the
 // image's applied index), no kid twice, at most MaxSigningKeysPerNode a
 // member.
-func (d *decoder) signingKeys(img *Image) {
+func (d *decoder) signingKeys(img *Image, version byte) {
 	n := d.count(5 + signingPublicLen)
-	if d.err == nil && n == 0 {
+	if d.err == nil && n == 0 && version == snapVersion6 {
 		d.fail("empty signing key section") // a state without keys is written in an older version
+	}
+	if n == 0 {
+		return // a later version carries the section whatever it holds
 	}
 	img.SigningKeys = make([]SigningKeyState, 0, n)
 	seen := make(map[string]bool, n)

@@ -43,7 +43,12 @@ const (
 	// snapVersion6 appends, after version 5's section (written even when
 	// there are no permits), the members' public signing keys
 	// (appendSigningKeys). A state with none is written as before.
-	snapVersion6  = 6
+	snapVersion6 = 6
+	// snapVersion7 appends, after version 6's section (written even when
+	// there are no signing keys), the live permits' lock-delays and the
+	// delayed slots (appendPermitDelays). A state with neither is written
+	// as before.
+	snapVersion7  = 7
 	minKeyRecord  = 11
 	minRetiredRec = 4
 )
@@ -80,6 +85,10 @@ type Image struct {
 	// SigningKeys holds the members' public signing keys, in registration
 	// order.
 	SigningKeys []SigningKeyState
+	// SlotDelays holds the delayed slots of permits and shared grants that
+	// expired with a lock-delay (State Expired, Limit or Shared set), in
+	// key then token order; nil when there are none.
+	SlotDelays []KeyState
 }
 
 // MaxEpoch returns the highest epoch of any key's last grant.
@@ -115,7 +124,7 @@ func (f *FSM) head() *Image {
 	c := f.hist.clock
 	img := &Image{Applied: f.applied, Floor: f.floor, ClusterID: f.clusterID, Members: make(map[string]string, len(f.members)),
 		Clock: c.ms, ClockTerm: c.term, ClockLast: c.last, ClockElapsed: c.elapsed, Retired: f.hist.list(), Semaphores: f.semaphores(),
-		SigningKeys: cloneSigningKeys(f.signing)}
+		SigningKeys: cloneSigningKeys(f.signing), SlotDelays: f.allSlotDelays()}
 	for id, a := range f.members {
 		img.Members[id] = a
 	}
@@ -276,6 +285,9 @@ func encodeState(w io.Writer, head *Image, version byte, n int, key func(int) Ke
 	if version >= snapVersion6 {
 		b = appendSigningKeys(b, head.SigningKeys)
 	}
+	if version >= snapVersion7 {
+		b = appendPermitDelays(b, head.Semaphores, head.SlotDelays)
+	}
 	if _, err := bw.Write(b); err != nil {
 		return err
 	}
@@ -339,12 +351,13 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 		return err
 	}
 	index()
-	if !checkSemaphores(head.Semaphores, func(key string) (KeyState, bool) { return t.get(key) }) {
+	if !checkSemaphores(head.Semaphores, func(key string) (KeyState, bool) { return t.get(key) }) ||
+		!checkSlotDelays(head.Semaphores, head.SlotDelays, func(key string) (KeyState, bool) { return t.get(key) }) {
 		return fmt.Errorf("%w: semaphore record", ErrBadSnapshot)
 	}
 	t.sems = loadSemaphores(head.Semaphores)
 	f.mu.Lock()
-	f.keys, f.extras, f.sems = t.keys, t.extras, t.sems
+	f.keys, f.extras, f.sems, f.slots = t.keys, t.extras, t.sems, loadSlotDelays(head.SlotDelays)
 	f.members = head.Members
 	f.floor = head.Floor
 	f.clusterID = head.ClusterID
@@ -383,13 +396,14 @@ func DecodeImage(data []byte) (*Image, error) {
 		return nil, err
 	}
 	head.Keys = img.Keys
-	if !checkSemaphores(head.Semaphores, func(key string) (KeyState, bool) {
+	last := func(key string) (KeyState, bool) {
 		i, found := slices.BinarySearchFunc(head.Keys, key, func(k KeyState, key string) int { return strings.Compare(k.Key, key) })
 		if !found {
 			return KeyState{}, false
 		}
 		return head.Keys[i], true
-	}) {
+	}
+	if !checkSemaphores(head.Semaphores, last) || !checkSlotDelays(head.Semaphores, head.SlotDelays, last) {
 		return nil, fmt.Errorf("%w: semaphore record", ErrBadSnapshot)
 	}
 	return head, nil
@@ -408,7 +422,7 @@ func decodeState(data []byte, begin func(n int), key func(*rawKey) bool, value f
 		return nil, fmt.Errorf("%w: checksum mismatch", ErrBadSnapshot)
 	}
 	version := body[4]
-	if string(body[:4]) != snapMagic || version < snapVersion1 || version > snapVersion6 {
+	if string(body[:4]) != snapMagic || version < snapVersion1 || version > snapVersion7 {
 		return nil, fmt.Errorf("%w: unknown format", ErrBadSnapshot)
 	}
 	d := decoder{buf: body[5:]}
@@ -443,7 +457,10 @@ func decodeState(data []byte, begin func(n int), key func(*rawKey) bool, value f
 		img.Semaphores = d.semaphores(version)
 	}
 	if version >= snapVersion6 {
-		d.signingKeys(img)
+		d.signingKeys(img, version)
+	}
+	if version >= snapVersion7 {
+		d.permitDelays(img)
 	}
 	if err := d.done(); err != nil {
 		return nil, fmt.Errorf("%w: %v", ErrBadSnapshot, err)
@@ -556,11 +573,15 @@ func (img *Image) version() byte {
 	return img.versionFor(values)
 }
 
-// versionFor returns the oldest layout that holds the image: version 6
+// versionFor returns the oldest layout that holds the image: version 7
+// with permits' lock-delays or delayed slots, version 6
 // with signing keys, version 5 with live permits, version 4 once the log
 // clock was advanced or an id has a kind or an owner, else version 3 with
 // values, else 2.
 func (img *Image) versionFor(values bool) byte {
+	if len(img.SlotDelays) > 0 || permitDelayed(img.Semaphores) {
+		return snapVersion7
+	}
 	if len(img.SigningKeys) > 0 {
 		return snapVersion6
 	}

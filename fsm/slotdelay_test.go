@@ -1,0 +1,192 @@
+package fsm
+
+import (
+	"bytes"
+	"errors"
+	"testing"
+	"time"
+)
+
+// expirePermit applies the expiry of key's permit tok as the leader would
+// propose it, naming the permit's own arming.
+func (a *applier) expirePermit(term uint64, key string, tok uint64) *Result {
+	_, ps := a.f.Permits(key)
+	for _, p := range ps {
+		if uint64(p.Token) == tok {
+			return a.at(term, Expire{Key: key, Token: p.Token, Armed: p.Armed})
+		}
+	}
+	return &Result{}
+}
+
+// A permit's lock-delay: its expiry leaves a delayed slot, which a new
+// leader would keep (LockDelayed), which keeps the key from reclamation,
+// and which a DelayEnd naming its token frees, with an event, once.
+func TestPermitLockDelaySlot(t *testing.T) {
+	a := &applier{f: New(Config{})}
+	s, err := a.f.Feed().Subscribe("", false, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p1 := a.at(1, Acquire{Key: "s", Holder: "h1", TTL: time.Second, Limit: 2, LockDelay: 2*time.Second + time.Microsecond}).Key
+	p2 := a.at(1, Acquire{Key: "s", Holder: "h2", TTL: time.Second, Limit: 2}).Key
+	if p1.LockDelay != 2*time.Second || p2.LockDelay != 0 {
+		t.Fatalf("granted %v and %v", p1.LockDelay, p2.LockDelay)
+	}
+	if last, _ := a.f.Get("s"); last.LockDelay != 0 {
+		t.Fatalf("the key's last grant carries a permit's lock-delay: %+v", last)
+	}
+	if r := a.expirePermit(1, "s", uint64(p1.Token)); !r.Changed || r.Key.LockDelay != 2*time.Second {
+		t.Fatalf("expiry: %+v", r)
+	}
+	a.expirePermit(1, "s", uint64(p2.Token))
+	slots := a.f.SlotDelays("s")
+	if len(slots) != 1 || slots[0].Token != p1.Token || slots[0].Limit != 2 || slots[0].State != Expired {
+		t.Fatalf("delayed slots %+v", slots)
+	}
+	ld := a.f.LockDelayed()
+	if len(ld) != 1 || ld[0].Token != p1.Token || !ld[0].Permit() || ld[0].LockDelay != 2*time.Second {
+		t.Fatalf("LockDelayed %+v", ld)
+	}
+	if !a.f.DelayPending("s", p1.Token) || a.f.DelayPending("s", p2.Token) {
+		t.Fatal("DelayPending")
+	}
+	if len(a.f.Ended()) != 0 {
+		t.Fatalf("a key with a delayed slot is reclaimable: %+v", a.f.Ended())
+	}
+	if r := a.at(5, Reclaim{Floor: 1, Keys: []ReclaimKey{{"s", p2.Token}}}); r.Reclaim.Reclaimed != 0 {
+		t.Fatal("reclaimed a key with a delayed slot")
+	}
+	assertRoundTrip(t, a.f)
+	if r := a.at(5, DelayEnd{Key: "s", Token: p1.Token}); !r.Changed || r.Key.Token != p1.Token || r.Key.LockDelay != 0 {
+		t.Fatalf("delay end: %+v", r)
+	}
+	if r := a.at(5, DelayEnd{Key: "s", Token: p1.Token}); r.Changed {
+		t.Fatalf("a second delay end changed: %+v", r)
+	}
+	if len(a.f.SlotDelays("s")) != 0 || len(a.f.LockDelayed()) != 0 || len(a.f.Ended()) != 1 {
+		t.Fatal("the slot outlived its delay end")
+	}
+	b := drain(t, s)
+	var types []EventType
+	for _, ev := range b.Events {
+		types = append(types, ev.Type)
+	}
+	want := []EventType{EventGranted, EventGranted, EventExpired, EventExpired, EventLockDelayEnded}
+	if len(types) != len(want) {
+		t.Fatalf("events %v, want %v", types, want)
+	}
+	for i := range want {
+		if types[i] != want[i] {
+			t.Fatalf("events %v, want %v", types, want)
+		}
+	}
+	if ev := b.Events[4]; ev.Token != p1.Token || ev.Limit != 2 || ev.Holder != "h1" {
+		t.Fatalf("delay end event %+v", ev)
+	}
+	if ev := b.Events[2]; ev.LockDelay != 2*time.Second {
+		t.Fatalf("expiry event %+v", ev)
+	}
+}
+
+// A shared grant's lock-delay leaves a shared delayed slot; a renewal
+// changes the lock-delay as a lock's does.
+func TestSharedLockDelaySlot(t *testing.T) {
+	a := &applier{f: New(Config{})}
+	g := a.at(1, Acquire{Key: "rw", Holder: "r1", TTL: time.Second, Shared: true}).Key
+	if r := a.at(1, Acquire{Key: "rw", Holder: "r1", TTL: time.Second, Shared: true, LockDelay: time.Second}); !r.Renewed || r.Key.LockDelay != time.Second {
+		t.Fatalf("renewal: %+v", r)
+	}
+	a.expirePermit(1, "rw", uint64(g.Token))
+	if slots := a.f.SlotDelays("rw"); len(slots) != 1 || !slots[0].Shared || slots[0].Token != g.Token {
+		t.Fatalf("delayed slots %+v", slots)
+	}
+	// A release starts no delay.
+	g2 := a.at(1, Acquire{Key: "rw", Holder: "r2", TTL: time.Second, Shared: true, LockDelay: time.Second}).Key
+	a.at(1, Release{Key: "rw", Holder: "r2", Token: g2.Token})
+	if len(a.f.SlotDelays("rw")) != 1 {
+		t.Fatal("a release left a delayed slot")
+	}
+}
+
+// A snapshot with permits' lock-delays or delayed slots is version 7 and
+// restores to the same state; a crafted one is refused whole.
+func TestSlotDelaySnapshot(t *testing.T) {
+	a := &applier{f: New(Config{})}
+	p1 := a.at(2, Acquire{Key: "s", Holder: "h1", TTL: time.Second, Limit: 3, LockDelay: time.Second}).Key
+	a.at(2, Acquire{Key: "s", Holder: "h2", TTL: time.Second, Limit: 3, LockDelay: 3 * time.Second})
+	a.expirePermit(2, "s", uint64(p1.Token))
+	r := a.at(2, Acquire{Key: "t", Holder: "h1", TTL: time.Second, Shared: true, LockDelay: time.Second}).Key
+	a.expirePermit(2, "t", uint64(r.Token))
+	a.at(2, Acquire{Key: "u", Holder: "h1", TTL: time.Second})
+	assertRoundTrip(t, a.f)
+	var buf bytes.Buffer
+	if err := a.f.Image().Encode(&buf); err != nil {
+		t.Fatal(err)
+	}
+	if buf.Bytes()[4] != snapVersion7 {
+		t.Fatalf("version %d", buf.Bytes()[4])
+	}
+	damage := map[string]func(img *Image){
+		"a live permit's token":   func(img *Image) { img.SlotDelays[0].Token = img.Semaphores[0].Permits[0].Token },
+		"above the last grant":    func(img *Image) { img.SlotDelays[1].Token++ },
+		"out of order":            func(img *Image) { img.SlotDelays[0], img.SlotDelays[1] = img.SlotDelays[1], img.SlotDelays[0] },
+		"no lock-delay":           func(img *Image) { img.SlotDelays[0].LockDelay = 0 },
+		"a part of a millisecond": func(img *Image) { img.SlotDelays[0].LockDelay += time.Microsecond },
+		"unknown key":             func(img *Image) { img.SlotDelays[1].Key = "zz" },
+		"no holder":               func(img *Image) { img.SlotDelays[0].Holder = "" },
+		"a permit's lock-delay":   func(img *Image) { img.Semaphores[0].Permits[0].LockDelay = maxMs + time.Millisecond },
+		"a negative lock-delay":   func(img *Image) { img.Semaphores[0].Permits[0].LockDelay = -time.Millisecond },
+		"a limit above the most":  func(img *Image) { img.SlotDelays[0].Limit = MaxLimit + 1 },
+		"the same slot twice":     func(img *Image) { img.SlotDelays[1] = img.SlotDelays[0] },
+		"a slot of a never-key":   func(img *Image) { img.SlotDelays[0].Token = 0 },
+	}
+	for name, spoil := range damage {
+		t.Run(name, func(t *testing.T) {
+			img, err := DecodeImage(buf.Bytes())
+			if err != nil {
+				t.Fatal(err)
+			}
+			spoil(img)
+			var bad bytes.Buffer
+			if err := encodeState(&bad, img, snapVersion7, len(img.Keys), func(i int) KeyState { return img.Keys[i] }); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := DecodeImage(bad.Bytes()); !errors.Is(err, ErrBadSnapshot) {
+				t.Fatalf("decoded: %v", err)
+			}
+			g := New(Config{})
+			if err := g.Restore(nopCloser{bytes.NewReader(bad.Bytes())}); !errors.Is(err, ErrBadSnapshot) || g.Len() != 0 {
+				t.Fatalf("restored: %v", err)
+			}
+		})
+	}
+	// Once the delays ended and no permit has one, the older layout again.
+	b := &applier{f: New(Config{})}
+	p := b.at(2, Acquire{Key: "s", Holder: "h1", TTL: time.Second, Limit: 2, LockDelay: time.Second}).Key
+	b.expirePermit(2, "s", uint64(p.Token))
+	b.at(2, DelayEnd{Key: "s", Token: p.Token})
+	buf.Reset()
+	if err := b.f.Image().Encode(&buf); err != nil || buf.Bytes()[4] >= snapVersion5 {
+		t.Fatalf("version %d, %v", buf.Bytes()[4], err)
+	}
+}
+
+// A key keeps at most maxSlotDelays delayed slots, dropping the lowest
+// token's, the same on every node.
+func TestSlotDelayCap(t *testing.T) {
+	a := &applier{f: New(Config{})}
+	var first uint64
+	for i := 0; i <= maxSlotDelays; i++ {
+		p := a.at(1, Acquire{Key: "s", Holder: "h", TTL: time.Second, Limit: 1, LockDelay: time.Second}).Key
+		if i == 0 {
+			first = uint64(p.Token)
+		}
+		a.expirePermit(1, "s", uint64(p.Token))
+	}
+	slots := a.f.SlotDelays("s")
+	if len(slots) != maxSlotDelays || uint64(slots[0].Token) == first {
+		t.Fatalf("%d slots, first %d", len(slots), slots[0].Token)
+	}
+	assertRoundTrip(t, a.f)
+}
