@@ -507,7 +507,7 @@ func (s *Server) acquire(ctx context.Context, body []byte, _ *http.Request) (any
 	if err != nil {
 		return nil, err
 	}
-	if err := checkLimit(body, req, delay); err != nil {
+	if err := checkLimit(body, req); err != nil {
 		return nil, err
 	}
 	g, err := s.node.Acquire(ctx, cluster.AcquireArgs{Key: req.Key, Holder: req.Holder, TTL: ttl, Wait: wait, RequestID: req.RequestID, LockDelay: delay,

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
-	"time"
 
 	"github.com/fenced/fenced/client"
 	"github.com/fenced/fenced/cluster"
@@ -25,18 +24,15 @@ func modeOf(shared bool) string {
 
 // checkLimit refuses an acquire's limit outside 1 to client.MaxLimit when
 // the body names one (a limit of 0 given explicitly too: absence is how a
-// lock is asked for), a limit with a lock-delay, which permits do not
-// have, a mode other than exclusive and shared, a mode with a limit, and
-// a shared acquire with a lock-delay. It names the field; nothing is
-// changed.
-func checkLimit(body []byte, req client.AcquireRequest, delay time.Duration) error {
+// lock is asked for), a mode other than exclusive and shared, and a mode
+// with a limit. It names the field; nothing is changed. A permit or a
+// shared grant may carry a lock-delay, as a lock may: its slot is kept
+// for the delay after an expiry.
+func checkLimit(body []byte, req client.AcquireRequest) error {
 	switch req.Mode {
 	case "", client.ModeExclusive, client.ModeShared:
 	default:
 		return fmt.Errorf("%w: mode must be %q or %q", cluster.ErrBadRequest, client.ModeExclusive, client.ModeShared)
-	}
-	if req.Mode == client.ModeShared && delay > 0 {
-		return fmt.Errorf("%w: lock_delay cannot be given with mode shared", cluster.ErrBadRequest)
 	}
 	if req.Limit == 0 {
 		if !bytes.Contains(body, limitField) {
@@ -54,9 +50,6 @@ func checkLimit(body []byte, req client.AcquireRequest, delay time.Duration) err
 	}
 	if req.Limit < 1 || req.Limit > client.MaxLimit {
 		return fmt.Errorf("%w: limit must be from 1 to %d (omit it for a lock)", cluster.ErrBadRequest, client.MaxLimit)
-	}
-	if delay > 0 {
-		return fmt.Errorf("%w: lock_delay cannot be given with limit: a semaphore's permits have no lock-delay", cluster.ErrBadRequest)
 	}
 	return nil
 }

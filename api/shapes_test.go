@@ -125,7 +125,6 @@ func TestSemaphoreBadInput(t *testing.T) {
 		{`{"key":"s","holder":"h","limit":-1}`, "limit"},
 		{`{"key":"s","holder":"h","limit":"2"}`, "limit"},
 		{`{"key":"s","holder":"h","limit":2.5}`, "limit"},
-		{`{"key":"s","holder":"h","limit":2,"lock_delay":"1s"}`, "lock_delay"},
 	} {
 		code, m := post(t, lead.url, "/v1/acquire", b.body)
 		msg, _ := m["message"].(string)
@@ -192,7 +191,6 @@ func TestSharedOverHTTP(t *testing.T) {
 		{`{"key":"doc","holder":"h","mode":"read"}`, "mode"},
 		{`{"key":"doc","holder":"h","mode":"shared","limit":2}`, "mode"},
 		{`{"key":"doc","holder":"h","mode":"exclusive","limit":2}`, "mode"},
-		{`{"key":"doc","holder":"h","mode":"shared","lock_delay":"1s"}`, "lock_delay"},
 	} {
 		code, m := post(t, lead.url, "/v1/acquire", b.body)
 		msg, _ := m["message"].(string)

@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"container/heap"
+	"slices"
 	"time"
 
 	"github.com/fenced/fenced/fence"
@@ -16,7 +17,12 @@ import (
 //   - a key's delay is that duration in force, from the grant's expiry:
 //     the key is kept from other holders until it ends. It is a keyDelay in
 //     leases.keyDelays, started by startDelayLocked, dropped by dropDelay,
-//     asked about with lockDelayLeft, and its end proposed by fireDelays.
+//     asked about with lockDelayLeft, and its end proposed by fireDelays;
+//   - a slot's delay is the same for a permit or a shared grant, named by
+//     its lease (permitLease): only the grant's slot is kept, in
+//     leases.slotDelays, asked about with slotsDelayed. A semaphore counts
+//     its delayed slots against its limit; an exclusive grant (a lock, a
+//     multi-key set) waits for every delayed slot of its key.
 
 // keyDelay is the lock-delay in force on a key after the expiry of grant
 // token: it ends at until, on the lease table's clock.
@@ -49,13 +55,49 @@ func (q *delayQueue) Pop() any {
 	return last
 }
 
-// startDelayLocked keeps key from new holders until until, after the
-// expiry of grant token, and queues the end of that delay.
-func (l *leases) startDelayLocked(key string, token fence.Token, until int64) {
+// startDelayLocked keeps the lease name (a key, or a permit's lease) from
+// new holders until until, after the expiry of grant token, and queues the
+// end of that delay.
+func (l *leases) startDelayLocked(name string, token fence.Token, until int64) {
 	d := keyDelay{until: until, token: token}
-	l.keyDelays[key] = d
-	heap.Push(&l.delayQ, queuedDelay{key: key, keyDelay: d})
+	if key := grantKey(name); key != name {
+		slots := l.slotDelays[key]
+		if slots == nil {
+			slots = make(map[fence.Token]int64)
+			l.slotDelays[key] = slots
+		}
+		slots[token] = until
+	} else {
+		l.keyDelays[name] = d
+	}
+	heap.Push(&l.delayQ, queuedDelay{key: name, keyDelay: d})
 	l.resetDelayTimerLocked()
+}
+
+// takeDelayLocked removes the delay queued as d, unless it was dropped or
+// started again since, and reports whether it did.
+func (l *leases) takeDelayLocked(d queuedDelay) bool {
+	if key := grantKey(d.key); key != d.key {
+		if until, ok := l.slotDelays[key][d.token]; !ok || until != d.until {
+			return false
+		}
+		l.dropSlotLocked(key, d.token)
+		return true
+	}
+	if cur, ok := l.keyDelays[d.key]; !ok || cur != d.keyDelay {
+		return false
+	}
+	delete(l.keyDelays, d.key)
+	return true
+}
+
+// dropSlotLocked forgets the delay of key's slot token.
+func (l *leases) dropSlotLocked(key string, token fence.Token) {
+	slots := l.slotDelays[key]
+	delete(slots, token)
+	if len(slots) == 0 {
+		delete(l.slotDelays, key)
+	}
 }
 
 // resetDelayTimerLocked arms the one timer of all lock-delays for the
@@ -80,11 +122,10 @@ func (l *leases) fireDelays(gen uint64) {
 	now := l.now()
 	for len(l.delayQ) > 0 && l.delayQ[0].until <= now {
 		d := heap.Pop(&l.delayQ).(queuedDelay)
-		if cur, ok := l.keyDelays[d.key]; !ok || cur != d.keyDelay {
+		if !l.takeDelayLocked(d) {
 			continue // dropped, or started again
 		}
-		delete(l.keyDelays, d.key)
-		ends = append(ends, fsm.DelayEnd{Key: d.key, Token: d.token})
+		ends = append(ends, fsm.DelayEnd{Key: grantKey(d.key), Token: d.token})
 	}
 	l.resetDelayTimerLocked()
 	l.mu.Unlock()
@@ -104,6 +145,7 @@ func (l *leases) stopDelaysLocked() {
 	}
 	l.delayTimerAt = 0
 	l.keyDelays = map[string]keyDelay{}
+	l.slotDelays = map[string]map[fence.Token]int64{}
 	l.delayQ = nil
 }
 
@@ -125,10 +167,35 @@ func (l *leases) lockDelayLeft(key string) (time.Duration, bool) {
 	return left, true
 }
 
-// dropDelay drops the delay in force on key: an expiry that was proposed
-// did not end the grant (the holder renewed it first), so no delay is owed.
-func (l *leases) dropDelay(key string) {
+// dropDelay drops the delay started by the expiry of grant token of key:
+// an expiry that was proposed did not end the grant (the holder renewed it
+// first), so no delay is owed.
+func (l *leases) dropDelay(key string, token fence.Token) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	delete(l.keyDelays, key)
+	if d, ok := l.keyDelays[key]; ok && d.token == token {
+		delete(l.keyDelays, key)
+	}
+	l.dropSlotLocked(key, token)
+}
+
+// slotsDelayed returns how many slots of key are kept by a delay in force,
+// and when each of them ends, from now, soonest first.
+func (l *leases) slotsDelayed(key string) []time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	slots := l.slotDelays[key]
+	if len(slots) == 0 {
+		return nil
+	}
+	now := l.now()
+	var left []time.Duration
+	for _, until := range slots {
+		// As for a key's delay: one that ran out keeps nobody out.
+		if until > now {
+			left = append(left, time.Duration(until-now))
+		}
+	}
+	slices.Sort(left)
+	return left
 }

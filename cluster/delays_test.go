@@ -75,7 +75,7 @@ func TestLeaseTableEndsEachLockDelayOnce(t *testing.T) {
 		want[k.Key] = k.Token
 	}
 	// e0: the expiry did not end the grant; no delay, no end to record.
-	l.dropDelay("e0")
+	l.dropDelay("e0", 1000)
 	delete(want, "e0")
 	// e1 expired again with another grant before its delay ran out: only
 	// the later delay's end is proposed.

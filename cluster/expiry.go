@@ -243,7 +243,7 @@ func (n *Node) settleExpiry(p proposal) (ok, done bool) {
 		return true, true
 	}
 	if p.x.lockDelay > 0 {
-		n.leases.dropDelay(p.x.e.Key) // the holder renewed first: no delay owed
+		n.leases.dropDelay(p.x.e.Key, p.x.e.Token) // the holder renewed first: no delay owed
 	}
 	return true, false
 }

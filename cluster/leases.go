@@ -164,7 +164,12 @@ type leases struct {
 	// keyDelays holds the lock-delay in force on each key after an
 	// expiry; delayQ orders their ends for the one timer of all of them,
 	// delayTimer, armed for delayTimerAt (0: stopped). See delays.go.
-	keyDelays    map[string]keyDelay
+	keyDelays map[string]keyDelay
+	// slotDelays holds the lock-delays in force on the slots of permits
+	// and shared grants that expired, per key and token: a semaphore
+	// counts them against its limit, and an exclusive grant waits for all
+	// of them (delays.go).
+	slotDelays   map[string]map[fence.Token]int64
 	delayQ       delayQueue
 	delayTimer   *time.Timer
 	delayTimerAt int64
@@ -177,6 +182,7 @@ func newLeases(log hclog.Logger, expire func(gen uint64, e fsm.Expire, lockDelay
 	l := &leases{log: log, expire: expire, endDelay: endDelay, base: time.Now(), seed: maphash.MakeSeed()}
 	l.resetLocked()
 	l.keyDelays = map[string]keyDelay{}
+	l.slotDelays = map[string]map[fence.Token]int64{}
 	return l
 }
 
@@ -293,7 +299,7 @@ func (l *leases) activateAt(gen uint64, from time.Time, barrier uint64, walk wal
 	}
 	l.resetTimerLocked()
 	for _, k := range lockDelayed {
-		l.startDelayLocked(k.Key, k.Token, now+int64(k.LockDelay))
+		l.startDelayLocked(leaseOf(k).Key, k.Token, now+int64(k.LockDelay))
 	}
 	l.log.Info("leases re-armed", "generation", gen, "live", l.n, "counted_from_an_earlier_takeover", cut,
 		"took", time.Duration(l.now()-start), "from_in", time.Duration(now-start))
@@ -778,7 +784,8 @@ func (l *leases) takeDue(gen uint64) (ends []ending, more bool) {
 		// A permit's lease is named apart from its key (permits.go); its
 		// expiry names the key, and the state machine finds the permit by
 		// its token.
-		e := fsm.Expire{Key: grantKey(r.keyString()), Token: r.token, Armed: r.armed}
+		name := r.keyString()
+		e := fsm.Expire{Key: grantKey(name), Token: r.token, Armed: r.armed}
 		lockDelay := l.lockDelayOf(i)
 		l.removeLocked(i)
 		if lockDelay > 0 {
@@ -786,7 +793,7 @@ func (l *leases) takeDue(gen uint64) (ends []ending, more bool) {
 			// the expiry is applied the key looks free, and an acquire
 			// checking between that moment and ended() would find no delay
 			// to honour.
-			l.startDelayLocked(e.Key, e.Token, now+int64(lockDelay))
+			l.startDelayLocked(name, e.Token, now+int64(lockDelay))
 		}
 		ends = append(ends, ending{e, lockDelay})
 	}

@@ -115,6 +115,9 @@ func (n *Node) tryMulti(ctx context.Context, a AcquireMultiArgs, waiting bool) (
 		if left, ok := n.leases.lockDelayLeft(key); ok && !n.holds(key, a.Holder) {
 			return nil, &LockDelayError{Key: key, RetryAfter: left.Round(time.Millisecond)}
 		}
+		if err := n.slotDelayRefusal(AcquireArgs{Key: key, Holder: a.Holder}); err != nil {
+			return nil, err
+		}
 	}
 	res, err := n.apply(fsm.AcquireMulti{Keys: a.Keys, Holder: a.Holder, TTL: a.TTL, RequestID: a.RequestID})
 	if err != nil {

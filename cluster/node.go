@@ -445,7 +445,7 @@ func (n *Node) Restored() {
 // waiter's acquire may commit first; the entry is then a no-op (the FSM
 // checks that the expired grant is still the key's).
 func (n *Node) proposeDelayEnd(gen uint64, e fsm.DelayEnd) {
-	if k, ok := n.fsm.Get(e.Key); !ok || k.Token != e.Token || k.State != fsm.Expired || k.LockDelay == 0 {
+	if !n.fsm.DelayPending(e.Key, e.Token) {
 		return // granted again, or already recorded: nothing to say
 	}
 	n.wg.Add(1)

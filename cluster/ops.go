@@ -320,6 +320,9 @@ func (n *Node) tryAcquire(a AcquireArgs) (Grant, error) {
 	if left, ok := n.leases.lockDelayLeft(a.Key); ok && !n.holds(a.Key, a.Holder) {
 		return Grant{}, &LockDelayError{Key: a.Key, RetryAfter: left.Round(time.Millisecond)}
 	}
+	if err := n.slotDelayRefusal(a); err != nil {
+		return Grant{}, err
+	}
 	if h := n.hook().proposing; h != nil {
 		h(a)
 	}

@@ -153,11 +153,45 @@ func (n *Node) permitsFull(key string) bool {
 // handoffFits reports whether the end of grant tok of key may carry the
 // first waiter's acquire in the same entry: when it frees the key for
 // anyone (a lock's grant; a shared grant only when it is the key's last)
-// or a permit for the next (a semaphore's). Otherwise the waiter is woken
-// by the end and asks for itself.
+// or a permit for the next (a semaphore's), and no slot of the key is in
+// its lock-delay. Otherwise the waiter is woken by the end and asks for
+// itself, where the delayed slots are counted (slotDelayRefusal).
 func (n *Node) handoffFits(key string, tok fence.Token) bool {
+	if len(n.leases.slotsDelayed(key)) > 0 {
+		return false
+	}
 	limit, ps := n.fsm.Permits(key)
 	return limit != 0 || len(ps) == 0 || len(ps) == 1 && ps[0].Token == tok
+}
+
+// slotDelayRefusal returns the refusal the key's delayed slots give a's
+// acquire, or nil. An exclusive acquire waits for every one of them: a
+// reader or a permit holder whose lease expired may still be at work. A
+// permit or a shared acquire counts them against the key's capacity,
+// beside the live grants, unless its holder has a live grant of the key
+// already (a renewal); when the live grants alone fill it, the state
+// machine answers held.
+func (n *Node) slotDelayRefusal(a AcquireArgs) error {
+	left := n.leases.slotsDelayed(a.Key)
+	if len(left) == 0 {
+		return nil
+	}
+	if a.Limit == 0 && !a.Shared {
+		if n.holds(a.Key, a.Holder) {
+			return nil
+		}
+		return &LockDelayError{Key: a.Key, RetryAfter: left[len(left)-1].Round(time.Millisecond)}
+	}
+	_, ps := n.fsm.Permits(a.Key)
+	capacity := a.Limit
+	if a.Shared {
+		capacity = fsm.MaxLimit
+	}
+	over := len(ps) + len(left) - capacity // slots that must free up first, less one
+	if over < 0 || len(ps) >= capacity || n.hasPermit(a.Key, a.Holder) {
+		return nil
+	}
+	return &LockDelayError{Key: a.Key, RetryAfter: left[min(over, len(left)-1)].Round(time.Millisecond)}
 }
 
 // fullFor returns the refusal the applied state gives a's acquire without

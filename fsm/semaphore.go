@@ -570,6 +570,7 @@ func (f *FSM) Lookup(key string) (last KeyState, exists bool, limit int, permits
 // (it is a key like any other), and the request id of each permit that is
 // not its key's last grant joins the history at the image's log time, so a
 // retry of it is answered that its grant ended instead of minting another.
+// A permit with a lock-delay leaves its slot delayed, as its expiry would.
 // It returns the number of permits ended that were not a key's last grant.
 func (img *Image) EndPermits() int {
 	if len(img.Semaphores) == 0 {
@@ -583,6 +584,7 @@ func (img *Image) EndPermits() int {
 	img.sort()
 	for _, s := range img.Semaphores {
 		for _, p := range s.Permits {
+			img.delaySlot(p)
 			if i, found := slices.BinarySearchFunc(img.Keys, p.Key, func(k KeyState, key string) int { return strings.Compare(k.Key, key) }); found && img.Keys[i].Token == p.Token {
 				continue // the key's last grant: its entry stays
 			}
@@ -594,5 +596,6 @@ func (img *Image) EndPermits() int {
 		}
 	}
 	img.Semaphores = nil
+	img.capSlots()
 	return ended
 }

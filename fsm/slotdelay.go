@@ -256,3 +256,33 @@ func permitDelayed(sems []Semaphore) bool {
 	}
 	return false
 }
+
+// delaySlot records, for a restore that ends every live permit, the slot
+// of permit p as delayed when it has a lock-delay: its holder may still be
+// at work, as after an expiry.
+func (img *Image) delaySlot(p KeyState) {
+	if p.LockDelay == 0 {
+		return
+	}
+	p.State, p.Value, p.RequestID, p.Index, p.Armed = Expired, "", "", 0, 0
+	img.SlotDelays = append(img.SlotDelays, p)
+}
+
+// capSlots puts the image's delayed slots in order and keeps at most
+// maxSlotDelays a key, those of the highest tokens, as Apply does.
+func (img *Image) capSlots() {
+	sortSlots(img.SlotDelays)
+	out := img.SlotDelays[:0]
+	for i := 0; i < len(img.SlotDelays); {
+		j := i + 1
+		for j < len(img.SlotDelays) && img.SlotDelays[j].Key == img.SlotDelays[i].Key {
+			j++
+		}
+		out = append(out, img.SlotDelays[max(i, j-maxSlotDelays):j]...)
+		i = j
+	}
+	if len(out) == 0 {
+		out = nil
+	}
+	img.SlotDelays = out
+}

@@ -190,3 +190,34 @@ func TestSlotDelayCap(t *testing.T) {
 	}
 	assertRoundTrip(t, a.f)
 }
+
+// A restore from backup ends every live permit; one with a lock-delay
+// leaves its slot delayed, the key's last grant's too, and the image
+// installs.
+func TestEndPermitsKeepsTheirDelays(t *testing.T) {
+	a := &applier{f: New(Config{})}
+	p1 := a.at(2, Acquire{Key: "s", Holder: "h1", TTL: time.Second, Limit: 3, LockDelay: time.Second}).Key
+	a.at(2, Acquire{Key: "s", Holder: "h2", TTL: time.Second, Limit: 3})
+	p3 := a.at(2, Acquire{Key: "s", Holder: "h3", TTL: time.Second, Limit: 3, LockDelay: 2 * time.Second}).Key
+	img := a.f.Image()
+	img.EndPermits()
+	for i, k := range img.Keys {
+		if k.State == Held {
+			img.Keys[i].State = Expired // as the restore does
+		}
+	}
+	if len(img.SlotDelays) != 2 || img.SlotDelays[0].Token != p1.Token || img.SlotDelays[1].Token != p3.Token {
+		t.Fatalf("delayed slots %+v", img.SlotDelays)
+	}
+	var buf bytes.Buffer
+	if err := img.Encode(&buf); err != nil {
+		t.Fatal(err)
+	}
+	g := New(Config{})
+	if err := g.Restore(nopCloser{bytes.NewReader(buf.Bytes())}); err != nil {
+		t.Fatal(err)
+	}
+	if !g.DelayPending("s", p3.Token) || !g.DelayPending("s", p1.Token) || len(g.LockDelayed()) != 2 {
+		t.Fatalf("after the restore: %+v", g.LockDelayed())
+	}
+}

@@ -53,13 +53,15 @@ when to retry; one with --wait long enough waits it out.
 it at once, each with a permit of its own and its own fencing token (higher
 than every earlier grant of KEY). Renew, release and verify name the permit by
 its token. While any permit is live, an acquire with another --limit (or none)
-is refused (limit_mismatch). A permit has no --lock-delay.
+is refused (limit_mismatch). A permit with --lock-delay keeps its slot for the
+delay after an expiry: the semaphore counts it against N until the delay ends.
 
 --shared asks for a shared grant: any number of holders hold KEY shared at once,
 each with its own token, and none while someone holds it exclusively (an
 acquire without --shared). Once an acquire waits for KEY, a new --shared one
 waits behind it (or fails as held without --wait), so readers never starve a
-writer. Not with --limit or --lock-delay.
+writer. Not with --limit. A shared grant with --lock-delay keeps exclusive
+acquires out for the delay after it expires (other readers may still come).
 
 With several KEYs, acquire takes them all for the holder in one step, or none:
 each gets its own token (each key a lock of its own, renewed, released and
@@ -100,14 +102,10 @@ func (a *acquireCmd) flags(fs *pflag.FlagSet) {
 	fs.BoolVar(&a.shared, "shared", false, "acquire a shared grant (readers); without it the grant is exclusive")
 }
 
-// checkShape refuses a --shared fenced would refuse: with --limit or a
-// lock-delay.
-func checkShape(shared bool, limit int, lockDelay time.Duration) error {
-	switch {
-	case shared && limit > 0:
+// checkShape refuses a --shared fenced would refuse: with --limit.
+func checkShape(shared bool, limit int) error {
+	if shared && limit > 0 {
 		return fmt.Errorf("--shared cannot be given with --limit")
-	case shared && lockDelay > 0:
-		return fmt.Errorf("--lock-delay cannot be given with --shared")
 	}
 	return nil
 }
@@ -140,10 +138,7 @@ func (a *acquireCmd) run(ctx context.Context, e *env, args []string) error {
 	if err := checkLimit(a.fs.Changed("limit"), a.limit); err != nil {
 		return usageErr("acquire", err.Error())
 	}
-	if a.limit > 0 && a.lockDelay > 0 {
-		return usageErr("acquire", "--lock-delay cannot be given with --limit: a semaphore's permits have no lock-delay")
-	}
-	if err := checkShape(a.shared, a.limit, a.lockDelay); err != nil {
+	if err := checkShape(a.shared, a.limit); err != nil {
 		return usageErr("acquire", err.Error())
 	}
 	holder := a.holder

@@ -118,7 +118,7 @@ func (l *lockCmd) run(ctx context.Context, e *env, args []string) error {
 	if err := checkLimit(l.fs.Changed("limit"), l.limit); err != nil {
 		return usageErr("lock", err.Error())
 	}
-	if err := checkShape(l.shared, l.limit, 0); err != nil {
+	if err := checkShape(l.shared, l.limit); err != nil {
 		return usageErr("lock", err.Error())
 	}
 	argv, holder, sigs, stop := prepareSession(l.shell, argv, l.holder)
