@@ -742,6 +742,11 @@ func keyInfoOf(k cluster.KeyInfo) client.KeyInfo {
 		pi.Limit, pi.Mode = 0, modeOf(p.Shared) // the limit said once, by the key
 		ki.Permits = append(ki.Permits, pi)
 	}
+	for _, d := range k.Delayed {
+		di := keyInfoOf(cluster.KeyInfo{KeyState: d.KeyState, DelayLeft: d.Left})
+		di.Limit, di.Mode = 0, modeOf(d.Shared)
+		ki.Delayed = append(ki.Delayed, di)
+	}
 	return ki
 }
 

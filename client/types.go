@@ -34,6 +34,8 @@ type AcquireRequest struct {
 	RequestID string `json:"request_id,omitempty"`
 	// LockDelay keeps the key from new holders this long after this grant
 	// expires (not after a release), as Chubby and Consul do; off when empty.
+	// A permit's or a shared grant's keeps its slot: a semaphore counts it
+	// against the limit, an exclusive acquire waits for it.
 	LockDelay string `json:"lock_delay,omitempty"`
 	// Value is published with the grant (at most MaxValueLen bytes of
 	// UTF-8 text): reads and watch events return it. An acquire by the
@@ -284,6 +286,11 @@ type KeyInfo struct {
 	// are live, in GET /v1/keys/{key} and in GET /v1/keys alike (a listing
 	// gives Limit, Mode and Live, not Permits); absent for a lock.
 	Live int `json:"live,omitempty"`
+	// Delayed, in GET /v1/keys/{key}, are the slots of permits or shared
+	// grants that expired with a lock-delay not yet over: each keeps its
+	// slot (a semaphore counts it against its limit; an exclusive acquire
+	// waits for it) until its LockDelayRemaining runs out. Absent when none.
+	Delayed []KeyInfo `json:"delayed,omitempty"`
 }
 
 // KeysResponse is the answer of GET /v1/keys. Truncated says the listing was

@@ -179,6 +179,17 @@ func (l *leases) dropDelay(key string, token fence.Token) {
 	l.dropSlotLocked(key, token)
 }
 
+// slotLeft returns what is left of the delay of key's slot token, 0 when
+// none is in force.
+func (l *leases) slotLeft(key string, token fence.Token) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if until, ok := l.slotDelays[key][token]; ok {
+		return max(time.Duration(until-l.now()), 0)
+	}
+	return 0
+}
+
 // slotsDelayed returns how many slots of key are kept by a delay in force,
 // and when each of them ends, from now, soonest first.
 func (l *leases) slotsDelayed(key string) []time.Duration {

@@ -728,6 +728,17 @@ type KeyInfo struct {
 	Live    int
 	Permits []PermitInfo
 	Waiters []string
+	// Delayed are the slots of the key's permits or shared grants that
+	// expired with a lock-delay the state still records (Key only), each
+	// with what is left of it on this leader's clock (0: over).
+	Delayed []DelayedSlot
+}
+
+// DelayedSlot is a delayed slot of a key (fsm.FSM.SlotDelays) and what is
+// left of its lock-delay.
+type DelayedSlot struct {
+	fsm.KeyState
+	Left time.Duration
 }
 
 // Key reads one key linearizably.
@@ -743,6 +754,9 @@ func (n *Node) Key(ctx context.Context, key string) (KeyInfo, bool, error) {
 	ki.Limit, ki.Permits = n.permitInfos(key)
 	ki.Shared = len(ki.Permits) > 0 && ki.Permits[0].Shared
 	ki.Live = len(ki.Permits)
+	for _, s := range n.fsm.SlotDelays(key) {
+		ki.Delayed = append(ki.Delayed, DelayedSlot{KeyState: s, Left: n.leases.slotLeft(key, s.Token)})
+	}
 	return ki, true, nil
 }
 
