@@ -66,7 +66,9 @@ func grantOps(ops []history.Op) []history.Op {
 	return out
 }
 
-// liveWindows returns every acknowledged grant's proven live window, by key.
+// liveWindows returns every acknowledged grant's proven live window, by
+// key: from its acknowledgement until its release was asked for, or until
+// TTL and its lock-delay after its last acquire or renewal was asked for.
 func liveWindows(ops []history.Op, ttl time.Duration) map[string][]*liveWindow {
 	type kt struct {
 		key string
@@ -74,8 +76,12 @@ func liveWindows(ops []history.Op, ttl time.Duration) map[string][]*liveWindow {
 	}
 	gs := grantOps(ops)
 	lastAsked := map[kt]int64{}
+	delay := map[kt]time.Duration{}
 	for _, g := range gs {
 		k := kt{g.Key, g.Granted}
+		if g.Invoke >= lastAsked[k] {
+			delay[k] = g.LockDelay
+		}
 		lastAsked[k] = max(lastAsked[k], g.Invoke)
 	}
 	released := map[kt]int64{}
@@ -99,7 +105,10 @@ func liveWindows(ops []history.Op, ttl time.Duration) map[string][]*liveWindow {
 			continue // a retried request answered with the same grant
 		}
 		seen[k] = true
-		end := lastAsked[k] + int64(ttl)
+		// A grant that was not released is live until its lease ran out,
+		// then keeps its slot for its lock-delay: fenced lets no grant in
+		// that a live one would exclude until both are over.
+		end := lastAsked[k] + int64(ttl) + int64(delay[k])
 		if t, ok := released[k]; ok {
 			end = min(end, t)
 		}

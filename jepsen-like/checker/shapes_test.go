@@ -30,6 +30,12 @@ func relKey(key, holder string, t fence.Token) history.Op {
 
 const shapeTTL = 2 * time.Second
 
+// delayed gives an acquire a lock-delay of a second.
+func delayed(o history.Op) history.Op {
+	o.LockDelay = time.Second
+	return o
+}
+
 func TestPermitCount(t *testing.T) {
 	cases := []struct {
 		name string
@@ -46,6 +52,12 @@ func TestPermitCount(t *testing.T) {
 			add(permit("c", tok(1, 3), 2), 2001, 2010), true},
 		{"three of two live", new(h).add(permit("a", tok(1, 1), 2), 0, 5).add(permit("b", tok(1, 2), 2), 1, 6).
 			add(permit("c", tok(1, 3), 2), 10, 12), false},
+		// a walked away with a lock-delay: its slot stays taken TTL and the
+		// delay after its acquire was asked for.
+		{"a permit's lock-delay keeps its slot", new(h).add(delayed(permit("a", tok(1, 1), 2)), 0, 5).add(permit("b", tok(1, 2), 2), 1000, 1006).
+			add(permit("c", tok(1, 3), 2), 2001, 2010), false},
+		{"a slot free after the lock-delay", new(h).add(delayed(permit("a", tok(1, 1), 2)), 0, 5).add(permit("b", tok(1, 2), 2), 1000, 1006).
+			add(permit("c", tok(1, 3), 2), 3001, 3010), true},
 		{"a released permit allowed", new(h).add(permit("a", tok(1, 1), 2), 0, 5).add(rel("a", tok(1, 1)), 10, 12).
 			add(history.Op{Kind: history.Verify, Token: tok(1, 1), Allow: true}, 13, 14), false},
 	}
@@ -67,6 +79,10 @@ func TestRWExclusion(t *testing.T) {
 		{"readers together, then a writer", new(h).add(rwAcq("r1", tok(1, 1), "shared"), 0, 5).add(rwAcq("r2", tok(1, 2), "shared"), 1, 6).
 			add(rel("r1", tok(1, 1)), 10, 12).add(rel("r2", tok(1, 2)), 10, 12).add(rwAcq("w", tok(1, 3), "exclusive"), 11, 20).
 			add(history.Op{Kind: history.Verify, Token: tok(1, 2), Code: "superseded"}, 21, 22), true},
+		{"a reader's lock-delay keeps the writer out", new(h).add(delayed(rwAcq("r1", tok(1, 1), "shared")), 0, 5).
+			add(rwAcq("w", tok(1, 2), "exclusive"), 2001, 2010), false},
+		{"a writer after a reader's lock-delay", new(h).add(delayed(rwAcq("r1", tok(1, 1), "shared")), 0, 5).
+			add(rwAcq("w", tok(1, 2), "exclusive"), 3001, 3010), true},
 		{"a reader beside a writer", new(h).add(rwAcq("r1", tok(1, 1), "shared"), 0, 5).add(rwAcq("w", tok(1, 2), "exclusive"), 6, 8), false},
 		{"two writers", new(h).add(rwAcq("w1", tok(1, 1), "exclusive"), 0, 5).add(rwAcq("w2", tok(1, 2), "exclusive"), 6, 8), false},
 		{"a reader allowed after a later writer", new(h).add(rwAcq("r1", tok(1, 1), "shared"), 0, 5).add(rel("r1", tok(1, 1)), 6, 30).

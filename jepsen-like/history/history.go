@@ -76,6 +76,10 @@ type Op struct {
 	// ("" for every other one).
 	Limit int    `json:"limit,omitempty"`
 	Mode  string `json:"mode,omitempty"`
+	// LockDelay is the lock-delay an acquire asked for: a grant that
+	// expires keeps its slot (a permit's) or keeps writers out (a
+	// reader's) this long after.
+	LockDelay time.Duration `json:"lock_delay,omitempty"`
 	// Keys are the keys of a multi-key acquire (Key is the first).
 	Keys []string `json:"keys,omitempty"`
 	// Invoke and Complete are nanoseconds since the run started, on the

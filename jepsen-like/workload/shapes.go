@@ -200,10 +200,20 @@ func (c *shapeClient) holdFor() time.Duration {
 // asked (they differ only in a positive control).
 func (c *shapeClient) acquire(ctx context.Context, key, holder string, limit int, mode string, recLimit int, recMode string) (*client.Grant, bool) {
 	wait := c.wait()
-	op := c.s.rec.Invoke(history.Op{Client: c.id, Kind: history.Acquire, Key: key, Holder: holder, Wait: wait, Limit: recLimit, Mode: recMode})
+	// Permits and readers of odd-numbered clients carry a lock-delay, so
+	// an expired one keeps its slot, or keeps writers out, a while more.
+	var delay time.Duration
+	if c.idx%2 == 1 && (limit > 0 || mode == client.ModeShared) {
+		delay = c.s.cfg.TTL / 2
+	}
+	op := c.s.rec.Invoke(history.Op{Client: c.id, Kind: history.Acquire, Key: key, Holder: holder, Wait: wait, Limit: recLimit, Mode: recMode, LockDelay: delay})
 	octx, cancel := c.opCtx(ctx)
 	octx, att := withAttempts(octx)
-	g, err := c.api.Acquire(octx, client.AcquireRequest{Key: key, Holder: holder, TTL: c.s.cfg.TTL.String(), Wait: wait.String(), Limit: limit, Mode: mode})
+	req := client.AcquireRequest{Key: key, Holder: holder, TTL: c.s.cfg.TTL.String(), Wait: wait.String(), Limit: limit, Mode: mode}
+	if delay > 0 {
+		req.LockDelay = delay.String()
+	}
+	g, err := c.api.Acquire(octx, req)
 	cancel()
 	forged := limit != recLimit || mode != recMode && !(mode == "" && recMode == client.ModeExclusive)
 	c.s.rec.Complete(op, func(o *history.Op) {
