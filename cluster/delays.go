@@ -2,7 +2,6 @@ package cluster
 
 import (
 	"container/heap"
-	"slices"
 	"time"
 
 	"github.com/fenced/fenced/fence"
@@ -146,6 +145,7 @@ func (l *leases) stopDelaysLocked() {
 	l.delayTimerAt = 0
 	l.keyDelays = map[string]keyDelay{}
 	l.slotDelays = map[string]map[fence.Token]int64{}
+	l.reproposed = nil
 	l.delayQ = nil
 }
 
@@ -179,34 +179,39 @@ func (l *leases) dropDelay(key string, token fence.Token) {
 	l.dropSlotLocked(key, token)
 }
 
-// slotLeft returns what is left of the delay of key's slot token, 0 when
-// none is in force.
-func (l *leases) slotLeft(key string, token fence.Token) time.Duration {
+// slotLeft returns what is left of the delay of key's slot token on this
+// leader's clock (0: over), and whether this leader keeps it at all: false
+// once its end was proposed, or for a slot it never kept.
+func (l *leases) slotLeft(key string, token fence.Token) (time.Duration, bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if until, ok := l.slotDelays[key][token]; ok {
-		return max(time.Duration(until-l.now()), 0)
+	until, ok := l.slotDelays[key][token]
+	if !ok {
+		return 0, false
 	}
-	return 0
+	return max(time.Duration(until-l.now()), 0), true
 }
 
-// slotsDelayed returns how many slots of key are kept by a delay in force,
-// and when each of them ends, from now, soonest first.
-func (l *leases) slotsDelayed(key string) []time.Duration {
+// reproposeDue reports whether the end of key's slot token, which this
+// leader no longer keeps but the state still records, may be proposed
+// again now: at most once per reproposeEvery, however many acquires find
+// the slot taken.
+func (l *leases) reproposeDue(key string, token fence.Token) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	slots := l.slotDelays[key]
-	if len(slots) == 0 {
-		return nil
+	if l.gen == 0 {
+		return false
 	}
-	now := l.now()
-	var left []time.Duration
-	for _, until := range slots {
-		// As for a key's delay: one that ran out keeps nobody out.
-		if until > now {
-			left = append(left, time.Duration(until-now))
-		}
+	name, now := permitLease(key, token), l.now()
+	if last, ok := l.reproposed[name]; ok && now-last < int64(reproposeEvery) {
+		return false
 	}
-	slices.Sort(left)
-	return left
+	if l.reproposed == nil {
+		l.reproposed = make(map[string]int64)
+	}
+	l.reproposed[name] = now
+	return true
 }
+
+// reproposeEvery spaces the proposals of one slot's lost delay end.
+const reproposeEvery = 250 * time.Millisecond

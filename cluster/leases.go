@@ -169,7 +169,10 @@ type leases struct {
 	// and shared grants that expired, per key and token: a semaphore
 	// counts them against its limit, and an exclusive grant waits for all
 	// of them (delays.go).
-	slotDelays   map[string]map[fence.Token]int64
+	slotDelays map[string]map[fence.Token]int64
+	// reproposed is when the end of a slot's delay that the state still
+	// records was last proposed again, by lease name (reproposeDue).
+	reproposed   map[string]int64
 	delayQ       delayQueue
 	delayTimer   *time.Timer
 	delayTimerAt int64

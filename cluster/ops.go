@@ -492,6 +492,10 @@ func (n *Node) refusal(err error) error {
 	if errors.As(err, &he) {
 		return n.withRetryAfter(he)
 	}
+	var sd *fsm.SlotDelayedError
+	if errors.As(err, &sd) {
+		return n.slotDelayError(sd.Key, sd.Tokens, 1)
+	}
 	if errors.Is(err, fsm.ErrSeqExhausted) {
 		n.forceNewTerm()
 	}
@@ -755,7 +759,8 @@ func (n *Node) Key(ctx context.Context, key string) (KeyInfo, bool, error) {
 	ki.Shared = len(ki.Permits) > 0 && ki.Permits[0].Shared
 	ki.Live = len(ki.Permits)
 	for _, s := range n.fsm.SlotDelays(key) {
-		ki.Delayed = append(ki.Delayed, DelayedSlot{KeyState: s, Left: n.leases.slotLeft(key, s.Token)})
+		left, _ := n.leases.slotLeft(key, s.Token)
+		ki.Delayed = append(ki.Delayed, DelayedSlot{KeyState: s, Left: left})
 	}
 	return ki, true, nil
 }

@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"errors"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -153,11 +154,11 @@ func (n *Node) permitsFull(key string) bool {
 // handoffFits reports whether the end of grant tok of key may carry the
 // first waiter's acquire in the same entry: when it frees the key for
 // anyone (a lock's grant; a shared grant only when it is the key's last)
-// or a permit for the next (a semaphore's), and no slot of the key is in
-// its lock-delay. Otherwise the waiter is woken by the end and asks for
-// itself, where the delayed slots are counted (slotDelayRefusal).
+// or a permit for the next (a semaphore's), and the state records no
+// delayed slot of the key. Otherwise the waiter is woken by the end and
+// asks for itself, where the delayed slots are counted (slotDelayRefusal).
 func (n *Node) handoffFits(key string, tok fence.Token) bool {
-	if len(n.leases.slotsDelayed(key)) > 0 {
+	if len(n.fsm.SlotDelays(key)) > 0 {
 		return false
 	}
 	limit, ps := n.fsm.Permits(key)
@@ -165,33 +166,61 @@ func (n *Node) handoffFits(key string, tok fence.Token) bool {
 }
 
 // slotDelayRefusal returns the refusal the key's delayed slots give a's
-// acquire, or nil. An exclusive acquire waits for every one of them: a
-// reader or a permit holder whose lease expired may still be at work. A
+// acquire, or nil, by the state machine's own rule (fsm's slotRefusal),
+// without a log entry. An exclusive acquire waits for every one of them:
+// a reader or a permit holder whose lease expired may still be at work. A
 // permit or a shared acquire counts them against the key's capacity,
 // beside the live grants, unless its holder has a live grant of the key
 // already (a renewal); when the live grants alone fill it, the state
 // machine answers held.
 func (n *Node) slotDelayRefusal(a AcquireArgs) error {
-	left := n.leases.slotsDelayed(a.Key)
-	if len(left) == 0 {
+	slots := n.fsm.SlotDelays(a.Key)
+	if len(slots) == 0 {
 		return nil
+	}
+	toks := make([]fence.Token, len(slots))
+	for i, s := range slots {
+		toks[i] = s.Token
 	}
 	if a.Limit == 0 && !a.Shared {
 		if n.holds(a.Key, a.Holder) {
 			return nil
 		}
-		return &LockDelayError{Key: a.Key, RetryAfter: left[len(left)-1].Round(time.Millisecond)}
+		return n.slotDelayError(a.Key, toks, len(toks))
 	}
 	_, ps := n.fsm.Permits(a.Key)
 	capacity := a.Limit
 	if a.Shared {
 		capacity = fsm.MaxLimit
 	}
-	over := len(ps) + len(left) - capacity // slots that must free up first, less one
+	over := len(ps) + len(toks) - capacity // slots that must free up first, less one
 	if over < 0 || len(ps) >= capacity || n.hasPermit(a.Key, a.Holder) {
 		return nil
 	}
-	return &LockDelayError{Key: a.Key, RetryAfter: left[min(over, len(left)-1)].Round(time.Millisecond)}
+	return n.slotDelayError(a.Key, toks, over+1)
+}
+
+// delayEndWait is how long a refused acquire is told to wait for a delayed
+// slot whose delay is over on this leader but whose end is not committed.
+const delayEndWait = 20 * time.Millisecond
+
+// slotDelayError is the refusal of an acquire of key that must wait until
+// need of the delayed slots toks are free: retry after the need-th of
+// their delays to end on this leader's clock. A slot whose delay this
+// leader no longer keeps while the state still records it had its end
+// proposed and not committed (the entry was lost): it is proposed again,
+// or the slot would stay taken until the next leader.
+func (n *Node) slotDelayError(key string, toks []fence.Token, need int) error {
+	lefts := make([]time.Duration, 0, len(toks))
+	for _, tok := range toks {
+		left, kept := n.leases.slotLeft(key, tok)
+		if !kept && n.leases.reproposeDue(key, tok) {
+			n.proposeDelayEnd(n.ready.Load(), fsm.DelayEnd{Key: key, Token: tok})
+		}
+		lefts = append(lefts, max(left, delayEndWait))
+	}
+	slices.Sort(lefts)
+	return &LockDelayError{Key: key, RetryAfter: lefts[min(max(need, 1), len(lefts))-1].Round(time.Millisecond)}
 }
 
 // fullFor returns the refusal the applied state gives a's acquire without

@@ -116,3 +116,42 @@ func TestSharedLockDelayKeepsWritersOut(t *testing.T) {
 		t.Fatalf("the writer after the delay: %+v %v", w, err)
 	}
 }
+
+// Acquires let through together, each finding a slot free beside a
+// delayed one, do not fill the delayed slot: the state machine counts it
+// too. Twelve holders ask at once for permits of a limit-3 semaphore with
+// one delayed slot; two get one. (When only the leader counted delayed
+// slots, all three free-looking slots went.)
+func TestDelayedSlotNotFilledByConcurrentAcquires(t *testing.T) {
+	tc := newTestCluster(t, 3)
+	ctx := context.Background()
+	_, lead := tc.leader()
+	if _, err := lead.Acquire(ctx, AcquireArgs{Key: "s", Holder: "a", TTL: 100 * time.Millisecond, Limit: 3, LockDelay: time.Minute}); err != nil {
+		t.Fatal(err)
+	}
+	slotDelayed(t, tc, "s")
+	const n = 12
+	errs := make(chan error, n)
+	start := make(chan struct{})
+	for i := 0; i < n; i++ {
+		go func(i int) {
+			<-start
+			_, err := lead.Acquire(ctx, AcquireArgs{Key: "s", Holder: fmt.Sprintf("h%d", i), TTL: time.Minute, Limit: 3})
+			errs <- err
+		}(i)
+	}
+	close(start)
+	granted := 0
+	for i := 0; i < n; i++ {
+		switch err := <-errs; {
+		case err == nil:
+			granted++
+		case errors.Is(err, ErrLockDelay), errors.Is(err, fsm.ErrHeld):
+		default:
+			t.Errorf("acquire: %v", err)
+		}
+	}
+	if _, ps := lead.FSM().Permits("s"); granted != 2 || len(ps) != 2 {
+		t.Fatalf("%d granted, %d live permits beside a delayed slot of a limit of 3; want 2", granted, len(ps))
+	}
+}

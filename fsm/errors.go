@@ -31,6 +31,10 @@ var (
 	// ErrGrantEnded: a retried acquire whose original grant was made and has
 	// since been released or has expired; the retry does not mint a new grant.
 	ErrGrantEnded = errors.New("the grant of this request has already ended")
+	// ErrSlotDelayed: the key's free slots are kept by the lock-delays of
+	// permits or shared grants that expired (slotdelay.go); see
+	// SlotDelayedError.
+	ErrSlotDelayed = errors.New("the key's free slots are in the lock-delay of expired grants")
 	// ErrInvalid: a command whose fields are out of range (an empty key, a
 	// non-positive TTL). The API layer rejects these before they are proposed.
 	ErrInvalid = errors.New("invalid command")
@@ -49,3 +53,17 @@ func (e *HeldError) Error() string {
 
 // Is makes errors.Is(err, ErrHeld) true.
 func (e *HeldError) Is(target error) bool { return target == ErrHeld }
+
+// SlotDelayedError names the key and its delayed slots' tokens, lowest
+// first. errors.Is(err, ErrSlotDelayed) is true.
+type SlotDelayedError struct {
+	Key    string
+	Tokens []fence.Token
+}
+
+func (e *SlotDelayedError) Error() string {
+	return fmt.Sprintf("key %q has %d slots in the lock-delay of expired grants", e.Key, len(e.Tokens))
+}
+
+// Is makes errors.Is(err, ErrSlotDelayed) true.
+func (e *SlotDelayedError) Is(target error) bool { return target == ErrSlotDelayed }

@@ -606,6 +606,9 @@ func (f *FSM) acquire(c Acquire, pos logPos) *Result {
 	if v1 && exists && c.RequestID != "" && k.RequestID == c.RequestID && k.Holder == c.Holder {
 		return &Result{Key: k, Err: ErrGrantEnded}
 	}
+	if err := f.slotRefusal(c.Key, 0, 1); err != nil {
+		return &Result{Key: k, Err: err}
+	}
 	tok, err := f.nextToken(k, exists, term)
 	if err != nil {
 		return &Result{Key: k, Err: err}

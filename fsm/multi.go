@@ -99,6 +99,9 @@ func (f *FSM) acquireMulti(c AcquireMulti, pos logPos, notices []notice) (*Resul
 		if k := lasts[i]; exists[i] && k.State == Held && k.Holder != c.Holder {
 			return &Result{Key: k, Err: &HeldError{Key: key, Holder: k.Holder, Token: k.Token}}, notices
 		}
+		if err := f.slotRefusal(key, 0, 1); err != nil {
+			return &Result{Key: lasts[i], Err: err}, notices
+		}
 	}
 	toks := make([]KeyState, len(c.Keys))
 	for i := range c.Keys {

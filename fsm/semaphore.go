@@ -189,6 +189,16 @@ func (f *FSM) acquirePermit(c Acquire, pos logPos) *Result {
 			return &Result{Key: p, Err: &HeldError{Key: c.Key, Holder: p.Holder, Token: p.Token}}
 		}
 	}
+	live, capacity := 0, c.Limit
+	if c.Shared {
+		capacity = MaxLimit
+	}
+	if s != nil {
+		live = len(s.permits)
+	}
+	if err := f.slotRefusal(c.Key, live, capacity); err != nil {
+		return &Result{Key: last, Err: err}
+	}
 	tok, err := f.nextToken(last, exists, pos.term)
 	if err != nil {
 		return &Result{Key: last, Err: err}

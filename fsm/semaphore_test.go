@@ -344,6 +344,10 @@ func TestPropertySemaphoreModel(t *testing.T) {
 					if !errors.Is(r.Err, ErrHeld) {
 						t.Fatalf("want held: %+v", r)
 					}
+				case len(m.permits)+len(m.delayed) >= limit:
+					if !errors.Is(r.Err, ErrSlotDelayed) {
+						t.Fatalf("want slot_delayed (%d live, %d delayed, limit %d): %+v", len(m.permits), len(m.delayed), limit, r)
+					}
 				default:
 					if r.Err != nil || r.Renewed || r.Key.Token <= m.last || r.Key.Token.Epoch() != term+f.Floor() {
 						t.Fatalf("want a new permit after %d: %+v", m.last, r)
@@ -429,6 +433,12 @@ func TestPropertySemaphoreModel(t *testing.T) {
 				if len(m.permits) > 0 {
 					if !errors.Is(r.Err, ErrLimitMismatch) {
 						t.Fatalf("lock of a semaphore key: %+v", r)
+					}
+					continue
+				}
+				if len(m.delayed) > 0 {
+					if !errors.Is(r.Err, ErrSlotDelayed) {
+						t.Fatalf("lock of a key with delayed slots: %+v", r)
 					}
 					continue
 				}

@@ -13,20 +13,41 @@ import (
 // does. When it expires, its slot stays taken for the delay: a semaphore
 // counts it against its limit and an exclusive acquire is kept out, since
 // its holder may still be at work without knowing its lease ended. The
-// leader decides admission by its own clock (cluster/delays.go); the state
-// machine records the delayed slot (a SlotDelay) from the expiry until the
-// leader's DelayEnd names its token, so a new leader keeps the slot for a
-// full delay again, as it keeps a lock's key.
+// leader decides by its own clock when the delay ends (cluster/delays.go);
+// the state machine records the delayed slot from the expiry until the
+// leader's DelayEnd names its token, and keeps the slot taken until then
+// (slotRefusal): unlike a lock's delay, which keeps a whole key, a slot
+// must be counted where grants are made, or acquires the leader let
+// through together would fill it. A new leader keeps the slot for a full
+// delay again, as it keeps a lock's key.
 //
 // A delayed slot is not the key's last grant: the key table's entry of a
 // permit never carries its lock-delay (LockDelayed lists a lock's delays
 // from the key table and the slots from here, each once).
 
 // maxSlotDelays is the most delayed slots a key keeps: a semaphore's most
-// permits. The leader admits no permit into a delayed slot, so a key
-// reaches it only if a DelayEnd was lost; the oldest slot is then dropped,
-// the one of the lowest token.
+// permits. Live grants and delayed slots together never exceed a shape's
+// capacity (slotRefusal), so only a crafted state could reach it; the
+// slot of the lowest token is then dropped.
 const maxSlotDelays = MaxLimit
+
+// slotRefusal returns the refusal a new grant of key gets from its delayed
+// slots, or nil: with live grants beside them, capacity being the most
+// grants of the new grant's shape (1 for an exclusive one), there must be
+// a slot free of both. The state machine decides it, not only the leader:
+// acquires the leader let through together, each seeing a slot free, must
+// not fill the same slot twice. A slot is free once a DelayEnd names it.
+func (f *FSM) slotRefusal(key string, live, capacity int) error {
+	ds := f.slotDelays(key)
+	if len(ds) == 0 || live+len(ds) < capacity {
+		return nil
+	}
+	toks := make([]fence.Token, len(ds))
+	for i, k := range ds {
+		toks[i] = k.Token
+	}
+	return &SlotDelayedError{Key: key, Tokens: toks}
+}
 
 // slotDelays returns key's delayed slots (the state machine's own slice;
 // the caller holds f.mu).

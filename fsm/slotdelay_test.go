@@ -172,23 +172,43 @@ func TestSlotDelaySnapshot(t *testing.T) {
 	}
 }
 
-// A key keeps at most maxSlotDelays delayed slots, dropping the lowest
-// token's, the same on every node.
-func TestSlotDelayCap(t *testing.T) {
+// The state machine keeps a delayed slot itself: acquires the leader let
+// through together must not fill it. A permit finds it taken while live
+// permits and delayed slots fill the limit; a lock and a multi-key set
+// find the key kept while any slot is delayed; a holder with a live permit
+// renews it; a DelayEnd frees the slot.
+func TestDelayedSlotIsKeptByTheStateMachine(t *testing.T) {
 	a := &applier{f: New(Config{})}
-	var first uint64
-	for i := 0; i <= maxSlotDelays; i++ {
-		p := a.at(1, Acquire{Key: "s", Holder: "h", TTL: time.Second, Limit: 1, LockDelay: time.Second}).Key
-		if i == 0 {
-			first = uint64(p.Token)
-		}
-		a.expirePermit(1, "s", uint64(p.Token))
+	p1 := a.at(1, Acquire{Key: "s", Holder: "h1", TTL: time.Second, Limit: 2, LockDelay: time.Second}).Key
+	p2 := a.at(1, Acquire{Key: "s", Holder: "h2", TTL: time.Second, Limit: 2}).Key
+	a.expirePermit(1, "s", uint64(p1.Token))
+	var sd *SlotDelayedError
+	if r := a.at(1, Acquire{Key: "s", Holder: "h3", TTL: time.Second, Limit: 2}); !errors.As(r.Err, &sd) || len(sd.Tokens) != 1 || sd.Tokens[0] != p1.Token {
+		t.Fatalf("a permit into the delayed slot: %+v", r)
 	}
-	slots := a.f.SlotDelays("s")
-	if len(slots) != maxSlotDelays || uint64(slots[0].Token) == first {
-		t.Fatalf("%d slots, first %d", len(slots), slots[0].Token)
+	if r := a.at(1, Acquire{Key: "s", Holder: "h2", TTL: 2 * time.Second, Limit: 2}); r.Err != nil || !r.Renewed {
+		t.Fatalf("h2's renewal: %+v", r)
 	}
-	assertRoundTrip(t, a.f)
+	if r := a.at(1, Acquire{Key: "s", Holder: "h4", TTL: time.Second, Limit: 3}); !errors.Is(r.Err, ErrLimitMismatch) {
+		t.Fatalf("another limit beside a live permit: %+v", r)
+	}
+	a.at(1, Release{Key: "s", Holder: "h2", Token: p2.Token})
+	if r := a.at(1, Acquire{Key: "s", Holder: "h4", TTL: time.Second}); !errors.Is(r.Err, ErrSlotDelayed) {
+		t.Fatalf("a lock beside a delayed slot: %+v", r)
+	}
+	if r := a.at(1, AcquireMulti{Keys: []string{"t", "s"}, Holder: "h4", TTL: time.Second}); !errors.Is(r.Err, ErrSlotDelayed) {
+		t.Fatalf("a set beside a delayed slot: %+v", r)
+	}
+	if _, ok := a.f.Get("t"); ok {
+		t.Fatal("a refused set took a key")
+	}
+	if r := a.at(1, Acquire{Key: "s", Holder: "h3", TTL: time.Second, Limit: 2}); r.Err != nil {
+		t.Fatalf("a permit beside one delayed slot of two: %+v", r)
+	}
+	a.at(1, DelayEnd{Key: "s", Token: p1.Token})
+	if r := a.at(1, Acquire{Key: "s", Holder: "h5", TTL: time.Second, Limit: 2}); r.Err != nil {
+		t.Fatalf("a permit once the delay ended: %+v", r)
+	}
 }
 
 // A restore from backup ends every live permit; one with a lock-delay
