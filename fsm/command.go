@@ -283,7 +283,7 @@ func Decode(b []byte) (Command, error) {
 	case typeReleaseMulti:
 		c = d.releaseMulti()
 	case typeSemAcquire, typeSharedAcquire:
-		c = d.permitAcquire(b[0] == typeSharedAcquire)
+		c = d.permitAcquire(b[0] == typeSharedAcquire, b[1])
 	default:
 		return nil, fmt.Errorf("%w: unknown type %d", ErrCorrupt, b[0])
 	}
@@ -299,7 +299,7 @@ func knownVersion(typ, version byte) bool {
 	switch typ {
 	case typeAcquire:
 		return version >= version1 && version <= version4
-	case typeRelease, typeReclaim:
+	case typeRelease, typeReclaim, typeSemAcquire, typeSharedAcquire:
 		return version == version1 || version == version2
 	}
 	return version == version1
@@ -346,7 +346,7 @@ func (d *decoder) next() *Acquire {
 	typ, version := d.buf[0], d.buf[1]
 	d.buf = d.buf[2:]
 	if typ == typeSemAcquire || typ == typeSharedAcquire {
-		a := d.permitAcquire(typ == typeSharedAcquire)
+		a := d.permitAcquire(typ == typeSharedAcquire, version)
 		return &a
 	}
 	a := d.acquire(version)

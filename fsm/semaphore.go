@@ -104,15 +104,21 @@ func (s *semaphore) byHolder(holder string) int {
 	return -1
 }
 
-// encodePermit writes an Acquire with a Limit: type 13, version 1, every
-// field of the acquire and the limit last; with Shared, type 14, the same
-// fields (a shared acquire with a limit is invalid, refused when applied).
+// encodePermit writes an Acquire with a Limit: type 13, every field of the
+// acquire and the limit last; with Shared, type 14, the same fields (a
+// shared acquire with a limit is invalid, refused when applied). Version 1
+// has no lock-delay; version 2, the same layout, has one: a node that
+// does not know a permit's lock-delay (it refused one as invalid) stops at
+// such an entry instead of applying it differently from the others.
 func (c Acquire) encodePermit(b []byte) []byte {
-	typ := typeSemAcquire
+	typ, version := typeSemAcquire, version1
 	if c.Shared {
 		typ = typeSharedAcquire
 	}
-	b = append(b, typ, version1)
+	if c.LockDelay != 0 {
+		version = version2
+	}
+	b = append(b, typ, version)
 	b = appendString(b, c.Key)
 	b = appendString(b, c.Holder)
 	b = binary.AppendUvarint(b, uint64(c.TTL))
@@ -124,12 +130,16 @@ func (c Acquire) encodePermit(b []byte) []byte {
 
 // permitAcquire decodes the body of a type-13 entry, or of a type-14 one
 // (shared). A limit of 0 in type 13 is the encoding of a plain acquire
-// (type 1), so it is refused here: one command, one encoding.
-func (d *decoder) permitAcquire(shared bool) Acquire {
+// (type 1), so it is refused here: one command, one encoding; so is a
+// lock-delay in version 1 and none in version 2.
+func (d *decoder) permitAcquire(shared bool, version byte) Acquire {
 	a := Acquire{Key: d.str(), Holder: d.str(), TTL: time.Duration(d.int64()), RequestID: d.str(), LockDelay: time.Duration(d.int64()), Value: d.str(), Shared: shared}
 	limit := d.uvarint()
 	if d.err == nil && (limit == 0 && !shared || limit > 1<<31-1) {
 		d.fail("limit")
+	}
+	if d.err == nil && (a.LockDelay != 0) != (version == version2) {
+		d.fail("lock-delay")
 	}
 	a.Limit = int(limit)
 	return a

@@ -152,10 +152,27 @@ func TestSemaphoreCommandRoundTrip(t *testing.T) {
 		Acquire{Key: "k", Holder: "h", TTL: 3 * time.Second, RequestID: "r", Value: "v", Limit: 4},
 		Release{Key: "k", Holder: "h", Token: 1<<40 | 7, RequestID: "x", Next: &Acquire{Key: "k", Holder: "w", TTL: time.Second, RequestID: "y", Limit: 4}},
 		Expire{Key: "k", Token: 5, Armed: 9, Next: &Acquire{Key: "k", Holder: "w", TTL: time.Second, Limit: MaxLimit}},
+		Acquire{Key: "k", Holder: "h", TTL: time.Second, LockDelay: time.Second, Limit: 2},
+		Release{Key: "k", Holder: "h", Token: 3, Next: &Acquire{Key: "k", Holder: "w", TTL: time.Second, LockDelay: time.Second, Shared: true}},
 	} {
 		got, err := Decode(Encode(c))
 		if err != nil || !reflect.DeepEqual(got, c) {
 			t.Errorf("round trip %#v = %#v, %v", c, got, err)
+		}
+	}
+	// A permit's lock-delay is version 2, which a node that refused one
+	// cannot decode: it stops rather than apply the entry differently.
+	b := Encode(Acquire{Key: "k", Holder: "h", TTL: time.Second, LockDelay: time.Second, Limit: 2})
+	if b[1] != version2 {
+		t.Fatalf("a permit with a lock-delay is version %d", b[1])
+	}
+	plain := Encode(Acquire{Key: "k", Holder: "h", TTL: time.Second, Limit: 2})
+	if plain[1] != version1 {
+		t.Fatalf("a permit without one is version %d", plain[1])
+	}
+	for _, bad := range [][]byte{append([]byte{b[0], version1}, b[2:]...), append([]byte{plain[0], version2}, plain[2:]...)} {
+		if _, err := Decode(bad); !errors.Is(err, ErrCorrupt) {
+			t.Errorf("a second encoding decoded: %v", err)
 		}
 	}
 }
