@@ -93,6 +93,25 @@ test('a semaphore and shared grants: limit and mode', async () => {
   await assert.rejects(c.acquireMulti(['js/m3', 'js/m2'], 'o', { ttl: 10000 }), (e) => e.code === 'held');
 });
 
+test("a permit's and a reader's lock-delay keep their slot", async () => {
+  const c = new FencedClient({ endpoints: cluster.endpoints });
+  await c.acquire('js/sd', 'a', { ttl: 200, limit: 2, lockDelay: 60000 });
+  await c.acquire('js/sd', 'b', { ttl: 30000, limit: 2 });
+  const refused = async (key, holder, opts) => {
+    try {
+      await c.acquire(key, holder, opts);
+    } catch (e) {
+      if (e.code === 'held') return false; // the lease has not run out yet
+      return e.code === 'lock_delay';
+    }
+    throw new Error(`${holder} was granted beside an expired grant's lock-delay`);
+  };
+  await poll("a's permit to expire", () => refused('js/sd', 'c', { ttl: 30000, limit: 2 }));
+  await c.acquire('js/sdr', 'r1', { ttl: 200, mode: 'shared', lockDelay: 60000 });
+  await poll("r1's grant to expire", () => refused('js/sdr', 'w', { ttl: 30000 }));
+  assert.equal((await c.acquire('js/sdr', 'r2', { ttl: 30000, mode: 'shared' })).mode, 'shared');
+});
+
 test('a set renewed and released all or none', async () => {
   const c = new FencedClient({ endpoints: cluster.endpoints });
   const gs = await c.acquireMulti(['js/s1', 'js/s2'], 'm', { ttl: 10000 });

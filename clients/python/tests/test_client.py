@@ -13,7 +13,7 @@ import unittest
 
 sys.path.insert(0, os.path.abspath(os.path.join(os.path.dirname(__file__), "..")))
 
-from fenced import (Client, Held, LeaseLost, LimitMismatch, MalformedToken, NotHolder, Refused, StaleToken,  # noqa: E402
+from fenced import (Client, FencedError, Held, LeaseLost, LimitMismatch, MalformedToken, NotHolder, Refused, StaleToken,  # noqa: E402
                     Token, UnknownOutcome)
 from fenced.sqlite import SQLiteFence  # noqa: E402
 
@@ -142,6 +142,36 @@ class OneNodeTest(unittest.TestCase):
         self.assertEqual([g.key for g in gs], ["py/m1", "py/m2"])
         with self.assertRaises(Held):
             c.acquire_multi(["py/m3", "py/m2"], "o", ttl=10)
+
+    def test_a_permits_lock_delay_keeps_its_slot(self):
+        c = self.client()
+        c.acquire("py/sd", "a", ttl=0.2, limit=2, lock_delay=60)
+        c.acquire("py/sd", "b", ttl=30, limit=2)
+
+        def refused_for_the_delay():
+            try:
+                g = c.acquire("py/sd", "c", ttl=30, limit=2)
+            except Held:
+                return False  # a's lease has not run out yet
+            except FencedError as e:
+                return e.code == "lock_delay" and e.body.get("retry_after")
+            self.fail("c took a's delayed slot: %r" % (g,))
+
+        poll("a's permit to expire", refused_for_the_delay)
+        r = c.acquire("py/sdr", "r1", ttl=0.2, mode="shared", lock_delay=60)
+        self.assertEqual(r.mode, "shared")
+
+        def writer_kept_out():
+            try:
+                c.acquire("py/sdr", "w", ttl=30)
+            except Held:
+                return False
+            except FencedError as e:
+                return e.code == "lock_delay"
+            self.fail("a writer beside an expired reader's lock-delay")
+
+        poll("r1's grant to expire", writer_kept_out)
+        self.assertEqual(c.acquire("py/sdr", "r2", ttl=30, mode="shared").mode, "shared")
 
     def test_a_set_renewed_and_released_all_or_none(self):
         c = self.client()
