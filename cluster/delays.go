@@ -19,7 +19,7 @@ import (
 //     asked about with lockDelayLeft, and its end proposed by fireDelays;
 //   - a slot's delay is the same for a permit or a shared grant, named by
 //     its lease (permitLease): only the grant's slot is kept, in
-//     leases.slotDelays, asked about with slotsDelayed. A semaphore counts
+//     leases.slotDelays, asked about with slotLeft. A semaphore counts
 //     its delayed slots against its limit; an exclusive grant (a lock, a
 //     multi-key set) waits for every delayed slot of its key.
 

@@ -241,23 +241,7 @@ func TestSemaphoreSnapshot(t *testing.T) {
 		"the held last grant is no permit": func(img *Image) { img.Semaphores[1].Permits[0].Holder = "other" },
 		"no permits":                       func(img *Image) { img.Semaphores[1].Permits = nil },
 	}
-	for name, spoil := range damage {
-		t.Run(name, func(t *testing.T) {
-			img, _ := DecodeImage(buf.Bytes())
-			spoil(img)
-			var bad bytes.Buffer
-			if err := encodeState(&bad, img, snapVersion5, len(img.Keys), func(i int) KeyState { return img.Keys[i] }); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := DecodeImage(bad.Bytes()); !errors.Is(err, ErrBadSnapshot) {
-				t.Fatalf("decoded: %v", err)
-			}
-			g := New(Config{})
-			if err := g.Restore(nopCloser{bytes.NewReader(bad.Bytes())}); !errors.Is(err, ErrBadSnapshot) || g.Len() != 0 {
-				t.Fatalf("restored: %v", err)
-			}
-		})
-	}
+	assertSpoiledRefused(t, buf.Bytes(), snapVersion5, damage)
 	if !reflect.DeepEqual(good, a.f.Image()) {
 		t.Fatal("the state changed")
 	}

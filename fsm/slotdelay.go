@@ -1,6 +1,7 @@
 package fsm
 
 import (
+	"cmp"
 	"encoding/binary"
 	"slices"
 	"strings"
@@ -70,10 +71,10 @@ func (f *FSM) delaySlot(p KeyState) {
 	if len(ds) >= maxSlotDelays {
 		ds = slices.Delete(ds, 0, 1)
 	}
-	p.Value, p.RequestID, p.Index, p.Armed = "", "", 0, 0 // what a snapshot keeps of it
+	p = slotOf(p)
 	// In token order, as a restore builds them: every node drops the same
 	// slot at the cap, whether it replayed the log or restored a snapshot.
-	i, _ := slices.BinarySearchFunc(ds, p.Token, func(k KeyState, tok fence.Token) int { return compareTokens(k.Token, tok) })
+	i, _ := slices.BinarySearchFunc(ds, p.Token, func(k KeyState, tok fence.Token) int { return cmp.Compare(k.Token, tok) })
 	f.slots[p.Key] = slices.Insert(ds, i, p)
 }
 
@@ -97,6 +98,13 @@ func (f *FSM) endSlotDelay(c DelayEnd) (KeyState, bool) {
 	}
 	k.LockDelay = 0
 	return k, true
+}
+
+// slotOf is what a delayed slot keeps of expired permit p: what a
+// snapshot carries of it.
+func slotOf(p KeyState) KeyState {
+	p.State, p.Value, p.RequestID, p.Index, p.Armed = Expired, "", "", 0, 0
+	return p
 }
 
 // putPermit stores permit p as its key's last grant, without its
@@ -147,18 +155,8 @@ func sortSlots(ks []KeyState) {
 		if c := strings.Compare(a.Key, b.Key); c != 0 {
 			return c
 		}
-		return compareTokens(a.Token, b.Token)
+		return cmp.Compare(a.Token, b.Token)
 	})
-}
-
-func compareTokens(a, b fence.Token) int {
-	switch {
-	case a < b:
-		return -1
-	case a > b:
-		return 1
-	}
-	return 0
 }
 
 // appendPermitDelays writes version 7's section: each live permit's
@@ -285,8 +283,7 @@ func (img *Image) delaySlot(p KeyState) {
 	if p.LockDelay == 0 {
 		return
 	}
-	p.State, p.Value, p.RequestID, p.Index, p.Armed = Expired, "", "", 0, 0
-	img.SlotDelays = append(img.SlotDelays, p)
+	img.SlotDelays = append(img.SlotDelays, slotOf(p))
 }
 
 // capSlots puts the image's delayed slots in order and keeps at most

@@ -141,26 +141,7 @@ func TestSlotDelaySnapshot(t *testing.T) {
 		"the same slot twice":     func(img *Image) { img.SlotDelays[1] = img.SlotDelays[0] },
 		"a slot of a never-key":   func(img *Image) { img.SlotDelays[0].Token = 0 },
 	}
-	for name, spoil := range damage {
-		t.Run(name, func(t *testing.T) {
-			img, err := DecodeImage(buf.Bytes())
-			if err != nil {
-				t.Fatal(err)
-			}
-			spoil(img)
-			var bad bytes.Buffer
-			if err := encodeState(&bad, img, snapVersion7, len(img.Keys), func(i int) KeyState { return img.Keys[i] }); err != nil {
-				t.Fatal(err)
-			}
-			if _, err := DecodeImage(bad.Bytes()); !errors.Is(err, ErrBadSnapshot) {
-				t.Fatalf("decoded: %v", err)
-			}
-			g := New(Config{})
-			if err := g.Restore(nopCloser{bytes.NewReader(bad.Bytes())}); !errors.Is(err, ErrBadSnapshot) || g.Len() != 0 {
-				t.Fatalf("restored: %v", err)
-			}
-		})
-	}
+	assertSpoiledRefused(t, buf.Bytes(), snapVersion7, damage)
 	// Once the delays ended and no permit has one, the older layout again.
 	b := &applier{f: New(Config{})}
 	p := b.at(2, Acquire{Key: "s", Holder: "h1", TTL: time.Second, Limit: 2, LockDelay: time.Second}).Key

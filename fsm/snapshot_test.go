@@ -226,3 +226,30 @@ func TestBulkLoadedTableWorks(t *testing.T) {
 		}
 	}
 }
+
+// assertSpoiledRefused decodes good, spoils the image with each of damage,
+// encodes it in version and checks that both DecodeImage and Restore
+// refuse it whole.
+func assertSpoiledRefused(t *testing.T, good []byte, version byte, damage map[string]func(*Image)) {
+	t.Helper()
+	for name, spoil := range damage {
+		t.Run(name, func(t *testing.T) {
+			img, err := DecodeImage(good)
+			if err != nil {
+				t.Fatal(err)
+			}
+			spoil(img)
+			var bad bytes.Buffer
+			if err := encodeState(&bad, img, version, len(img.Keys), func(i int) KeyState { return img.Keys[i] }); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := DecodeImage(bad.Bytes()); !errors.Is(err, ErrBadSnapshot) {
+				t.Fatalf("decoded: %v", err)
+			}
+			g := New(Config{})
+			if err := g.Restore(nopCloser{bytes.NewReader(bad.Bytes())}); !errors.Is(err, ErrBadSnapshot) || g.Len() != 0 {
+				t.Fatalf("restored: %v", err)
+			}
+		})
+	}
+}
