@@ -63,6 +63,10 @@ type Config struct {
 	HeartbeatTimeout   time.Duration
 	ElectionTimeout    time.Duration
 	LeaderLeaseTimeout time.Duration
+	// VerifyConfirm is how a verify proves this node still leads:
+	// VerifyByContact (the default when empty) or VerifyByRound
+	// (verifyread.go says what each rests on).
+	VerifyConfirm string
 	// ApplyTimeout bounds how long a proposal waits to be queued.
 	ApplyTimeout time.Duration
 	// SnapshotThreshold is the number of log entries between snapshots.
@@ -204,6 +208,9 @@ func (c *Config) validate() error {
 		return fmt.Errorf("%w: data dir is required", ErrBadRequest)
 	case c.RaftBind == "":
 		return fmt.Errorf("%w: raft address is required", ErrBadRequest)
+	}
+	if err := checkVerifyConfirm(c.VerifyConfirm); err != nil {
+		return err
 	}
 	if len(c.Peers) > 0 {
 		found := false

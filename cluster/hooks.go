@@ -18,6 +18,9 @@ type hooks struct {
 	ended func(k fsm.KeyState)
 	// proposing runs in tryAcquire just before the acquire is proposed.
 	proposing func(a AcquireArgs)
+	// readOnContact runs in readOnContact after the verify read the state
+	// and before it checks the quorum contact again.
+	readOnContact func()
 }
 
 var noHooks hooks

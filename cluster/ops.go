@@ -661,20 +661,20 @@ type Verdict struct {
 // (and of holder, when given). It fails closed: an error is always returned
 // with a refusing verdict whose reason is unavailable.
 func (n *Node) Verify(ctx context.Context, key string, tok fence.Token, holder string) (Verdict, error) {
-	if err := n.linearizable(ctx); err != nil {
-		v := Verdict{Reason: ReasonUnavailable}
+	var v Verdict
+	if err := n.verifyRead(ctx, func() { v = n.judge(key, tok, holder) }); err != nil {
+		v = Verdict{Reason: ReasonUnavailable}
 		countVerdict(v)
 		return v, err
 	}
-	v := n.judge(key, tok, holder)
 	countVerdict(v)
 	return v, nil
 }
 
 // judge is the verdict on tok for key (and holder, when given) from the
-// applied state. It is sound only after linearizable returned nil for a
-// request that arrived before it was called: Verify and VerifyBatch both
-// judge through it, so a check gets the same verdict either way.
+// applied state. It is sound only inside verifyRead, for a request that
+// arrived before: Verify and VerifyBatch both judge through it, so a check
+// gets the same verdict either way.
 func (n *Node) judge(key string, tok fence.Token, holder string) Verdict {
 	k, ok, limit, permits := n.fsm.Lookup(key)
 	if !ok {

@@ -14,30 +14,32 @@ type VerifyCheck struct {
 	Holder string
 }
 
-// VerifyBatch answers many checks with one linearizable read: one
-// leadership confirmation round, asked for after the batch arrived, then
-// every check judged against the applied state exactly as Verify judges it.
-// Each check was asked for before the batch arrived and is answered after
-// the round, so each verdict is taken at a point inside its own request's
-// interval: as linearizable as a Verify of its own.
+// VerifyBatch answers many checks with one linearizable read (verifyRead:
+// one proof of leadership, a recent quorum contact or a round, taken after
+// the batch arrived), every check judged against the applied state exactly
+// as Verify judges it. Each check was asked for before the batch arrived
+// and is answered after the read, so each verdict is taken at a point
+// inside its own request's interval: as linearizable as a Verify of its own.
 //
-// It fails closed and as a whole: when the round fails, every verdict is a
+// It fails closed and as a whole: when no proof is had, every verdict is a
 // refusal with the reason unavailable and the error says why, as Verify
 // says it for one check.
 func (n *Node) VerifyBatch(ctx context.Context, checks []VerifyCheck) ([]Verdict, error) {
 	out := make([]Verdict, len(checks))
-	if err := n.linearizable(ctx); err != nil {
+	err := n.verifyRead(ctx, func() {
+		for i, c := range checks {
+			out[i] = n.judge(c.Key, c.Token, c.Holder)
+		}
+	})
+	if err != nil {
 		for i := range out {
 			out[i] = Verdict{Reason: ReasonUnavailable}
-			countVerdict(out[i])
 		}
-		return out, err
 	}
-	for i, c := range checks {
-		out[i] = n.judge(c.Key, c.Token, c.Holder)
-		countVerdict(out[i])
+	for _, v := range out {
+		countVerdict(v)
 	}
-	return out, nil
+	return out, err
 }
 
 // KeepaliveBatch renews the live leases of many holders on one proof of

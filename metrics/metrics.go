@@ -51,6 +51,9 @@ var (
 	RenewalConfirms = promauto.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "renewal_confirmations_total",
 		Help: "Renewal and keepalive requests by what proved this node still leads: recent_quorum (a heartbeat a quorum accepted within the renewal window) or round (a confirmation round of their own)."},
 		[]string{"by"})
+	VerifyConfirms = promauto.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "verify_confirmations_total",
+		Help: "Verify requests (single or batched) by what proved the state they read was current: recent_quorum (a heartbeat a quorum accepted within the renewal window) or round (a confirmation round of their own)."},
+		[]string{"by"})
 	Batches = promauto.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "batches_total",
 		Help: "Batch requests served, by operation (verify, keepalive)."}, []string{"op"})
 	BatchItems = promauto.NewCounterVec(prometheus.CounterOpts{Namespace: ns, Name: "batch_items_total",

@@ -9,6 +9,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/fenced/fenced/api"
+	"github.com/fenced/fenced/cluster"
 )
 
 // TestVersionFlag: --version needs no other flag and skips their checks.
@@ -47,6 +48,24 @@ func TestWatchWriteTimeoutFlag(t *testing.T) {
 	for _, bad := range []string{"0", "-1s"} {
 		if _, err := parseFlags([]string{"--watch-write-timeout", bad}); err == nil || !strings.Contains(err.Error(), "watch-write-timeout") {
 			t.Fatalf("--watch-write-timeout %s: %v", bad, err)
+		}
+	}
+}
+
+// TestVerifyConfirmFlag: verifies rest on a recent quorum contact by
+// default; round is the other choice and anything else is refused at
+// startup.
+func TestVerifyConfirmFlag(t *testing.T) {
+	o, err := parseFlags(nil)
+	if err != nil || o.verifyConfirm != cluster.VerifyByContact {
+		t.Fatalf("default: %q, %v", o.verifyConfirm, err)
+	}
+	if o, err := parseFlags([]string{"--verify-confirm", "round"}); err != nil || o.verifyConfirm != cluster.VerifyByRound {
+		t.Fatalf("round: %q, %v", o.verifyConfirm, err)
+	}
+	for _, bad := range []string{"", "lease", "Round"} {
+		if _, err := parseFlags([]string{"--verify-confirm", bad}); err == nil || !strings.Contains(err.Error(), "--verify-confirm") {
+			t.Fatalf("--verify-confirm %q: %v", bad, err)
 		}
 	}
 }

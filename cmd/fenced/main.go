@@ -59,6 +59,7 @@ type options struct {
 	dev                          bool
 	logFormat, logLevel          string
 	heartbeat, election          time.Duration
+	verifyConfirm                string
 	snapshotThreshold            uint64
 	snapshotInterval             time.Duration
 	trailingLogs                 uint64
@@ -115,6 +116,7 @@ func parseFlags(args []string) (*options, error) {
 	fs.StringVar(&o.logLevel, "log-level", "info", "log level: trace, debug, info, warn, error")
 	fs.DurationVar(&o.heartbeat, "heartbeat-timeout", time.Second, "Raft heartbeat timeout")
 	fs.DurationVar(&o.election, "election-timeout", time.Second, "Raft election timeout: how long followers wait before electing a new leader")
+	fs.StringVar(&o.verifyConfirm, "verify-confirm", cluster.VerifyByContact, "how a verify proves the leader it asks still leads: contact (a heartbeat a quorum accepted in the last 250 ms, resting on clocks as renewals do; a round when there is none) or round (a heartbeat round of its own per verify or shared batch of verifies, resting on no clock; about 0.2 ms more per verify)")
 	fs.Uint64Var(&o.snapshotThreshold, "snapshot-threshold", 8192, "log entries between snapshots")
 	fs.DurationVar(&o.snapshotInterval, "snapshot-interval", 30*time.Second, "how often to check whether to snapshot")
 	fs.StringVar(&o.raftStore, "raft-store", "", "Raft log store: wal (raft-wal: one write and one fsync per append) or bolt (raft-boltdb: a transaction with two fsyncs per append); empty: the kind the data dir holds, wal for a new one (bolt with --unsafe-no-fsync)")
@@ -187,6 +189,9 @@ func parseFlags(args []string) (*options, error) {
 	}
 	if err := o.disk.check(); err != nil {
 		return nil, err
+	}
+	if o.verifyConfirm != cluster.VerifyByContact && o.verifyConfirm != cluster.VerifyByRound {
+		return nil, fmt.Errorf("--verify-confirm must be %s or %s, not %q", cluster.VerifyByContact, cluster.VerifyByRound, o.verifyConfirm)
 	}
 	if o.logStallBound < 0 {
 		return nil, fmt.Errorf("--log-stall-bound must not be negative, not %v", o.logStallBound)
@@ -304,7 +309,7 @@ func run(o *options) error {
 		WALSegmentSize: o.walSegmentSize, AckUnwrittenLog: o.ackUnwritten, LogStallBound: stallBound(o.logStallBound),
 		WALFileSystem:  slowFsync(o.dataDir, o.fsyncDelayFile),
 		DataDirMinFree: o.disk.bytes, DataDirMinFreePercent: o.disk.minFreePercent, PeerHasSpace: peerHasSpace(o),
-		SigningKeyFile: o.signingKeyFile, Logger: log,
+		SigningKeyFile: o.signingKeyFile, VerifyConfirm: o.verifyConfirm, Logger: log,
 	})
 	if err != nil {
 		ln.Close()

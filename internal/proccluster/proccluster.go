@@ -9,7 +9,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +19,7 @@ import (
 	"time"
 
 	"github.com/fenced/fenced/client"
+	"github.com/fenced/fenced/internal/freeport"
 )
 
 // Build compiles ./cmd/fenced and ./cmd/fencectl of the module into dir and
@@ -458,21 +458,4 @@ func nodeAddrs(opts Options) ([]string, error) {
 	return out, nil
 }
 
-func freeAddrs(n int) ([]string, error) {
-	var lns []net.Listener
-	var out []string
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	for i := 0; i < n; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		lns = append(lns, ln)
-		out = append(out, ln.Addr().String())
-	}
-	return out, nil
-}
+func freeAddrs(n int) ([]string, error) { return freeport.Addrs(n) }

@@ -3,9 +3,10 @@ package testutil
 
 import (
 	"fmt"
-	"net"
 	"testing"
 	"time"
+
+	"github.com/fenced/fenced/internal/freeport"
 )
 
 // Eventually polls cond until it returns nil or the timeout passes, then fails
@@ -35,21 +36,13 @@ func Poll(timeout time.Duration, cond func() error) error {
 	}
 }
 
-// FreeAddrs returns n loopback addresses whose ports were free a moment ago.
+// FreeAddrs returns n loopback addresses whose ports were free a moment
+// ago, below the ephemeral range (freeport.Addrs).
 func FreeAddrs(t testing.TB, n int) []string {
 	t.Helper()
-	var lns []net.Listener
-	var out []string
-	for i := 0; i < n; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		out = append(out, ln.Addr().String())
-	}
-	for _, ln := range lns {
-		ln.Close()
+	out, err := freeport.Addrs(n)
+	if err != nil {
+		t.Fatal(err)
 	}
 	return out
 }

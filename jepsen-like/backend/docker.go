@@ -20,6 +20,7 @@ import (
 
 	"github.com/hashicorp/go-hclog"
 
+	"github.com/fenced/fenced/internal/freeport"
 	"github.com/fenced/fenced/internal/proccluster"
 	"github.com/fenced/fenced/internal/testutil"
 )
@@ -684,21 +685,16 @@ func cleanDocker(ctx context.Context, log hclog.Logger, gone func(pid int) bool)
 	}
 }
 
+// freePorts returns n host ports that were free a moment ago
+// (freeport.Addrs: below the ephemeral range).
 func freePorts(n int) ([]string, error) {
-	var lns []net.Listener
-	defer func() {
-		for _, ln := range lns {
-			ln.Close()
-		}
-	}()
-	var out []string
-	for i := 0; i < n; i++ {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			return nil, err
-		}
-		lns = append(lns, ln)
-		out = append(out, strconv.Itoa(ln.Addr().(*net.TCPAddr).Port))
+	addrs, err := freeport.Addrs(n)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]string, len(addrs))
+	for i, a := range addrs {
+		_, out[i], _ = net.SplitHostPort(a)
 	}
 	return out, nil
 }
