@@ -28,8 +28,8 @@ type Status struct {
 	Waiters      int      `json:"waiters"`
 	Members      []Member `json:"members"`
 	// QuorumContactMS, on a leader, is how long ago it sent the latest
-	// heartbeat a quorum accepted; renewals rest on it while it is under
-	// 250 ms (renewal.go). Absent elsewhere.
+	// heartbeat a quorum accepted; renewals and verifies rest on it while
+	// it is under 250 ms. Absent elsewhere.
 	QuorumContactMS *float64 `json:"quorum_contact_ms,omitempty"`
 	// FailoverMS is how long, at most, the cluster may serve no renewal
 	// after its leader dies, by its timeouts: followers notice within two
