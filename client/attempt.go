@@ -279,7 +279,7 @@ func (c *Client) call(ctx context.Context, cl call) error {
 // decode takes the answer of the attempt that served a request.
 func (c *Client) decode(r attemptResult, out any) error {
 	c.markAnswered(r.endpoint)
-	if out == nil || len(r.data) == 0 {
+	if out == nil || len(r.data) == 0 || decodeAnswer(r.data, out) {
 		return nil
 	}
 	if err := json.Unmarshal(r.data, out); err != nil {

@@ -16,6 +16,7 @@ targets=(
 	"./fence FuzzParse 500000x"          # a token in decimal text (the fence module)
 	"./client FuzzEventDecoder 10s"      # a watch event as the Go client decodes it (the client module)
 	"./client FuzzSSEReader 10s"         # a watch stream as the Go client reads it
+	"./client FuzzAnswerDecoder 10s"     # verify and keepalive answers: the Go client's fast path agrees with encoding/json
 	"./api FuzzDecodeRequest 15s"        # every request body, strictly decoded
 	"./api FuzzHandlers 15s"             # every POST endpoint, through authentication
 	"./api FuzzDecodeFlatStrings 10s"    # verify and keepalive bodies: the fast path agrees with the strict decoder
