@@ -66,11 +66,7 @@ func (v *VerifyResponse) field(data, name []byte, i int) (int, bool) {
 	case "current_token":
 		return tokenAt(data, i, &v.CurrentToken)
 	case "holder":
-		s, j, ok := plainString(data, i)
-		if ok {
-			v.Holder = string(s)
-		}
-		return j, ok
+		return stringAt(data, i, &v.Holder)
 	}
 	return 0, false
 }
@@ -79,11 +75,7 @@ func (v *VerifyResponse) field(data, name []byte, i int) (int, bool) {
 func (v *KeepaliveResponse) field(data, name []byte, i int) (int, bool) {
 	switch string(name) {
 	case "holder":
-		s, j, ok := plainString(data, i)
-		if ok {
-			v.Holder = string(s)
-		}
-		return j, ok
+		return stringAt(data, i, &v.Holder)
 	case "renewed":
 		if hasAt(data, i, "null") {
 			v.Renewed = nil
@@ -126,26 +118,28 @@ func renewedAt(data []byte, i int, out *[]RenewResponse) (int, bool) {
 
 // field decodes the value of a renewal's field name at data[i].
 func (r *RenewResponse) field(data, name []byte, i int) (int, bool) {
-	if string(name) == "token" {
-		return tokenAt(data, i, &r.Token)
-	}
-	s, j, ok := plainString(data, i)
-	if !ok {
-		return 0, false
-	}
 	switch string(name) {
+	case "token":
+		return tokenAt(data, i, &r.Token)
 	case "key":
-		r.Key = string(s)
+		return stringAt(data, i, &r.Key)
 	case "holder":
-		r.Holder = string(s)
+		return stringAt(data, i, &r.Holder)
 	case "ttl":
-		r.TTL = string(s)
+		return stringAt(data, i, &r.TTL)
 	case "proof":
-		r.Proof = string(s)
-	default:
-		return 0, false
+		return stringAt(data, i, &r.Proof)
 	}
-	return j, true
+	return 0, false
+}
+
+// stringAt decodes the plain string at data[i] into *s.
+func stringAt(data []byte, i int, s *string) (int, bool) {
+	v, j, ok := plainString(data, i)
+	if ok {
+		*s = string(v)
+	}
+	return j, ok
 }
 
 // tokenAt decodes the token at data[i], a decimal string, into *t.

@@ -56,17 +56,8 @@ func TestNewLeaderWaitsBeforeServing(t *testing.T) {
 // within renewWindow of the last heartbeat they accepted, and well before it
 // notices that it lost its quorum (LeaderLeaseTimeout, 400 ms here).
 func TestRenewalsRestOnRecentQuorum(t *testing.T) {
-	if contactClock == nil {
-		t.Skip("no suspend-aware clock on this platform: renewals always take a round")
-	}
-	tc := newTestCluster(t, 3)
-	defer tc.closeAll()
+	tc, li, lead, g := contactCluster(t, "r")
 	ctx := context.Background()
-	li, lead := tc.leader()
-	g, err := lead.Acquire(ctx, AcquireArgs{Key: "r", Holder: "a", TTL: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
 	fast := metrics.RenewalConfirms.WithLabelValues("recent_quorum")
 	before := promtest.ToFloat64(fast)
 	for i := 0; i < 20; i++ {
@@ -84,11 +75,7 @@ func TestRenewalsRestOnRecentQuorum(t *testing.T) {
 		t.Fatalf("a follower's status shows a quorum contact: %v ms", *st.QuorumContactMS)
 	}
 
-	for i := range tc.nodes {
-		if i != li {
-			tc.stop(i)
-		}
-	}
+	tc.stopFollowers(li)
 	cut := time.Now()
 	for time.Since(cut) < 2*takeoverWait {
 		asked := time.Now()
@@ -97,6 +84,34 @@ func TestRenewalsRestOnRecentQuorum(t *testing.T) {
 		cancel()
 		if err == nil && asked.Sub(cut) > renewWindow {
 			t.Fatalf("a renewal asked %v after the followers stopped succeeded", asked.Sub(cut))
+		}
+	}
+}
+
+// contactCluster starts three nodes and takes a grant of key for holder a
+// on the leader: where the tests of what rests on the recent quorum contact
+// start. It skips where no suspend-aware clock exists.
+func contactCluster(t *testing.T, key string) (tc *testCluster, li int, lead *Node, g Grant) {
+	t.Helper()
+	if contactClock == nil {
+		t.Skip("no suspend-aware clock on this platform: renewals and verifies always take a round")
+	}
+	tc = newTestCluster(t, 3)
+	t.Cleanup(tc.closeAll)
+	li, lead = tc.leader()
+	g, err := lead.Acquire(context.Background(), AcquireArgs{Key: key, Holder: "a", TTL: 10 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tc, li, lead, g
+}
+
+// stopFollowers stops every node but the leader li: cut off from all of
+// them at once.
+func (tc *testCluster) stopFollowers(li int) {
+	for i := range tc.nodes {
+		if i != li {
+			tc.stop(i)
 		}
 	}
 }

@@ -17,17 +17,8 @@ import (
 // within renewWindow of the last heartbeat a quorum accepted, long before a
 // newer leader could serve.
 func TestVerifiesRestOnRecentQuorum(t *testing.T) {
-	if contactClock == nil {
-		t.Skip("no suspend-aware clock on this platform: verifies always take a round")
-	}
-	tc := newTestCluster(t, 3)
-	defer tc.closeAll()
+	tc, li, lead, g := contactCluster(t, "v")
 	ctx := context.Background()
-	li, lead := tc.leader()
-	g, err := lead.Acquire(ctx, AcquireArgs{Key: "v", Holder: "a", TTL: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
 	fast := metrics.VerifyConfirms.WithLabelValues("recent_quorum")
 	slow := metrics.VerifyConfirms.WithLabelValues("round")
 	beforeFast, beforeSlow := promtest.ToFloat64(fast), promtest.ToFloat64(slow)
@@ -45,11 +36,7 @@ func TestVerifiesRestOnRecentQuorum(t *testing.T) {
 		t.Fatalf("of 21 verifies %v rested on the recent quorum contact and %v took a round", byContact, byRound)
 	}
 
-	for i := range tc.nodes {
-		if i != li {
-			tc.stop(i)
-		}
-	}
+	tc.stopFollowers(li)
 	cut := time.Now()
 	for time.Since(cut) < 2*takeoverWait {
 		asked := time.Now()
@@ -69,17 +56,8 @@ func TestVerifiesRestOnRecentQuorum(t *testing.T) {
 // contact is older than renewWindow; checking only before the read lets it
 // through.
 func TestVerifyChecksContactAfterItsRead(t *testing.T) {
-	if contactClock == nil {
-		t.Skip("no suspend-aware clock on this platform: verifies always take a round")
-	}
-	tc := newTestCluster(t, 3)
-	defer tc.closeAll()
+	tc, li, lead, g := contactCluster(t, "v")
 	ctx := context.Background()
-	li, lead := tc.leader()
-	g, err := lead.Acquire(ctx, AcquireArgs{Key: "v", Holder: "a", TTL: 10 * time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
 	testutil.Eventually(t, 5*time.Second, func() error {
 		if !recentQuorum(lead.r()) {
 			return errors.New("no recent quorum contact yet")
@@ -92,11 +70,7 @@ func TestVerifyChecksContactAfterItsRead(t *testing.T) {
 			return
 		}
 		held = true
-		for i := range tc.nodes {
-			if i != li {
-				tc.stop(i)
-			}
-		}
+		tc.stopFollowers(li)
 		testutil.Eventually(t, 5*time.Second, func() error {
 			if recentQuorum(lead.r()) {
 				return errors.New("the quorum contact is still recent")

@@ -234,7 +234,7 @@ func (c *Cluster) NewNode(id string, args ...string) (*Node, error) {
 	if c.Node(id) != nil {
 		return nil, fmt.Errorf("proccluster: node %s exists", id)
 	}
-	addrs, err := freeAddrs(2)
+	addrs, err := freeport.Addrs(2)
 	if err != nil {
 		return nil, err
 	}
@@ -445,7 +445,7 @@ func (c *Cluster) Logs(tail int) string {
 // options give, or free loopback ports.
 func nodeAddrs(opts Options) ([]string, error) {
 	if len(opts.HTTPAddrs) == 0 && len(opts.RaftAddrs) == 0 {
-		return freeAddrs(2 * opts.Nodes)
+		return freeport.Addrs(2 * opts.Nodes)
 	}
 	if len(opts.HTTPAddrs) != opts.Nodes || len(opts.RaftAddrs) != opts.Nodes {
 		return nil, fmt.Errorf("proccluster: %d nodes need %d HTTP and raft addresses, got %d and %d",
@@ -457,5 +457,3 @@ func nodeAddrs(opts Options) ([]string, error) {
 	}
 	return out, nil
 }
-
-func freeAddrs(n int) ([]string, error) { return freeport.Addrs(n) }
