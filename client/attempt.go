@@ -92,13 +92,24 @@ func (c *Client) call(ctx context.Context, cl call) error {
 		ctx, cancel = context.WithTimeout(ctx, 30*time.Second)
 		defer cancel()
 	}
-	ctx, cancelAll := context.WithCancel(ctx)
-	defer cancelAll()
-	ctx, connectBy, connected := c.watchConnect(ctx)
+	// Each attempt's context is the caller's with the attempt's deadline;
+	// cancels ends those still running once the call is decided.
+	var cancels []context.CancelFunc
+	cancelAll := func() {
+		for _, cancel := range cancels {
+			cancel()
+		}
+	}
+	defer func() { cancelAll() }()
+	ctx, connect := c.watchConnect(ctx)
+	defer connect.stop()
+	connectBy, connected := connect.by, &connect.connected
 
 	order := c.order()
 	n := len(order)
-	results := make(chan attemptResult)
+	// One result fits without a receiver: the first attempt of a write
+	// runs in this goroutine and leaves its result there.
+	results := make(chan attemptResult, 1)
 	done := make(chan struct{})
 	defer close(done) // attempts still running after the answer give up sending
 	fails := newFailures()
@@ -121,7 +132,12 @@ func (c *Client) call(ctx context.Context, cl call) error {
 	backoff := 20 * time.Millisecond
 	var hedge, pause <-chan time.Time
 
-	launch := func() {
+	// launch starts the next attempt. The first attempt of a write runs
+	// inline: a write is never hedged, so nothing else can happen until it
+	// ends but the caller's deadline and the connect timeout, which end
+	// its context. It then costs no goroutine, no stack growth in net/http
+	// for a fresh goroutine, and no hand-off of its result.
+	launch := func(inline bool) {
 		if launched > 0 && launched%n == 0 {
 			// A new round: the nodes that timed out or could not be
 			// reached in the last one go last, behind those that answered.
@@ -141,10 +157,23 @@ func (c *Client) call(ctx context.Context, cl call) error {
 			timeout /= 2
 		}
 		timeout += cl.hold
+		actx, cancel := context.WithTimeout(ctx, timeout)
+		cancels = append(cancels, cancel)
+		if launched == 0 {
+			cut := context.CancelFunc(nil)
+			if inline {
+				cut = cancel
+			}
+			connect.arm(c.connectTimeout, cut)
+		}
 		launched++
 		inflight++
+		if inline {
+			results <- c.attempt(actx, cancel, ep, timeout, cl.method, cl.path, body)
+			return
+		}
 		go func() {
-			r := c.attempt(ctx, ep, timeout, cl.method, cl.path, body)
+			r := c.attempt(actx, cancel, ep, timeout, cl.method, cl.path, body)
 			select {
 			case results <- r:
 			case <-done:
@@ -180,9 +209,43 @@ func (c *Client) call(ctx context.Context, cl call) error {
 			pause = time.After(d)
 			return
 		}
-		launch()
+		launch(false)
 	}
-	launch()
+	// noConnection ends the call when no endpoint accepted a connection
+	// within the connect timeout: nothing was sent. The attempts still
+	// dialling are cut; one that connected at the last moment is accounted
+	// for as at the caller's deadline.
+	noConnection := func() error {
+		cancelAll()
+		for ; inflight > 0; inflight-- {
+			r := <-results
+			if r.err == nil {
+				return c.decode(r, cl.out)
+			}
+			if _, ok := fails.last[r.endpoint]; !ok {
+				fails.record(r.endpoint, failure{reason: "no connection within " + c.connectTimeout.String()})
+			}
+			unknown = unknown || (cl.write && r.sent)
+		}
+		if unknown {
+			return fails.err(ErrUnknownOutcome, "the request may have been applied; no node confirmed it", nil)
+		}
+		return fails.err(ErrUnavailable, "no endpoint accepted a connection within "+c.connectTimeout.String(), ErrNoConnection)
+	}
+	launch(cl.write)
+	if cl.write && connectBy != nil {
+		// The inline attempt may have ended because the connect timeout
+		// passed with no connection: that decides the call, before its
+		// failure could be taken for one to retry.
+		select {
+		case <-connectBy:
+			if !connected.Load() {
+				return noConnection()
+			}
+			connectBy = nil
+		default:
+		}
+	}
 	for {
 		select {
 		case r := <-results:
@@ -230,34 +293,17 @@ func (c *Client) call(ctx context.Context, cl call) error {
 			hedge = nil
 			endRoundEarly()
 			if inflight == 1 && pause == nil && launched%n != 0 {
-				launch()
+				launch(false)
 			}
 		case <-pause:
 			pause = nil
-			launch()
+			launch(false)
 		case <-connectBy:
 			connectBy = nil
 			if connected.Load() {
 				continue
 			}
-			// No endpoint accepted a connection: nothing was sent. The
-			// attempts still dialling are cut; one that connected at the
-			// last moment is accounted for as at the caller's deadline.
-			cancelAll()
-			for ; inflight > 0; inflight-- {
-				r := <-results
-				if r.err == nil {
-					return c.decode(r, cl.out)
-				}
-				if _, ok := fails.last[r.endpoint]; !ok {
-					fails.record(r.endpoint, failure{reason: "no connection within " + c.connectTimeout.String()})
-				}
-				unknown = unknown || (cl.write && r.sent)
-			}
-			if unknown {
-				return fails.err(ErrUnknownOutcome, "the request may have been applied; no node confirmed it", nil)
-			}
-			return fails.err(ErrUnavailable, "no endpoint accepted a connection within "+c.connectTimeout.String(), ErrNoConnection)
+			return noConnection()
 		case <-ctx.Done():
 			// The attempts still in flight end at once with the context;
 			// a write one of them sent may have been applied.
@@ -288,21 +334,51 @@ func (c *Client) decode(r attemptResult, out any) error {
 	return nil
 }
 
-// watchConnect arms the connect timeout of one request (WithConnectTimeout):
-// connectBy fires when it passes, and connected says by then whether any
+// connectWatch is the connect timeout of one request (WithConnectTimeout):
+// by is closed when it passes, and connected says by then whether any
 // attempt got a connection (TCP, and TLS with its handshake) or wrote its
 // request (a transport of WithHTTPClient may report only that). Without a
-// connect timeout connectBy is nil and never fires.
-func (c *Client) watchConnect(ctx context.Context) (context.Context, <-chan time.Time, *atomic.Bool) {
-	connected := new(atomic.Bool)
+// connect timeout by is nil and never closes.
+type connectWatch struct {
+	by        chan struct{}
+	connected atomic.Bool
+	timer     *time.Timer
+}
+
+// watchConnect returns ctx traced for the connect timeout, if there is one.
+func (c *Client) watchConnect(ctx context.Context) (context.Context, *connectWatch) {
+	w := new(connectWatch)
 	if c.connectTimeout <= 0 {
-		return ctx, nil, connected
+		return ctx, w
 	}
+	w.by = make(chan struct{})
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
-		GotConn:      func(httptrace.GotConnInfo) { connected.Store(true) },
-		WroteHeaders: func() { connected.Store(true) },
+		GotConn:      func(httptrace.GotConnInfo) { w.connected.Store(true) },
+		WroteHeaders: func() { w.connected.Store(true) },
 	})
-	return ctx, time.After(c.connectTimeout), connected
+	return ctx, w
+}
+
+// arm starts the connect timeout, when there is one. cut, if set, ends the
+// attempt running inline when the timeout passes with no connection, since
+// nothing else would end it before its own deadline.
+func (w *connectWatch) arm(d time.Duration, cut context.CancelFunc) {
+	if w.by == nil {
+		return
+	}
+	w.timer = time.AfterFunc(d, func() {
+		close(w.by)
+		if cut != nil && !w.connected.Load() {
+			cut()
+		}
+	})
+}
+
+// stop releases the timer.
+func (w *connectWatch) stop() {
+	if w.timer != nil {
+		w.timer.Stop()
+	}
 }
 
 // Pauses between rounds of attempts.
@@ -354,11 +430,11 @@ func speaksForCluster(code string) bool {
 	return false
 }
 
-// attempt sends the request to one endpoint with its own deadline.
-func (c *Client) attempt(ctx context.Context, endpoint string, timeout time.Duration, method, path string, body []byte) attemptResult {
-	actx, cancel := context.WithTimeout(ctx, timeout)
+// attempt sends the request to one endpoint; ctx carries the attempt's
+// deadline, timeout, and cancel releases it.
+func (c *Client) attempt(ctx context.Context, cancel context.CancelFunc, endpoint string, timeout time.Duration, method, path string, body []byte) attemptResult {
 	defer cancel()
-	sent, data, err := c.send(actx, endpoint, method, path, body)
+	sent, data, err := c.send(ctx, endpoint, method, path, body)
 	return attemptResult{endpoint: endpoint, sent: sent, data: data, err: err, timeout: timeout}
 }
 

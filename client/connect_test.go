@@ -130,6 +130,39 @@ func TestConnectTimeoutTrustsWrittenRequests(t *testing.T) {
 	}
 }
 
+// TestConnectTimeoutCutsAWriteWaitingToConnect: a write's first attempt
+// runs in the caller's goroutine, where nothing but its own context can end
+// it; the connect timeout must still end it when no connection was made,
+// not the attempt's deadline, and the write is reported unavailable with
+// no connection (nothing was sent), not as an unknown outcome.
+func TestConnectTimeoutCutsAWriteWaitingToConnect(t *testing.T) {
+	neverConnects := roundTripper(func(r *http.Request) (*http.Response, error) {
+		<-r.Context().Done()
+		return nil, r.Context().Err()
+	})
+	c := New([]string{"127.0.0.1:7700"}, WithHTTPClient(&http.Client{Transport: neverConnects}),
+		WithConnectTimeout(100*time.Millisecond), WithAttemptTimeout(time.Minute))
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	for _, op := range []string{"acquire", "keepalive", "release"} {
+		err := finishes(t, 20*time.Second, func() error {
+			var err error
+			switch op {
+			case "acquire":
+				_, err = c.Acquire(ctx, AcquireRequest{Key: "k", Holder: "h"})
+			case "keepalive":
+				_, err = c.Keepalive(ctx, "h")
+			case "release":
+				_, err = c.Release(ctx, ReleaseRequest{Key: "k", Holder: "h", Token: fence.Token(1<<32 | 1)})
+			}
+			return err
+		})
+		if !errors.Is(err, ErrUnavailable) || !errors.Is(err, ErrNoConnection) || errors.Is(err, ErrUnknownOutcome) {
+			t.Fatalf("%s: %v; want unavailable with no connection", op, err)
+		}
+	}
+}
+
 type roundTripper func(*http.Request) (*http.Response, error)
 
 func (f roundTripper) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
