@@ -129,6 +129,11 @@ func (c *Client) call(ctx context.Context, cl call) error {
 	// times in a call (takeoverRounds).
 	takeover := false
 	takeoverRounds := 0
+	// electing: a node answered in this round that no leader serves yet
+	// (inElection); such rounds pause at most electionPoll, at most
+	// maxElectionRounds times in a call (electionRounds).
+	electing := false
+	electionRounds := 0
 	backoff := 20 * time.Millisecond
 	var hedge, pause <-chan time.Time
 
@@ -145,7 +150,7 @@ func (c *Client) call(ctx context.Context, cl call) error {
 			if roundTimeouts >= n {
 				shift = min(shift+1, maxRoundShift)
 			}
-			roundTimeouts, answered, takeover = 0, false, false
+			roundTimeouts, answered, takeover, electing = 0, false, false, false
 		}
 		pos := launched % n
 		c.leaderNext(order, pos)
@@ -204,8 +209,16 @@ func (c *Client) call(ctx context.Context, cl call) error {
 	next := func() {
 		endRoundEarly()
 		if launched%n == 0 {
+			end := plainRound
+			switch {
+			case takeover:
+				end = takeoverRound
+			case electing && electionRounds < maxElectionRounds:
+				electionRounds++
+				end = electionRound
+			}
 			var d time.Duration
-			d, backoff = nextPause(backoff, takeover)
+			d, backoff = nextPause(backoff, end)
 			pause = time.After(d)
 			return
 		}
@@ -282,6 +295,7 @@ func (c *Client) call(ctx context.Context, cl call) error {
 			} else {
 				answered = answered || speaksForCluster(apiErr.Code)
 				takeover = takeover || inTakeover(apiErr.Code)
+				electing = electing || inElection(apiErr.Code)
 			}
 			if inflight == 0 && fails.allPermanent(n) {
 				return fails.err(ErrUnavailable, "no endpoint can be used", nil)
@@ -394,16 +408,50 @@ const (
 	// longer than a takeover, and then the other nodes are tried too, so a
 	// node stuck saying so cannot hold the client.
 	maxTakeoverRounds = 16
+	// electionPoll is the longest pause after a round in which a node
+	// answered that no leader serves yet (inElection): an election ends
+	// within an election timeout or two, and a client backed off to
+	// maxBackoff would leave the new leader unasked for up to half a
+	// second after it became ready.
+	electionPoll = 100 * time.Millisecond
+	// maxElectionRounds bounds the rounds of a call paced by electionPoll:
+	// two seconds of pauses, longer than an election with a split vote;
+	// then the backoff grows again, so a node cut off in a minority, which
+	// says so for as long as it is cut off, is not asked ten times a
+	// second by every client.
+	maxElectionRounds = 20
+)
+
+// roundEnd says how a round in which no node served ended, for its pause.
+type roundEnd int
+
+const (
+	plainRound    roundEnd = iota
+	takeoverRound          // a node said a new leader is taking over
+	electionRound          // a node said no leader serves yet
 )
 
 // nextPause returns the pause after a round in which no node served, and the
-// backoff after that: doubling up to maxBackoff, but at most takeoverPoll,
-// and not growing, while the leader is taking over.
-func nextPause(backoff time.Duration, takeover bool) (pause, next time.Duration) {
-	if takeover {
+// backoff after that: the backoff, doubling up to maxBackoff; after a
+// takeover round at most takeoverPoll, the backoff not growing; after an
+// election round at most electionPoll, the backoff growing, so that the
+// rounds after the last of those a call takes pause as long as before.
+func nextPause(backoff time.Duration, end roundEnd) (pause, next time.Duration) {
+	switch end {
+	case takeoverRound:
 		return min(backoff, takeoverPoll), backoff
+	case electionRound:
+		return min(backoff, electionPoll), min(2*backoff, maxBackoff)
 	}
 	return backoff, min(2*backoff, maxBackoff)
+}
+
+// inElection reports whether a refusal with this code says that no leader
+// serves yet: the node knows none, or knows one that did not answer it.
+// Unlike busy, which asks for less traffic, it ends by itself within an
+// election.
+func inElection(code string) bool {
+	return code == "not_leader" || code == "unavailable"
 }
 
 // inTakeover reports whether a refusal with this code says that a new leader

@@ -413,17 +413,32 @@ func TestLeaderNamedInAnAnswerIsTriedNext(t *testing.T) {
 // TestPauseWhileTheLeaderTakesOver: between rounds the client backs off,
 // doubling up to maxBackoff; while the leader answers not_ready (its takeover
 // ends within a few hundred milliseconds) it asks again every takeoverPoll
-// at most, so it does not leave a ready leader unasked for half a second.
+// at most, and while nodes answer that no leader serves yet every
+// electionPoll at most, so it does not leave a ready leader unasked for half
+// a second.
 func TestPauseWhileTheLeaderTakesOver(t *testing.T) {
 	var got []time.Duration
 	b := 20 * time.Millisecond
-	for _, takeover := range []bool{false, false, false, true, true, false, false, false, true} {
-		var p time.Duration
-		p, b = nextPause(b, takeover)
-		got = append(got, p)
+	p, tk, el := plainRound, takeoverRound, electionRound
+	for _, end := range []roundEnd{p, p, p, tk, tk, p, p, p, tk, el, p, el} {
+		var d time.Duration
+		d, b = nextPause(b, end)
+		got = append(got, d)
 	}
 	ms := time.Millisecond
-	want := []time.Duration{20 * ms, 40 * ms, 80 * ms, 50 * ms, 50 * ms, 160 * ms, 320 * ms, 500 * ms, 50 * ms}
+	want := []time.Duration{20 * ms, 40 * ms, 80 * ms, 50 * ms, 50 * ms, 160 * ms, 320 * ms, 500 * ms, 50 * ms, 100 * ms, 500 * ms, 100 * ms}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("pauses %v, want %v", got, want)
+	}
+	// From the start of a call, election rounds grow the backoff under
+	// their cap: the rounds after them pause as long as without it.
+	got, b = nil, 20*time.Millisecond
+	for _, end := range []roundEnd{el, el, el, el, el, p} {
+		var d time.Duration
+		d, b = nextPause(b, end)
+		got = append(got, d)
+	}
+	want = []time.Duration{20 * ms, 40 * ms, 80 * ms, 100 * ms, 100 * ms, 500 * ms}
 	if fmt.Sprint(got) != fmt.Sprint(want) {
 		t.Fatalf("pauses %v, want %v", got, want)
 	}
@@ -518,5 +533,50 @@ func TestTakeoverAnswersDoNotHoldTheClientForever(t *testing.T) {
 	defer cancel()
 	if _, err := c.Acquire(ctx, AcquireRequest{Key: "k", Holder: "h"}); err != nil {
 		t.Fatalf("a node stuck answering not_ready kept the client from the one that serves: %v", err)
+	}
+}
+
+// TestElectionPacesRetries: while the only node answers that no leader
+// serves yet, the client asks it again every electionPoll at most, not at a
+// backoff doubling to half a second, so a new leader is asked soon after it
+// is ready; and only for maxElectionRounds rounds of a call, after which
+// the backoff grows again, so a node cut off in a minority is not polled
+// ten times a second for as long as the caller waits. Both bounds are
+// counts of attempts over a few seconds (a slow machine makes fewer, and
+// the first count has room for that).
+func TestElectionPacesRetries(t *testing.T) {
+	var mu sync.Mutex
+	var at []time.Duration
+	start := time.Now()
+	node := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		at = append(at, time.Since(start))
+		mu.Unlock()
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "no leader")
+	}))
+	t.Cleanup(node.Close)
+	c := New([]string{node.URL})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if _, err := c.Acquire(ctx, AcquireRequest{Key: "k", Holder: "h"}); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("acquire while no leader serves: %v; want the caller's deadline", err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	early := 0
+	for _, d := range at {
+		if d < 2*time.Second {
+			early++
+		}
+	}
+	// Doubling to maxBackoff asks 8 times in the first two seconds
+	// (pauses of 20, 40, 80, 160, 320 and 500 ms); electionPoll about 20.
+	if early < 12 {
+		t.Errorf("%d attempts in the first 2 s of an election (at %v); want at least 12", early, at)
+	}
+	// 20 rounds at electionPoll, then the backoff from 20 ms doubling to
+	// maxBackoff: about 30 attempts in 5 s, against 50 without the bound.
+	if len(at) > 36 {
+		t.Errorf("%d attempts in 5 s of answers that no leader serves; want at most 36", len(at))
 	}
 }
