@@ -813,10 +813,23 @@ func TestConsoleAsksForToken(t *testing.T) {
 	for _, p := range problems {
 		// Signing in asks an admin route whether the identity is an
 		// admin: a client's 403 is logged.
-		// A follower's refusal to forward is logged too.
+		// A follower's refusal to forward is logged too, and so is
+		// another member's refusal to let this page read its status: these
+		// nodes run without --cors-origins, and the page knows a member's
+		// origin once that member led (it records its HTTP address when it
+		// does), which an election while the cluster starts can make so.
 		if !strings.Contains(p, "status of 401") && !(strings.Contains(p, "status of 403 (Forbidden) ") && strings.HasSuffix(p, "/v1/acl/check")) &&
-			!strings.Contains(p, "status of 503 (Service Unavailable)") {
+			!strings.Contains(p, "status of 503 (Service Unavailable)") && !memberStatusRefused(p) {
 			t.Errorf("page problem: %s", p)
 		}
 	}
+}
+
+// memberStatusRefused reports whether a page problem is the browser's
+// refusal of another member's status (GET /v1/cluster of another origin),
+// which the node refuses without --cors-origins: the page then shows the
+// member without its own figures.
+func memberStatusRefused(p string) bool {
+	return strings.Contains(p, "/v1/cluster' from origin ") && strings.Contains(p, "blocked by CORS policy") ||
+		strings.Contains(p, "net::ERR_FAILED") && strings.HasSuffix(p, "/v1/cluster")
 }
