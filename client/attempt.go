@@ -100,7 +100,7 @@ func (c *Client) call(ctx context.Context, cl call) error {
 			cancel()
 		}
 	}
-	defer func() { cancelAll() }()
+	defer cancelAll()
 	ctx, connect := c.watchConnect(ctx)
 	defer connect.stop()
 	connectBy, connected := connect.by, &connect.connected
@@ -169,7 +169,7 @@ func (c *Client) call(ctx context.Context, cl call) error {
 			if inline {
 				cut = cancel
 			}
-			connect.arm(c.connectTimeout, cut)
+			connect.arm(cut)
 		}
 		launched++
 		inflight++
@@ -356,6 +356,7 @@ func (c *Client) decode(r attemptResult, out any) error {
 type connectWatch struct {
 	by        chan struct{}
 	connected atomic.Bool
+	timeout   time.Duration
 	timer     *time.Timer
 }
 
@@ -365,7 +366,7 @@ func (c *Client) watchConnect(ctx context.Context) (context.Context, *connectWat
 	if c.connectTimeout <= 0 {
 		return ctx, w
 	}
-	w.by = make(chan struct{})
+	w.by, w.timeout = make(chan struct{}), c.connectTimeout
 	ctx = httptrace.WithClientTrace(ctx, &httptrace.ClientTrace{
 		GotConn:      func(httptrace.GotConnInfo) { w.connected.Store(true) },
 		WroteHeaders: func() { w.connected.Store(true) },
@@ -376,11 +377,11 @@ func (c *Client) watchConnect(ctx context.Context) (context.Context, *connectWat
 // arm starts the connect timeout, when there is one. cut, if set, ends the
 // attempt running inline when the timeout passes with no connection, since
 // nothing else would end it before its own deadline.
-func (w *connectWatch) arm(d time.Duration, cut context.CancelFunc) {
+func (w *connectWatch) arm(cut context.CancelFunc) {
 	if w.by == nil {
 		return
 	}
-	w.timer = time.AfterFunc(d, func() {
+	w.timer = time.AfterFunc(w.timeout, func() {
 		close(w.by)
 		if cut != nil && !w.connected.Load() {
 			cut()
