@@ -149,7 +149,9 @@ func inFlight(t *testing.T, s *coalesceServer, n int) {
 	})
 }
 
-// queued waits until n calls wait behind the ones in flight.
+// queued waits until exactly n calls wait behind the ones in flight: as
+// many as were queued, or as are left once a caller gave up (waiting for
+// at least n would see a caller that gave up as still queued).
 func queued(t *testing.T, c *Client, n int) {
 	t.Helper()
 	eventually(t, 10*time.Second, func() error {
@@ -161,7 +163,7 @@ func queued(t *testing.T, c *Client, n int) {
 				live++
 			}
 		}
-		if live < n {
+		if live != n {
 			return fmt.Errorf("%d calls queued, want %d", live, n)
 		}
 		return nil
