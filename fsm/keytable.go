@@ -16,7 +16,8 @@ import (
 // last one, so the slots in use are always the first len of them. A full
 // page never moves (only a page not yet full-sized, the first one or the
 // last one a reservation sized, is copied as it grows), so a growing table
-// does not copy every entry. The index is rebuilt whole when it doubles or
+// does not copy every entry. A snapshot shares the pages (keyview.go): while
+// one may still read a page, the table's first write to it copies it. The index is rebuilt whole when it doubles or
 // halves, from the hashes the slots keep: a pass over the slots that holds
 // the apply loop once per doubling (tens of milliseconds at a million
 // keys), as a snapshot's copy of the keys does at each snapshot.
@@ -34,7 +35,12 @@ import (
 // yields) depends only on the order of the puts and deletes.
 type keyTable struct {
 	pages [][]slot
-	n     int
+	// gens holds, for each page, the generation it was made at (keyview.go):
+	// whether a snapshot's view may share it.
+	gens []uint64
+	// sh counts the views of the table; nil until the first.
+	sh *sharing
+	n  int
 	// index refers to slots by number.
 	index openaddr.Index[uint32]
 	// seed is drawn when the first index is made: the zero table is an
@@ -125,7 +131,7 @@ func (t *keyTable) put(key string, e entry) {
 	h := t.hashOf(key)
 	pos, s, ok := t.find(key, h)
 	if ok {
-		t.at(s).e = e
+		t.writable(s).e = e
 		return
 	}
 	if t.n >= maxKeys {
@@ -179,13 +185,15 @@ func (t *keyTable) appendSlot(sl slot) {
 			c = 8
 		}
 		t.pages = append(t.pages, make([]slot, 0, c))
+		t.gens = append(t.gens, t.made())
 	}
-	pg := t.pages[p]
+	pg := t.own(p)
 	if len(pg) == cap(pg) {
 		// Only the first page grows; the others are made full-sized.
 		grown := make([]slot, len(pg), min(2*cap(pg), pageSlots))
 		copy(grown, pg)
 		pg = grown
+		t.gens[p] = t.made()
 	}
 	t.pages[p] = append(pg, sl)
 	t.n++
@@ -205,7 +213,7 @@ func (t *keyTable) delete(key string) bool {
 	if s != last {
 		// The last slot fills the hole; its index word follows it.
 		moved := *t.at(last)
-		*t.at(s) = moved
+		*t.writable(s) = moved
 		t.index.Set(t.index.Locate(moved.hash, last), moved.hash, s)
 	}
 	t.popSlot()
@@ -224,12 +232,13 @@ func (t *keyTable) delete(key string) bool {
 func (t *keyTable) popSlot() {
 	t.n--
 	p := t.n >> pageBits
-	pg := t.pages[p]
+	pg := t.own(p)
 	pg[len(pg)-1] = slot{} // drop the names for the collector
 	t.pages[p] = pg[:len(pg)-1]
 	if need := (t.n + pageSlots - 1) >> pageBits; len(t.pages) > need+1 {
 		t.pages[len(t.pages)-1] = nil
 		t.pages = t.pages[:len(t.pages)-1]
+		t.gens = t.gens[:len(t.pages)]
 	}
 }
 
@@ -275,15 +284,18 @@ func (t *keyTable) reserve(n int) {
 // the index: a restore builds that once, indexLoaded).
 func (t *keyTable) reservePages(n int) {
 	n = min(n, maxKeys)
-	t.pages = slices.Grow(t.pages, max(0, (n+pageSlots-1)>>pageBits-len(t.pages)))
+	more := max(0, (n+pageSlots-1)>>pageBits-len(t.pages))
+	t.pages = slices.Grow(t.pages, more)
+	t.gens = slices.Grow(t.gens, more)
 	for p := 0; p<<pageBits < n; p++ {
 		c := min(n-p<<pageBits, pageSlots)
 		if p == len(t.pages) {
 			t.pages = append(t.pages, make([]slot, 0, c))
+			t.gens = append(t.gens, t.made())
 		} else if cap(t.pages[p]) < c {
 			grown := make([]slot, len(t.pages[p]), c)
 			copy(grown, t.pages[p])
-			t.pages[p] = grown
+			t.pages[p], t.gens[p] = grown, t.made()
 		}
 	}
 }
