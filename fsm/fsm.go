@@ -97,10 +97,20 @@ type entry struct {
 	delayMs   uint32
 	holderLen uint16
 	state     State
-	// extra says that FSM.extras holds this key's value, holder length and
-	// armed index, which then override holderLen and armed.
-	extra bool
+	// flags: flagExtra, flagPackedID.
+	flags uint8
 }
+
+const (
+	// flagExtra says that FSM.extras holds the key's value, holder length
+	// and armed index, which then override holderLen and armed.
+	flagExtra uint8 = 1 << iota
+	// flagPackedID says that names holds the request id packed (names.go).
+	flagPackedID
+)
+
+func (e *entry) extra() bool    { return e.flags&flagExtra != 0 }
+func (e *entry) packedID() bool { return e.flags&flagPackedID != 0 }
 
 // extra is what an entry cannot hold inline.
 type extra struct {
@@ -117,20 +127,31 @@ func (f *FSM) keyState(key string, e entry) KeyState { return expand(key, e, f.e
 
 // expand is keyState with the extras given.
 func expand(key string, e entry, extras map[string]extra) KeyState {
+	return expandInto(key, e, extras, nil)
+}
+
+// expandInto is expand; with buf, a packed request id is unpacked into
+// *buf, valid until the next use of buf (unpackIDInto).
+func expandInto(key string, e entry, extras map[string]extra, buf *[]byte) KeyState {
 	k := KeyState{Key: e.names[len(e.names)-len(key):], Token: e.token, TTL: time.Duration(e.ttlMs) * time.Millisecond, State: e.state,
 		Index: e.index, Armed: e.index + uint64(e.armed), LockDelay: time.Duration(e.delayMs) * time.Millisecond}
 	hl := int(e.holderLen)
-	if e.extra {
+	if e.extra() {
 		x := extras[key]
 		k.Value, k.Armed, hl = x.value, x.armed, x.holderLen
 	}
-	k.Holder, k.RequestID = e.names[:hl], e.names[hl:len(e.names)-len(key)]
+	k.Holder = e.names[:hl]
+	if stored := e.names[hl : len(e.names)-len(key)]; buf != nil {
+		k.RequestID = unpackIDInto(stored, e.packedID(), buf)
+	} else {
+		k.RequestID = unpackID(stored, e.packedID())
+	}
 	return k
 }
 
 // holderLen returns the length of the holder in e's names.
 func (f *FSM) holderLen(key string, e entry) int {
-	if e.extra {
+	if e.extra() {
 		return f.extras[key].holderLen
 	}
 	return int(e.holderLen)
@@ -141,45 +162,47 @@ func (f *FSM) holderOf(key string, e entry) string { return e.names[:f.holderLen
 
 // requestID returns the request id of the entry of key.
 func (f *FSM) requestID(key string, e entry) string {
-	return e.names[f.holderLen(key, e) : len(e.names)-len(key)]
+	return unpackID(e.names[f.holderLen(key, e):len(e.names)-len(key)], e.packedID())
 }
 
-// joinNames returns holder, request id and key as one string.
-func joinNames(holder, requestID, key string) string {
-	return holder + requestID + key
-}
-
-// store puts k in the table with names (joinNames of k's names) and returns
-// k with its key, holder and request id pointing into names.
-func (f *FSM) store(k KeyState, names string) KeyState {
-	key, e := f.entryOf(k, names)
+// store puts k in the table with names (joinNames of k's names, packed as
+// it says) and returns k with its key, holder and (unless packed) request
+// id pointing into names.
+func (f *FSM) store(k KeyState, names string, packed bool) KeyState {
+	key, e := f.entryOf(k, names, packed)
 	f.keys.put(key, e)
 	hl := len(k.Holder)
-	k.Key, k.Holder, k.RequestID = key, names[:hl], names[hl:len(names)-len(key)]
+	k.Key, k.Holder = key, names[:hl]
+	if !packed {
+		k.RequestID = names[hl : len(names)-len(key)]
+	}
 	return k
 }
 
 // load is store for a restore: it appends k's entry to the table without
 // indexing it (keyTable.load). k must come after every key loaded before.
-func (f *FSM) load(k KeyState, names string) {
-	key, e := f.entryOf(k, names)
+func (f *FSM) load(k KeyState, names string, packed bool) {
+	key, e := f.entryOf(k, names, packed)
 	f.keys.load(key, e)
 }
 
 // entryOf returns k's key (the tail of names) and the entry that holds k,
 // and keeps in f.extras what the entry cannot hold.
-func (f *FSM) entryOf(k KeyState, names string) (string, entry) {
+func (f *FSM) entryOf(k KeyState, names string, packed bool) (string, entry) {
 	key := names[len(names)-len(k.Key):]
 	hl := len(k.Holder)
 	e := entry{names: names, token: k.Token, index: k.Index, ttlMs: uint32(k.TTL / time.Millisecond),
 		delayMs: uint32(k.LockDelay / time.Millisecond), state: k.State}
+	if packed {
+		e.flags |= flagPackedID
+	}
 	if k.Value == "" && hl <= 1<<16-1 && k.Armed >= k.Index && k.Armed-k.Index <= 1<<32-1 {
 		e.armed, e.holderLen = uint32(k.Armed-k.Index), uint16(hl)
 		if f.extras != nil {
 			delete(f.extras, key)
 		}
 	} else {
-		e.extra = true
+		e.flags |= flagExtra
 		if f.extras == nil {
 			f.extras = make(map[string]extra)
 		}
@@ -208,15 +231,16 @@ func (f *FSM) get(key string) (KeyState, bool) {
 // release, an expiry, a renewal by the same request) reuses them.
 func (f *FSM) put(k KeyState) KeyState {
 	var names string
+	packed := false
 	if old, ok := f.keys.get(k.Key); ok {
-		if hl := f.holderLen(k.Key, old); old.names[:hl] == k.Holder && old.names[hl:len(old.names)-len(k.Key)] == k.RequestID {
-			names = old.names
+		if hl := f.holderLen(k.Key, old); old.names[:hl] == k.Holder && sameID(old.names[hl:len(old.names)-len(k.Key)], old.packedID(), k.RequestID) {
+			names, packed = old.names, old.packedID()
 		}
 	}
 	if names == "" {
-		names = joinNames(k.Holder, k.RequestID, k.Key)
+		names, packed = joinNames(k.Holder, k.RequestID, k.Key)
 	}
-	return f.store(k, names)
+	return f.store(k, names, packed)
 }
 
 // Result is what Apply returns for a command; raft hands it to the proposer

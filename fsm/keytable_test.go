@@ -9,7 +9,7 @@ import (
 // tableEntry returns an entry for key as store makes it: key is the tail of
 // its names, and the index tells versions apart.
 func tableEntry(key string, version uint64) entry {
-	names := joinNames("holder", "req", key)
+	names, _ := joinNames("holder", "req", key)
 	return entry{names: names, index: version, holderLen: uint16(len("holder"))}
 }
 

@@ -154,12 +154,16 @@ type snapshot struct {
 	extras map[string]extra
 	// order is the view's keys in name order, once Persist sorted them.
 	order []keyRef
+	idBuf []byte
 	once  sync.Once
 }
 
+// keyState returns the key of the snapshot numbered i, in name order. Its
+// request id, when packed, is unpacked into a buffer the next call reuses:
+// encodeState is done with each key before it asks for the next.
 func (s *snapshot) keyState(i int) KeyState {
 	r := s.order[i]
-	return expand(r.key(), s.view.at(r.slot).e, s.extras)
+	return expandInto(r.key(), s.view.at(r.slot).e, s.extras, &s.idBuf)
 }
 
 // Persist implements raft.FSMSnapshot.
@@ -367,8 +371,8 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 			// decodeState gives the keys in strictly increasing order (it
 			// refuses the snapshot otherwise, before this is called): no
 			// key can be there already, and none is looked up.
-			names := string(r.holder) + string(r.requestID) + string(r.key)
-			t.load(r.keyState(names), names)
+			names, packed := joinNameBytes(r.holder, r.requestID, r.key)
+			t.load(r.keyState(names, packed), names, packed)
 			return true
 		},
 		func(key, value []byte) bool {
@@ -379,7 +383,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 			}
 			k := t.keyState(string(key), e)
 			k.Value = string(value)
-			t.store(k, e.names)
+			t.store(k, e.names, e.packedID())
 			return true
 		})
 	if err != nil {
@@ -415,7 +419,7 @@ func DecodeImage(data []byte) (*Image, error) {
 	head, err := decodeState(data, func(n int) { img = &Image{Keys: make([]KeyState, 0, n)} },
 		func(r *rawKey) bool {
 			names := string(r.holder) + string(r.requestID) + string(r.key)
-			img.Keys = append(img.Keys, r.keyState(names))
+			img.Keys = append(img.Keys, r.keyState(names, false))
 			return true
 		},
 		func(key, value []byte) bool {
@@ -587,10 +591,16 @@ func (d *decoder) key(r *rawKey) {
 
 // keyState returns the record as a KeyState whose names point into names,
 // the holder, the request id and the key joined.
-func (r *rawKey) keyState(names string) KeyState {
-	hl, rl := len(r.holder), len(r.requestID)
-	return KeyState{Key: names[hl+rl:], Holder: names[:hl], Token: r.token, TTL: r.ttl, State: r.state, RequestID: names[hl : hl+rl],
+func (r *rawKey) keyState(names string, packed bool) KeyState {
+	hl, kl := len(r.holder), len(r.key)
+	k := KeyState{Key: names[len(names)-kl:], Holder: names[:hl], Token: r.token, TTL: r.ttl, State: r.state,
 		Index: r.index, Armed: r.armed, LockDelay: r.lockDelay}
+	if !packed {
+		// Packed, the request id stays in names only: a restore's load
+		// reads everything of the key's state but it.
+		k.RequestID = names[hl : len(names)-kl]
+	}
+	return k
 }
 
 func (r *rawKey) valid() bool {
