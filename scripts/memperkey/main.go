@@ -9,8 +9,10 @@
 // It starts the nodes on free loopback ports (internal/proccluster), fills
 // -keys keys with -clients concurrent clients (a holder per thousand keys, a TTL
 // of -ttl so nothing expires), waits -settle, and prints per node: RSS and
-// heap in use before and after, and the growth per key. Heap figures come
-// from each node's /debug/pprof/heap (the nodes run with --enable-pprof).
+// heap in use before and after, and the growth per key; live/k is the heap
+// right after a collection it asks for once the other figures are read.
+// Heap figures come from each node's /debug/pprof/heap (the nodes run with
+// --enable-pprof).
 package main
 
 import (
@@ -78,6 +80,9 @@ func saveHeapProfiles(c *proccluster.Cluster, lead *proccluster.Node, tag string
 // sample is one node's memory at one moment.
 type sample struct {
 	rss, heapInuse, heapAlloc uint64
+	// live is HeapAlloc right after a collection the measurement asked
+	// for, once RSS and the other figures were read: the live heap.
+	live uint64
 }
 
 func run(keys, clients int, ttl, settle time.Duration, restart bool, binary string, nodeArgs []string, keep bool) error {
@@ -215,22 +220,24 @@ func measureAll(c *proccluster.Cluster) map[string]sample {
 	out := map[string]sample{}
 	for _, n := range c.Nodes {
 		s := sample{rss: rss(n.PID())}
-		s.heapInuse, s.heapAlloc = heap(c.URL(n))
+		s.heapInuse, s.heapAlloc = heap(c.URL(n), false)
+		_, s.live = heap(c.URL(n), true)
 		out[n.ID] = s
 	}
 	return out
 }
 
 func report(c *proccluster.Cluster, lead *proccluster.Node, keys int, before, after map[string]sample) {
-	fmt.Printf("%-4s %-8s %10s %10s %9s %11s %11s %10s\n", "node", "role", "RSS before", "RSS after", "RSS B/key", "heap inuse", "HeapInuse/k", "HeapAlloc/k")
+	fmt.Printf("%-4s %-8s %10s %10s %9s %11s %11s %10s %7s\n", "node", "role", "RSS before", "RSS after", "RSS B/key", "heap inuse", "HeapInuse/k", "HeapAlloc/k", "live/k")
 	for _, n := range c.Nodes {
 		role := "follower"
 		if n.ID == lead.ID {
 			role = "leader"
 		}
 		b, a := before[n.ID], after[n.ID]
-		fmt.Printf("%-4s %-8s %9.1fM %9.1fM %9.0f %10.1fM %11.0f %10.0f\n", n.ID, role, mib(b.rss), mib(a.rss),
-			perKey(a.rss, b.rss, keys), mib(a.heapInuse), perKey(a.heapInuse, b.heapInuse, keys), perKey(a.heapAlloc, b.heapAlloc, keys))
+		fmt.Printf("%-4s %-8s %9.1fM %9.1fM %9.0f %10.1fM %11.0f %10.0f %7.0f\n", n.ID, role, mib(b.rss), mib(a.rss),
+			perKey(a.rss, b.rss, keys), mib(a.heapInuse), perKey(a.heapInuse, b.heapInuse, keys), perKey(a.heapAlloc, b.heapAlloc, keys),
+			perKey(a.live, b.live, keys))
 	}
 }
 
@@ -254,9 +261,13 @@ func rss(pid int) uint64 {
 }
 
 // heap reads HeapInuse and HeapAlloc from the runtime.MemStats that a node's
-// /debug/pprof/heap?debug=1 ends with.
-func heap(base string) (inuse, alloc uint64) {
-	resp, err := http.Get(base + "/debug/pprof/heap?debug=1")
+// /debug/pprof/heap?debug=1 ends with; with gc, after a collection.
+func heap(base string, gc bool) (inuse, alloc uint64) {
+	u := base + "/debug/pprof/heap?debug=1"
+	if gc {
+		u += "&gc=1"
+	}
+	resp, err := http.Get(u)
 	if err != nil {
 		return 0, 0
 	}
