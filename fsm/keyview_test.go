@@ -85,14 +85,32 @@ func TestKeyViewKeepsItsSlots(t *testing.T) {
 	}
 }
 
+// fataler is what the snapshot helpers need of a test, a benchmark or a
+// rapid.T.
+type fataler interface {
+	Helper()
+	Fatal(args ...any)
+}
+
 // snapshotBytes persists snap.
-func snapshotBytes(t *testing.T, snap raft.FSMSnapshot) []byte {
+func snapshotBytes(t fataler, snap raft.FSMSnapshot) []byte {
 	t.Helper()
 	var out sink
 	if err := snap.Persist(&out); err != nil {
 		t.Fatal(err)
 	}
 	return out.Bytes()
+}
+
+// persisted takes a snapshot of f, persists and releases it, as raft does.
+func persisted(t fataler, f *FSM) []byte {
+	t.Helper()
+	snap, err := f.Snapshot()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer snap.Release()
+	return snapshotBytes(t, snap)
 }
 
 // imageBytes encodes the FSM's state now.

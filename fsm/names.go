@@ -61,12 +61,8 @@ func joinNameBytes(holder, requestID, key []byte) (string, bool) {
 // unpackID returns the request id that stored, the part of an entry's
 // names between holder and key, holds.
 func unpackID(stored string, packed bool) string {
-	if !packed || stored == "" {
-		return stored
-	}
-	b := make([]byte, 2*len(stored))
-	hex.Encode(b, bytesOf(stored))
-	return unsafe.String(unsafe.SliceData(b), len(b))
+	var b []byte
+	return unpackIDInto(stored, packed, &b)
 }
 
 // unpackIDInto is unpackID into buf, reused: the string is valid until buf

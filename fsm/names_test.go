@@ -106,16 +106,7 @@ func TestPropertyPackingChangesNothing(t *testing.T) {
 		if !bytes.Equal(got.Bytes(), want.Bytes()) {
 			t.Fatalf("images differ")
 		}
-		snap, err := packed.Snapshot()
-		if err != nil {
-			t.Fatal(err)
-		}
-		var persisted sink
-		if err := snap.Persist(&persisted); err != nil {
-			t.Fatal(err)
-		}
-		snap.Release()
-		if !bytes.Equal(persisted.Bytes(), want.Bytes()) {
+		if !bytes.Equal(persisted(t, packed), want.Bytes()) {
 			t.Fatalf("the snapshot's bytes differ from the unpacked image's")
 		}
 		assertRoundTrip(t, packed)
