@@ -370,6 +370,9 @@ func boolByte(v bool) byte {
 type decoder struct {
 	buf []byte
 	err error
+	// s, if set, is the stream buf is a window of (snapstream.go): the
+	// fields fill it as they need.
+	s *stream
 }
 
 func (d *decoder) fail(what string) {
@@ -383,6 +386,7 @@ func (d *decoder) uvarint() uint64 {
 	if d.err != nil {
 		return 0
 	}
+	d.fill(binary.MaxVarintLen64)
 	v, n := binary.Uvarint(d.buf)
 	// An overlong varint (a last byte of zero after a continuation) decodes
 	// to the same value as the short one: refuse it, so that one command has
@@ -405,16 +409,23 @@ func (d *decoder) int64() int64 {
 }
 
 func (d *decoder) str() string {
-	return string(d.bytes())
+	return string(d.view())
 }
 
-// bytes is str without the copy: the bytes stay the buffer's.
+// bytes is str without the copy: the bytes stay the buffer's (from a
+// stream, the record's: see decoder.record).
 func (d *decoder) bytes() []byte {
+	return d.stable(d.view())
+}
+
+// view returns the next string field's bytes in the buffer, valid until
+// the next field is read.
+func (d *decoder) view() []byte {
 	n := d.uvarint()
 	if d.err != nil {
 		return nil
 	}
-	if n > uint64(len(d.buf)) {
+	if n > uint64(len(d.buf)) && (n > 1<<62 || !d.fill(int(n))) {
 		d.fail("string length")
 		return nil
 	}
@@ -427,7 +438,7 @@ func (d *decoder) bool() bool {
 	if d.err != nil {
 		return false
 	}
-	if len(d.buf) == 0 || d.buf[0] > 1 {
+	if !d.fill(1) || d.buf[0] > 1 {
 		d.fail("bool")
 		return false
 	}
@@ -437,7 +448,7 @@ func (d *decoder) bool() bool {
 }
 
 func (d *decoder) done() error {
-	if d.err == nil && len(d.buf) != 0 {
+	if d.err == nil && d.fill(1) {
 		d.err = fmt.Errorf("%w: %d trailing bytes", ErrCorrupt, len(d.buf))
 	}
 	return d.err

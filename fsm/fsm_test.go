@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+	"testing/iotest"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -486,7 +487,8 @@ func FuzzDecode(f *testing.F) {
 
 // FuzzRestore restores arbitrary bytes over a populated state: a rejected
 // snapshot changes nothing; an accepted one becomes the state exactly and
-// survives its own encoding. With seal set, the input gets a valid CRC
+// survives its own encoding; the restore, which reads as it decodes,
+// accepts exactly what DecodeImage, which has every byte first, accepts. With seal set, the input gets a valid CRC
 // appended, so that the fuzzer reaches the decoder behind the checksum.
 func FuzzRestore(f *testing.F) {
 	a := &applier{f: New(Config{})}
@@ -512,18 +514,23 @@ func FuzzRestore(f *testing.F) {
 		}
 		g, _ := seeded()
 		before := g.Image().sort()
-		if err := g.Restore(nopCloser{bytes.NewReader(b)}); err != nil {
+		// The restore reads a byte at a time through a window that
+		// starts at three bytes: the stream's every boundary.
+		img, decodeErr := DecodeImage(b)
+		if err := restoreThrough(g, b, iotest.OneByteReader, 3); err != nil {
 			if !errors.Is(err, ErrBadSnapshot) {
 				t.Fatalf("refusal %v is not ErrBadSnapshot", err)
+			}
+			if decodeErr == nil {
+				t.Fatalf("the restore refused (%v) what DecodeImage accepts", err)
 			}
 			if !reflect.DeepEqual(before, g.Image().sort()) {
 				t.Fatal("rejected snapshot changed state")
 			}
 			return
 		}
-		img, err := DecodeImage(b)
-		if err != nil || !reflect.DeepEqual(img.sort(), g.Image().sort()) {
-			t.Fatalf("the restored state is not the snapshot's: %v", err)
+		if decodeErr != nil || !reflect.DeepEqual(img.sort(), g.Image().sort()) {
+			t.Fatalf("the restored state is not the snapshot's: %v", decodeErr)
 		}
 		var again bytes.Buffer
 		if err := img.Encode(&again); err != nil {

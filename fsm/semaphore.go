@@ -479,7 +479,7 @@ func (d *decoder) semaphores(version byte) []Semaphore {
 	if n == 0 {
 		return nil
 	}
-	out := make([]Semaphore, 0, n)
+	out := make([]Semaphore, 0, d.sized(n))
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		s := Semaphore{Key: d.str()}
 		limit := d.uvarint()
@@ -489,7 +489,7 @@ func (d *decoder) semaphores(version byte) []Semaphore {
 			break
 		}
 		s.Limit = int(limit)
-		s.Permits = make([]KeyState, 0, m)
+		s.Permits = make([]KeyState, 0, d.sized(m))
 		for j := uint64(0); j < m && d.err == nil; j++ {
 			s.Permits = append(s.Permits, KeyState{Key: s.Key, Holder: d.str(), Token: fence.Token(d.uvarint()), TTL: time.Duration(d.int64()), State: Held,
 				RequestID: d.str(), Index: d.uvarint(), Armed: d.uvarint(), Value: d.str(), Limit: uint16(s.Limit), Shared: s.Limit == 0})

@@ -164,7 +164,9 @@ func TestPropertyEverySnapshotRestores(t *testing.T) {
 				if err := a.Image().Encode(&buf); err != nil {
 					t.Fatal(err)
 				}
-				if err := b.Restore(nopCloser{bytes.NewReader(buf.Bytes())}); err != nil {
+				how := rapid.SampledFrom([]string{"whole", "one-byte", "half", "data-err"}).Draw(t, "reads")
+				window := rapid.SampledFrom([]int{1, 5, 64 << 10}).Draw(t, "window")
+				if err := restoreThrough(b, buf.Bytes(), readers[how], window); err != nil {
 					t.Fatalf("snapshot after entry %d does not restore: %v", index, err)
 				}
 			}

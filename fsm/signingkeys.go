@@ -177,8 +177,8 @@ func (d *decoder) signingKeys(img *Image, version byte) {
 	if n == 0 {
 		return // a later version carries the section whatever it holds
 	}
-	img.SigningKeys = make([]SigningKeyState, 0, n)
-	seen := make(map[string]bool, n)
+	img.SigningKeys = make([]SigningKeyState, 0, d.sized(n))
+	seen := make(map[string]bool, d.sized(n))
 	perNode := map[string]int{}
 	var prev uint64
 	for i := uint64(0); i < n && d.err == nil; i++ {

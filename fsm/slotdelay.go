@@ -197,7 +197,7 @@ func (d *decoder) permitDelays(img *Image) {
 	if n == 0 {
 		return
 	}
-	img.SlotDelays = make([]KeyState, 0, n)
+	img.SlotDelays = make([]KeyState, 0, d.sized(n))
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		k := KeyState{Key: d.str(), Holder: d.str(), Token: fence.Token(d.uvarint()), TTL: time.Duration(d.int64()), State: Expired,
 			LockDelay: time.Duration(d.int64())}

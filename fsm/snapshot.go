@@ -349,15 +349,12 @@ func appendKey(b []byte, k KeyState) []byte {
 }
 
 // Restore implements raft.FSM: it replaces the whole state with the snapshot's.
-// The snapshot is read and checked completely before anything changes. The
-// keys go from the snapshot's bytes straight into a key table of the right size,
-// one allocation a key, and the table's index is built once they are all in.
+// The snapshot is read and checked completely before anything changes. It is
+// decoded as it is read (decodeStream), never held whole: the keys go from
+// the reader's bytes straight into a new key table, one allocation a key,
+// and the table's index is built once they are all in.
 func (f *FSM) Restore(rc io.ReadCloser) error {
 	defer rc.Close()
-	data, err := io.ReadAll(rc)
-	if err != nil {
-		return err
-	}
 	var t *FSM
 	indexed := false
 	index := func() {
@@ -366,7 +363,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 			indexed = true
 		}
 	}
-	head, err := decodeState(data, func(n int) { t = &FSM{}; t.keys.reservePages(n) },
+	head, err := decodeStream(rc, func(n int) { t = &FSM{}; t.keys.reservePages(n) },
 		func(r *rawKey) bool {
 			// decodeState gives the keys in strictly increasing order (it
 			// refuses the snapshot otherwise, before this is called): no
@@ -453,18 +450,28 @@ func DecodeImage(data []byte) (*Image, error) {
 // first), key (each, in name order) and value (the values, in name order).
 // A false from key or value refuses the snapshot.
 func decodeState(data []byte, begin func(n int), key func(*rawKey) bool, value func(key, value []byte) bool) (*Image, error) {
-	if len(data) < len(snapMagic)+1+4 {
+	if len(data) < len(snapMagic)+1+trailer {
 		return nil, fmt.Errorf("%w: %d bytes", ErrBadSnapshot, len(data))
 	}
-	body, sum := data[:len(data)-4], binary.BigEndian.Uint32(data[len(data)-4:])
+	body, sum := data[:len(data)-trailer], binary.BigEndian.Uint32(data[len(data)-trailer:])
 	if crc32.ChecksumIEEE(body) != sum {
 		return nil, fmt.Errorf("%w: checksum mismatch", ErrBadSnapshot)
 	}
-	version := body[4]
-	if string(body[:4]) != snapMagic || version < snapVersion1 || version > snapVersion7 {
+	return decodeVersioned(&decoder{buf: body}, begin, key, value)
+}
+
+// decodeVersioned decodes a snapshot's magic, version and fields from d, for
+// decodeState (the whole snapshot, its checksum checked) and decodeStream
+// (which checks the checksum once it has read it).
+func decodeVersioned(d *decoder, begin func(n int), key func(*rawKey) bool, value func(key, value []byte) bool) (*Image, error) {
+	if !d.fill(len(snapMagic) + 1) {
+		return nil, fmt.Errorf("%w: %d bytes", ErrBadSnapshot, len(d.buf))
+	}
+	version := d.buf[len(snapMagic)]
+	if string(d.buf[:len(snapMagic)]) != snapMagic || version < snapVersion1 || version > snapVersion7 {
 		return nil, fmt.Errorf("%w: unknown format", ErrBadSnapshot)
 	}
-	d := decoder{buf: body[5:]}
+	d.buf = d.buf[len(snapMagic)+1:]
 	img := &Image{Applied: d.uvarint(), Floor: d.uvarint(), ClusterID: d.str(), Members: map[string]string{}}
 	n := d.count(2)
 	for i := uint64(0); i < n && d.err == nil; i++ {
@@ -472,7 +479,7 @@ func decodeState(data []byte, begin func(n int), key func(*rawKey) bool, value f
 		img.Members[id] = d.str()
 	}
 	n = d.count(minKeyRecord)
-	begin(int(n))
+	begin(d.sized(n))
 	var prev []byte
 	var r rawKey
 	for i := uint64(0); i < n && d.err == nil; i++ {
@@ -480,7 +487,7 @@ func decodeState(data []byte, begin func(n int), key func(*rawKey) bool, value f
 		if d.err == nil && (i > 0 && bytes.Compare(r.key, prev) <= 0 || !r.valid() || !key(&r)) {
 			d.fail("key record")
 		}
-		prev = r.key
+		prev = append(prev[:0], r.key...)
 	}
 	img.Retired = make([]Retired, 0)
 	if version >= snapVersion2 {
@@ -514,8 +521,8 @@ func decodeState(data []byte, begin func(n int), key func(*rawKey) bool, value f
 func (d *decoder) history(img *Image, version byte) {
 	img.Clock = d.uvarint()
 	n := d.count(minRetiredRec)
-	img.Retired = make([]Retired, 0, n)
-	seen := make(map[retiredID]bool, n)
+	img.Retired = make([]Retired, 0, d.sized(n))
+	seen := make(map[retiredID]bool, d.sized(n))
 	var prev uint64
 	for i := uint64(0); i < n && d.err == nil; i++ {
 		r := Retired{Key: d.str(), RequestID: d.str(), Token: fence.Token(d.uvarint()), At: d.uvarint()}
@@ -537,7 +544,7 @@ func (d *decoder) clockAndOwners(img *Image) {
 	img.ClockElapsed = d.bool()
 	seen := make(map[retiredID]bool, len(img.Retired))
 	for i := range img.Retired {
-		if d.err != nil || len(d.buf) == 0 || d.buf[0] > byte(KindRelease) {
+		if d.err != nil || !d.fill(1) || d.buf[0] > byte(KindRelease) {
 			d.fail("retired request kind")
 			return
 		}
@@ -555,10 +562,12 @@ func (d *decoder) clockAndOwners(img *Image) {
 }
 
 // count reads a record count and refuses one that the remaining bytes cannot
-// hold, so a hostile count cannot make Restore allocate without bound.
+// hold, so a hostile count cannot make Restore allocate without bound. A
+// stream knows the bytes left only once it has read them all: until then
+// the records' room is sized, not taken on the count's word.
 func (d *decoder) count(minRecord uint64) uint64 {
 	n := d.uvarint()
-	if d.err == nil && n > uint64(len(d.buf))/minRecord {
+	if d.err == nil && (d.s == nil || d.s.eof) && n > uint64(len(d.buf))/minRecord {
 		d.fail("count")
 		return 0
 	}
@@ -576,8 +585,9 @@ type rawKey struct {
 }
 
 func (d *decoder) key(r *rawKey) {
+	d.record()
 	r.key, r.holder, r.token, r.ttl = d.bytes(), d.bytes(), fence.Token(d.uvarint()), time.Duration(d.int64())
-	if d.err == nil && len(d.buf) > 0 {
+	if d.err == nil && d.fill(1) {
 		r.state = State(d.buf[0])
 		d.buf = d.buf[1:]
 	} else {
@@ -653,12 +663,13 @@ func (d *decoder) values(value func(key, value []byte) bool, version byte) {
 	n := d.count(3)
 	var prev []byte
 	for j := uint64(0); j < n && d.err == nil; j++ {
+		d.record()
 		key, v := d.bytes(), d.bytes()
 		if d.err != nil || j > 0 && bytes.Compare(key, prev) <= 0 || len(v) == 0 || len(v) > MaxValueLen || !value(key, v) {
 			d.fail("value record")
 			return
 		}
-		prev = key
+		prev = append(prev[:0], key...)
 	}
 	if d.err == nil && n == 0 && version == snapVersion3 {
 		d.fail("empty values section") // version 2 is the encoding of a state without values
