@@ -76,7 +76,7 @@ func (m *maxReader) Read(p []byte) (int, error) {
 
 // A restore never holds the snapshot whole: it asks its reader for no more
 // than its window at a time, however large the snapshot. (Reading it all
-// first asked for megabytes: "asked for 8.4 MB at once".)
+// first: "a restore of 8.0 MB asked for 2.9 MB at once".)
 func TestRestoreDoesNotHoldTheSnapshot(t *testing.T) {
 	f := New(Config{})
 	fill(f, 100_000)
@@ -102,8 +102,8 @@ func sealed(body []byte) []byte {
 
 // A count that a stream cannot yet check (the bytes left are not known)
 // gets no room on its word: a snapshot claiming 2^40 keys in a few bytes is
-// refused without allocating for them. (Reserving the key table for the
-// count, capped at the table's largest, asked for gigabytes.)
+// refused without allocating for them. (Room taken on the count's word,
+// even capped at two million keys: "refusing 83 bytes allocated 117.5 MB".)
 func TestRestoreHostileCountTakesNoRoom(t *testing.T) {
 	body := []byte(snapMagic)
 	body = append(body, snapVersion2)
