@@ -148,19 +148,26 @@ func isLocal(host string) bool {
 
 // ProcessRSS returns the resident set size of process pid, from the VmRSS
 // line of /proc/PID/status.
-func ProcessRSS(pid int) (uint64, error) {
+func ProcessRSS(pid int) (uint64, error) { return procStatusBytes(pid, "VmRSS") }
+
+// ProcessPeakRSS returns the largest resident set size a process has had
+// (VmHWM, Linux); an error wrapping ErrNoProc elsewhere.
+func ProcessPeakRSS(pid int) (uint64, error) { return procStatusBytes(pid, "VmHWM") }
+
+// procStatusBytes reads a field in kB from /proc/PID/status, in bytes.
+func procStatusBytes(pid int, field string) (uint64, error) {
 	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
 	if err != nil {
 		return 0, fmt.Errorf("%w: %v", ErrNoProc, err)
 	}
 	for _, line := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(line, "VmRSS:"); ok {
+		if v, ok := strings.CutPrefix(line, field+":"); ok {
 			kb, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
 			if err != nil {
-				return 0, fmt.Errorf("%w: /proc/%d/status: VmRSS %q", ErrNoProc, pid, v)
+				return 0, fmt.Errorf("%w: /proc/%d/status: %s %q", ErrNoProc, pid, field, v)
 			}
 			return kb << 10, nil
 		}
 	}
-	return 0, fmt.Errorf("%w: /proc/%d/status: no VmRSS", ErrNoProc, pid)
+	return 0, fmt.Errorf("%w: /proc/%d/status: no %s", ErrNoProc, pid, field)
 }

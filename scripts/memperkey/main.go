@@ -80,6 +80,9 @@ func saveHeapProfiles(c *proccluster.Cluster, lead *proccluster.Node, tag string
 // sample is one node's memory at one moment.
 type sample struct {
 	rss, heapInuse, heapAlloc uint64
+	// peak is the largest RSS the process has had (VmHWM): after a
+	// restart, what its restore and re-arm took at their height.
+	peak uint64
 	// live is HeapAlloc right after a collection the measurement asked
 	// for, once RSS and the other figures were read: the live heap.
 	live uint64
@@ -220,6 +223,7 @@ func measureAll(c *proccluster.Cluster) map[string]sample {
 	out := map[string]sample{}
 	for _, n := range c.Nodes {
 		s := sample{rss: rss(n.PID())}
+		s.peak, _ = bench.ProcessPeakRSS(n.PID())
 		s.heapInuse, s.heapAlloc = heap(c.URL(n), false)
 		_, s.live = heap(c.URL(n), true)
 		out[n.ID] = s
@@ -228,15 +232,15 @@ func measureAll(c *proccluster.Cluster) map[string]sample {
 }
 
 func report(c *proccluster.Cluster, lead *proccluster.Node, keys int, before, after map[string]sample) {
-	fmt.Printf("%-4s %-8s %10s %10s %9s %11s %11s %10s %7s\n", "node", "role", "RSS before", "RSS after", "RSS B/key", "heap inuse", "HeapInuse/k", "HeapAlloc/k", "live/k")
+	fmt.Printf("%-4s %-8s %10s %10s %9s %10s %11s %11s %10s %7s\n", "node", "role", "RSS before", "RSS after", "RSS B/key", "peak B/key", "heap inuse", "HeapInuse/k", "HeapAlloc/k", "live/k")
 	for _, n := range c.Nodes {
 		role := "follower"
 		if n.ID == lead.ID {
 			role = "leader"
 		}
 		b, a := before[n.ID], after[n.ID]
-		fmt.Printf("%-4s %-8s %9.1fM %9.1fM %9.0f %10.1fM %11.0f %10.0f %7.0f\n", n.ID, role, mib(b.rss), mib(a.rss),
-			perKey(a.rss, b.rss, keys), mib(a.heapInuse), perKey(a.heapInuse, b.heapInuse, keys), perKey(a.heapAlloc, b.heapAlloc, keys),
+		fmt.Printf("%-4s %-8s %9.1fM %9.1fM %9.0f %10.0f %10.1fM %11.0f %10.0f %7.0f\n", n.ID, role, mib(b.rss), mib(a.rss),
+			perKey(a.rss, b.rss, keys), perKey(a.peak, b.rss, keys), mib(a.heapInuse), perKey(a.heapInuse, b.heapInuse, keys), perKey(a.heapAlloc, b.heapAlloc, keys),
 			perKey(a.live, b.live, keys))
 	}
 }
