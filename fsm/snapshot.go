@@ -365,7 +365,7 @@ func (f *FSM) Restore(rc io.ReadCloser) error {
 	}
 	head, err := decodeStream(rc, func(n int) { t = &FSM{}; t.keys.reservePages(n) },
 		func(r *rawKey) bool {
-			// decodeState gives the keys in strictly increasing order (it
+			// decodeStream gives the keys in strictly increasing order (it
 			// refuses the snapshot otherwise, before this is called): no
 			// key can be there already, and none is looked up.
 			names, packed := joinNameBytes(r.holder, r.requestID, r.key)
@@ -574,8 +574,8 @@ func (d *decoder) count(minRecord uint64) uint64 {
 	return n
 }
 
-// rawKey is a key record as the snapshot holds it, its names still in the
-// snapshot's bytes.
+// rawKey is a key record as the snapshot holds it, its names still the
+// snapshot's bytes (or, read from a stream, the record's copy of them).
 type rawKey struct {
 	key, holder, requestID []byte
 	token                  fence.Token

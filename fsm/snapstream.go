@@ -47,7 +47,7 @@ const trailer = 4
 
 // streamDecoder returns a decoder that reads r as it decodes.
 func streamDecoder(r io.Reader) *decoder {
-	return &decoder{s: &stream{r: r, win: make([]byte, streamWindow)}}
+	return &decoder{s: &stream{r: r, win: make([]byte, max(streamWindow, 1))}}
 }
 
 // fill makes the decoder's buffer hold at least n bytes if the input has
@@ -86,7 +86,9 @@ func (s *stream) slide(n int) {
 // sums what left the held-back trailer.
 func (s *stream) readMore() {
 	if s.end == len(s.win) {
-		s.win = append(s.win, make([]byte, len(s.win))...)
+		bigger := make([]byte, 2*len(s.win))
+		copy(bigger, s.win[:s.end])
+		s.win = bigger
 	}
 	for range 100 {
 		m, err := s.r.Read(s.win[s.end:])
