@@ -2,9 +2,7 @@ package fsm
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
-	"hash/crc32"
 	"reflect"
 	"strings"
 	"testing"
@@ -510,7 +508,7 @@ func FuzzRestore(f *testing.F) {
 	f.Add(hbuf.Bytes()[:hbuf.Len()-4], true)
 	f.Fuzz(func(t *testing.T, b []byte, seal bool) {
 		if seal {
-			b = binary.BigEndian.AppendUint32(b[:len(b):len(b)], crc32.ChecksumIEEE(b))
+			b = sealed(b)
 		}
 		g, _ := seeded()
 		before := g.Image().sort()

@@ -2,10 +2,8 @@ package fsm
 
 import (
 	"bytes"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"testing"
 	"time"
 
@@ -210,7 +208,7 @@ func TestRestoreReadsVersion1(t *testing.T) {
 	// Drop the two empty history fields and the CRC, mark version 1, seal.
 	body := append([]byte(nil), buf.Bytes()[:buf.Len()-4-2]...)
 	body[4] = snapVersion1
-	v1 := binary.BigEndian.AppendUint32(body, crc32.ChecksumIEEE(body))
+	v1 := sealed(body)
 	g := New(Config{})
 	if err := g.Restore(nopCloser{bytes.NewReader(v1)}); err != nil {
 		t.Fatalf("version-1 snapshot: %v", err)

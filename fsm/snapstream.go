@@ -29,10 +29,9 @@ type stream struct {
 	// is a suffix of win[:end-trailer] (what it has not consumed yet).
 	win []byte
 	end int
-	// summed is how much of win the checksum covers: every byte read but
-	// the last trailer bytes.
-	summed int
-	sum    uint32
+	// sum is the checksum of every byte read but the last trailer bytes:
+	// of win[:visible()] and of what slid out before it.
+	sum uint32
 	// read counts every byte read.
 	read int64
 	eof  bool
@@ -79,7 +78,6 @@ func (s *stream) visible() int { return max(s.end-trailer, 0) }
 func (s *stream) slide(n int) {
 	copy(s.win, s.win[n:s.end])
 	s.end -= n
-	s.summed -= n
 }
 
 // readMore reads once into the window, growing it when it is full, and
@@ -90,6 +88,7 @@ func (s *stream) readMore() {
 		copy(bigger, s.win[:s.end])
 		s.win = bigger
 	}
+	summed := s.visible()
 	for range 100 {
 		m, err := s.r.Read(s.win[s.end:])
 		s.end += m
@@ -101,10 +100,7 @@ func (s *stream) readMore() {
 			}
 		}
 		if m > 0 || s.eof {
-			if v := s.visible(); v > s.summed {
-				s.sum = crc32.Update(s.sum, crc32.IEEETable, s.win[s.summed:v])
-				s.summed = v
-			}
+			s.sum = crc32.Update(s.sum, crc32.IEEETable, s.win[summed:s.visible()])
 			return
 		}
 	}

@@ -31,23 +31,13 @@ func restoreThrough(f *FSM, b []byte, wrap func(io.Reader) io.Reader, window int
 	return f.Restore(io.NopCloser(wrap(bytes.NewReader(b))))
 }
 
-// encoded returns f's snapshot bytes.
-func encoded(t testing.TB, f *FSM) []byte {
-	t.Helper()
-	var buf bytes.Buffer
-	if err := f.Image().Encode(&buf); err != nil {
-		t.Fatal(err)
-	}
-	return buf.Bytes()
-}
-
 // A restore reads the snapshot as its reader hands it out, in pieces of any
 // size, through a window of any first size (one that must grow for the 70
 // KB holder of unusual's state), to the same state.
 func TestRestoreStreamsThroughAnyReads(t *testing.T) {
 	c := unusual(t)
 	want := c.f.Image().sort()
-	b := encoded(t, c.f)
+	b := imageBytes(t, c.f)
 	for name, wrap := range readers {
 		for _, window := range []int{1, 7, 4096, 64 << 10} {
 			t.Run(fmt.Sprintf("%s/%d", name, window), func(t *testing.T) {
@@ -80,7 +70,7 @@ func (m *maxReader) Read(p []byte) (int, error) {
 func TestRestoreDoesNotHoldTheSnapshot(t *testing.T) {
 	f := New(Config{})
 	fill(f, 100_000)
-	b := encoded(t, f)
+	b := imageBytes(t, f)
 	r := &maxReader{r: bytes.NewReader(b)}
 	g := New(Config{})
 	if err := g.Restore(io.NopCloser(r)); err != nil {
@@ -151,7 +141,7 @@ func (f *failingReader) Read(p []byte) (int, error) {
 // A reader that fails partway refuses the restore with its error, and
 // leaves the state as it was.
 func TestRestoreReadErrorChangesNothing(t *testing.T) {
-	b := encoded(t, unusual(t).f)
+	b := imageBytes(t, unusual(t).f)
 	broken := errors.New("disk gone")
 	for _, at := range []int{0, 3, 20, len(b) / 2, len(b) - 4, len(b) - 1, len(b)} {
 		g, _ := seeded()
