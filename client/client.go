@@ -58,6 +58,10 @@ type Client struct {
 	suspect map[string]time.Time
 	// ids holds, per endpoint, the id its node answered with (NodeHeader).
 	ids map[string]string
+
+	// shares are the watch streams that watches of one key or prefix
+	// share (watch_share.go).
+	shares watchShares
 }
 
 // Defaults of the attempt machinery.

@@ -41,6 +41,11 @@ type WatchOptions struct {
 	// three of these (a node that froze or was cut off) is abandoned and
 	// resumed elsewhere.
 	Progress time.Duration
+	// Private keeps the watch on a stream of its own. By default, watches
+	// of one Client that follow the same key or prefix with the same
+	// Progress share one stream once each has caught up with it
+	// (watch_share.go); what each delivers is the same either way.
+	Private bool
 }
 
 // Watch follows changes of keys until ctx ends, then closes the channel. A
@@ -57,20 +62,63 @@ type WatchOptions struct {
 // grants strictly increase. The deleted events of one reclamation share an
 // index; they are delivered once the last of them (the one with the entry's
 // id) came, so a stream cut among them delivers each once all the same.
+//
+// Each watch starts on a stream of its own, so its state events and first
+// sync are as current as a linearizable read sent with it. Unless
+// o.Private, watches of this Client that follow the same key or prefix with
+// the same Progress then move onto one stream they share, each at an event
+// it had delivered, and skip what that stream sends up to there; a watch
+// whose receiver falls behind the shared stream goes back to a stream of
+// its own, resuming after the last event it delivered.
 func (c *Client) Watch(ctx context.Context, o WatchOptions) <-chan WatchEvent {
-	out := make(chan WatchEvent, 64)
+	out := make(chan WatchEvent, watchBuffer)
 	go func() {
 		defer close(out)
-		c.watchLoop(ctx, o, out)
+		if o.Private {
+			c.watchLoop(ctx, o, sendTo(ctx, out))
+			return
+		}
+		c.watchShared(ctx, o, out)
 	}()
 	return out
+}
+
+// watchBuffer is the room of a watch's channel: a shared stream hands an
+// entry's events to a watch only when they fit in it.
+const watchBuffer = 64
+
+// An emitter takes what a stream delivers: the events of one entry (all
+// but the last held until the one with the entry's id came), or one event
+// that is not a change, with id the index the stream may be resumed after
+// once they are delivered (0 for events without an id: state, reset,
+// error). A non-nil error ends the stream.
+type emitter func(group []WatchEvent, id uint64) error
+
+// sendTo is the emitter of a watch on a stream of its own: it hands every
+// event to out, waiting for the receiver.
+func sendTo(ctx context.Context, out chan<- WatchEvent) emitter {
+	return func(group []WatchEvent, _ uint64) error {
+		for _, ev := range group {
+			select {
+			case out <- ev:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		return nil
+	}
 }
 
 // errResync: the stream ended and cannot be resumed; start over from the
 // current state.
 var errResync = errors.New("resync")
 
-func (c *Client) watchLoop(ctx context.Context, o WatchOptions, out chan<- WatchEvent) {
+// errHandedOver: the watch's events come from elsewhere now (a shared
+// stream took it over, or ended); the stream that returns it is not
+// resumed.
+var errHandedOver = errors.New("watch handed over")
+
+func (c *Client) watchLoop(ctx context.Context, o WatchOptions, emit emitter) {
 	if len(c.endpoints) == 0 {
 		return
 	}
@@ -78,7 +126,10 @@ func (c *Client) watchLoop(ctx context.Context, o WatchOptions, out chan<- Watch
 	backoff := 50 * time.Millisecond
 	for attempt := c.start(); ctx.Err() == nil; attempt++ {
 		endpoint := c.endpoints[attempt%len(c.endpoints)]
-		last, err := c.watchOnce(ctx, endpoint, o, from, fresh, out)
+		last, err := c.watchOnce(ctx, endpoint, o, from, fresh, emit)
+		if errors.Is(err, errHandedOver) {
+			return
+		}
 		if last > from || fresh && last > 0 {
 			from, fresh, backoff = last, false, 50*time.Millisecond
 			attempt-- // the endpoint served: try it again first
@@ -91,10 +142,7 @@ func (c *Client) watchLoop(ctx context.Context, o WatchOptions, out chan<- Watch
 		var apiErr *Error
 		if errors.As(err, &apiErr) && refusedForGood(apiErr.Status) {
 			// Bad parameters or credentials: asking again cannot help.
-			select {
-			case out <- WatchEvent{Type: WatchError, Reason: apiErr.Error()}:
-			case <-ctx.Done():
-			}
+			_ = emit([]WatchEvent{{Type: WatchError, Reason: apiErr.Error()}}, 0)
 			return
 		}
 		select {
@@ -116,7 +164,7 @@ func refusedForGood(status int) bool {
 }
 
 // watchOnce runs one stream and returns the last index it delivered.
-func (c *Client) watchOnce(ctx context.Context, endpoint string, o WatchOptions, from uint64, fresh bool, out chan<- WatchEvent) (uint64, error) {
+func (c *Client) watchOnce(ctx context.Context, endpoint string, o WatchOptions, from uint64, fresh bool, emit emitter) (uint64, error) {
 	q := url.Values{}
 	if o.Key != "" {
 		q.Set("key", o.Key)
@@ -153,7 +201,7 @@ func (c *Client) watchOnce(ctx context.Context, endpoint string, o WatchOptions,
 		data, _ := io.ReadAll(io.LimitReader(resp.Body, 64<<10))
 		e := errorOf(resp.StatusCode, data)
 		if errors.Is(e, ErrCompacted) {
-			return 0, c.emitReset(ctx, out, "compacted")
+			return 0, emitReset(emit, "compacted")
 		}
 		return 0, e
 	}
@@ -181,7 +229,7 @@ func (c *Client) watchOnce(ctx context.Context, endpoint string, o WatchOptions,
 		ev.Type = eventName(name)
 		switch ev.Type {
 		case WatchReset:
-			return last, c.emitReset(ctx, out, ev.Reason)
+			return last, emitReset(emit, ev.Reason)
 		case WatchUnavailable:
 			// The node cannot serve a stream now; another may.
 			return last, &Error{Status: StatusOfCode(ev.Reason),
@@ -191,28 +239,22 @@ func (c *Client) watchOnce(ctx context.Context, endpoint string, o WatchOptions,
 			served = true
 			c.learnLeader("", "", "", endpoint)
 		}
+		held = append(held, ev)
 		if len(id) == 0 && isChange(ev.Type) {
-			held = append(held, ev)
 			continue
 		}
-		for _, h := range held {
-			select {
-			case out <- h:
-			case <-ctx.Done():
-				return last, ctx.Err()
-			}
-		}
-		held = held[:0]
-		select {
-		case out <- ev:
-		case <-ctx.Done():
-			return last, ctx.Err()
-		}
+		var n uint64
 		if len(id) > 0 {
-			n, ok := parseID(id)
-			if !ok {
+			var ok bool
+			if n, ok = parseID(id); !ok {
 				return last, fmt.Errorf("watch: bad event id %q", id)
 			}
+		}
+		if err := emit(held, n); err != nil {
+			return last, err
+		}
+		held = held[:0]
+		if n > 0 {
 			last = n
 		}
 	}
@@ -263,11 +305,11 @@ func (it *idleTimer) stop() {
 	it.mu.Unlock()
 }
 
-func (c *Client) emitReset(ctx context.Context, out chan<- WatchEvent, reason string) error {
-	select {
-	case out <- WatchEvent{Type: WatchReset, Reason: reason}:
-		return errResync
-	case <-ctx.Done():
-		return ctx.Err()
+// emitReset delivers a reset: the stream is to start over from the current
+// state.
+func emitReset(emit emitter, reason string) error {
+	if err := emit([]WatchEvent{{Type: WatchReset, Reason: reason}}, 0); err != nil {
+		return err
 	}
+	return errResync
 }
