@@ -1,0 +1,180 @@
+package api
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/fenced/fenced/client"
+	"github.com/fenced/fenced/internal/testutil"
+)
+
+// streamCounter is a transport that counts the watch streams open through
+// it.
+type streamCounter struct {
+	rt   http.RoundTripper
+	open atomic.Int64
+}
+
+func (s *streamCounter) RoundTrip(r *http.Request) (*http.Response, error) {
+	resp, err := s.rt.RoundTrip(r)
+	if err != nil || r.URL.Path != "/v1/watch" {
+		return resp, err
+	}
+	s.open.Add(1)
+	resp.Body = &countedBody{ReadCloser: resp.Body, open: &s.open}
+	return resp, nil
+}
+
+type countedBody struct {
+	io.ReadCloser
+	open   *atomic.Int64
+	closed sync.Once
+}
+
+func (b *countedBody) Close() error {
+	b.closed.Do(func() { b.open.Add(-1) })
+	return b.ReadCloser.Close()
+}
+
+// TestSharedWatchesOnACluster: watches of one Client of a key and of a
+// prefix, started at different moments through a follower while keys are
+// granted, released and handed off, share a stream per key and per prefix,
+// and each delivers what a watch on a stream of its own delivers after the
+// first sync it delivered: the same changes, in the same order, once.
+func TestSharedWatchesOnACluster(t *testing.T) {
+	nodes := startCluster(t, 3)
+	lead, fol := leaderOf(t, nodes)
+	counter := &streamCounter{rt: &http.Transport{MaxIdleConnsPerHost: 64}}
+	c := client.New([]string{fol.url}, client.WithHTTPClient(&http.Client{Transport: counter}))
+	w := client.New([]string{lead.url})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	type watch struct {
+		o   client.WatchOptions
+		mu  sync.Mutex
+		evs []client.WatchEvent
+	}
+	follow := func(o client.WatchOptions) *watch {
+		wt := &watch{o: o}
+		ch := c.Watch(ctx, o)
+		go func() {
+			for ev := range ch {
+				wt.mu.Lock()
+				wt.evs = append(wt.evs, ev)
+				wt.mu.Unlock()
+			}
+		}()
+		return wt
+	}
+	// The references, each on a stream of its own, started first.
+	refKey := follow(client.WatchOptions{Key: "jobs/a", Private: true})
+	refPrefix := follow(client.WatchOptions{Prefix: "jobs/", Private: true})
+	var shared []*watch
+	step := func(i int) {
+		key := fmt.Sprintf("jobs/%c", 'a'+i%3)
+		if i%4 == 3 {
+			key = fmt.Sprintf("jobs/held-%d", i) // kept: the prefix's state grows
+		}
+		g, err := w.Acquire(ctx, client.AcquireRequest{Key: key, Holder: fmt.Sprint("h", i), TTL: "30s"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if i%4 == 3 {
+			return
+		}
+		if _, err := w.Release(ctx, client.ReleaseRequest{Key: key, Holder: g.Holder, Token: g.Token}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := 0; i < 40; i++ {
+		if i%4 == 0 {
+			shared = append(shared, follow(client.WatchOptions{Key: "jobs/a"}), follow(client.WatchOptions{Prefix: "jobs/"}))
+		}
+		step(i)
+	}
+	last, err := w.Acquire(ctx, client.AcquireRequest{Key: "jobs/a", Holder: "last", TTL: "30s"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	through := func(wt *watch) []client.WatchEvent {
+		wt.mu.Lock()
+		defer wt.mu.Unlock()
+		return append([]client.WatchEvent(nil), wt.evs...)
+	}
+	delivered := func(evs []client.WatchEvent) bool {
+		for _, ev := range evs {
+			if ev.Type == client.WatchGranted && ev.Holder == "last" {
+				return true
+			}
+		}
+		return false
+	}
+	testutil.Eventually(t, 30*time.Second, func() error {
+		for i, wt := range append([]*watch{refKey, refPrefix}, shared...) {
+			if !delivered(through(wt)) {
+				return fmt.Errorf("watch %d has not delivered the last grant (%v)", i, last.Token)
+			}
+		}
+		return nil
+	})
+	for i, wt := range shared {
+		ref := refKey
+		if wt.o.Prefix != "" {
+			ref = refPrefix
+		}
+		got, want := afterFirstSync(t, through(wt)), through(ref)
+		from := got.sync
+		var wantChanges []string
+		for _, ev := range changes(want) {
+			if ev.Index > from {
+				wantChanges = append(wantChanges, describeWatchEvent(ev))
+			}
+		}
+		var gotChanges []string
+		for _, ev := range got.changes {
+			gotChanges = append(gotChanges, describeWatchEvent(ev))
+		}
+		if strings.Join(gotChanges, "\n") != strings.Join(wantChanges, "\n") {
+			t.Fatalf("watch %d (%+v) from %d delivered\n%s\nwant\n%s", i, wt.o, from, strings.Join(gotChanges, "\n"), strings.Join(wantChanges, "\n"))
+		}
+	}
+	// One stream per key or prefix shared, and the references' own.
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if n := counter.open.Load(); n != 4 {
+			return fmt.Errorf("%d watch streams open, want 4", n)
+		}
+		return nil
+	})
+}
+
+type firstSync struct {
+	sync    uint64
+	changes []client.WatchEvent
+}
+
+// afterFirstSync splits what a fresh watch delivered at its first sync.
+func afterFirstSync(t *testing.T, evs []client.WatchEvent) firstSync {
+	t.Helper()
+	for i, ev := range evs {
+		if ev.Type == client.WatchSync {
+			return firstSync{sync: ev.Index, changes: changes(evs[i+1:])}
+		}
+		if ev.Type != client.WatchState {
+			t.Fatalf("a fresh watch delivered %s before its first sync", ev.Type)
+		}
+	}
+	t.Fatal("no sync")
+	return firstSync{}
+}
+
+func describeWatchEvent(ev client.WatchEvent) string {
+	return fmt.Sprintf("%d %s %s %s %v", ev.Index, ev.Type, ev.Key, ev.Holder, ev.Token)
+}
