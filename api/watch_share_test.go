@@ -2,10 +2,10 @@ package api
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -77,6 +77,18 @@ func TestSharedWatchesOnACluster(t *testing.T) {
 	// The references, each on a stream of its own, started first.
 	refKey := follow(client.WatchOptions{Key: "jobs/a", Private: true})
 	refPrefix := follow(client.WatchOptions{Prefix: "jobs/", Private: true})
+	evsOf := func(wt *watch) []client.WatchEvent {
+		wt.mu.Lock()
+		defer wt.mu.Unlock()
+		return append([]client.WatchEvent(nil), wt.evs...)
+	}
+	// They must have every change the others may deliver.
+	testutil.Eventually(t, 30*time.Second, func() error {
+		if !hasSync(evsOf(refKey)) || !hasSync(evsOf(refPrefix)) {
+			return errors.New("the references have not synced")
+		}
+		return nil
+	})
 	var shared []*watch
 	step := func(i int) {
 		key := fmt.Sprintf("jobs/%c", 'a'+i%3)
@@ -104,11 +116,6 @@ func TestSharedWatchesOnACluster(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	through := func(wt *watch) []client.WatchEvent {
-		wt.mu.Lock()
-		defer wt.mu.Unlock()
-		return append([]client.WatchEvent(nil), wt.evs...)
-	}
 	delivered := func(evs []client.WatchEvent) bool {
 		for _, ev := range evs {
 			if ev.Type == client.WatchGranted && ev.Holder == "last" {
@@ -119,7 +126,7 @@ func TestSharedWatchesOnACluster(t *testing.T) {
 	}
 	testutil.Eventually(t, 30*time.Second, func() error {
 		for i, wt := range append([]*watch{refKey, refPrefix}, shared...) {
-			if !delivered(through(wt)) {
+			if !delivered(evsOf(wt)) {
 				return fmt.Errorf("watch %d has not delivered the last grant (%v)", i, last.Token)
 			}
 		}
@@ -130,7 +137,7 @@ func TestSharedWatchesOnACluster(t *testing.T) {
 		if wt.o.Prefix != "" {
 			ref = refPrefix
 		}
-		got, want := afterFirstSync(t, through(wt)), through(ref)
+		got, want := afterFirstSync(t, evsOf(wt)), evsOf(ref)
 		from := got.sync
 		var wantChanges []string
 		for _, ev := range changes(want) {
@@ -142,8 +149,8 @@ func TestSharedWatchesOnACluster(t *testing.T) {
 		for _, ev := range got.changes {
 			gotChanges = append(gotChanges, describeWatchEvent(ev))
 		}
-		if strings.Join(gotChanges, "\n") != strings.Join(wantChanges, "\n") {
-			t.Fatalf("watch %d (%+v) from %d delivered\n%s\nwant\n%s", i, wt.o, from, strings.Join(gotChanges, "\n"), strings.Join(wantChanges, "\n"))
+		if d := firstDifference(gotChanges, wantChanges); d != "" {
+			t.Fatalf("watch %d (%+v), first sync at %d: %s", i, wt.o, from, d)
 		}
 	}
 	// One stream per key or prefix shared, and the references' own.
@@ -177,4 +184,19 @@ func afterFirstSync(t *testing.T, evs []client.WatchEvent) firstSync {
 
 func describeWatchEvent(ev client.WatchEvent) string {
 	return fmt.Sprintf("%d %s %s %s %v", ev.Index, ev.Type, ev.Key, ev.Holder, ev.Token)
+}
+
+// firstDifference describes where got and want part, or is "".
+func firstDifference(got, want []string) string {
+	for i := 0; i < len(got) || i < len(want); i++ {
+		switch {
+		case i >= len(got):
+			return fmt.Sprintf("missing from the %dth change on: %q", i, want[i:])
+		case i >= len(want):
+			return fmt.Sprintf("extra from the %dth change on: %q", i, got[i:])
+		case got[i] != want[i]:
+			return fmt.Sprintf("the %dth change is %q, want %q (then %q)", i, got[i], want[i], want[i+1:min(i+4, len(want))])
+		}
+	}
+	return ""
 }
