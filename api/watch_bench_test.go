@@ -44,24 +44,44 @@ func BenchmarkWatchFanout(b *testing.B) {
 		watchers int
 		keys     int
 		every    time.Duration
-		raw      bool
+		mode     fanoutMode
 	}{
-		{"1000-watchers-1-key", 1000, 1, 100 * time.Millisecond, false},
-		{"1000-watchers-1000-keys", 1000, 1000, 10 * time.Millisecond, false},
+		{"1000-watchers-1-key", 1000, 1, 100 * time.Millisecond, sharedWatches},
+		// The same watches, each on a stream of its own
+		// (WatchOptions.Private): the node writes each event 1,000 times.
+		{"1000-private-watchers-1-key", 1000, 1, 100 * time.Millisecond, privateWatches},
+		{"1000-watchers-1000-keys", 1000, 1000, 10 * time.Millisecond, sharedWatches},
 		// Watchers that only read the frames' ids: the node's share of
 		// the fan-out, with little of the watchers' decoding.
-		{"1000-raw-readers-1-key", 1000, 1, 100 * time.Millisecond, true},
+		{"1000-raw-readers-1-key", 1000, 1, 100 * time.Millisecond, rawReaders},
 	} {
-		b.Run(tc.name, func(b *testing.B) { benchFanout(b, tc.watchers, tc.keys, tc.every, tc.raw) })
+		b.Run(tc.name, func(b *testing.B) { benchFanout(b, tc.watchers, tc.keys, tc.every, tc.mode) })
 	}
 	// The Go client's watchers in a process of their own (this test binary
 	// run again): the node's CPU and the watchers' are told apart, though
 	// they still share the two cores.
-	b.Run("1000-watchers-1-key-other-process", func(b *testing.B) { benchFanoutProcess(b, 1000, 100*time.Millisecond, false) })
+	b.Run("1000-watchers-1-key-other-process", func(b *testing.B) { benchFanoutProcess(b, 1000, 100*time.Millisecond, sharedWatches) })
+	b.Run("1000-private-watchers-1-key-other-process", func(b *testing.B) {
+		benchFanoutProcess(b, 1000, 100*time.Millisecond, privateWatches)
+	})
 	// The same with raw readers in the other process: what is left is
 	// mostly the node's share, against the floor of scripts/fanoutfloor.
-	b.Run("1000-raw-readers-1-key-other-process", func(b *testing.B) { benchFanoutProcess(b, 1000, 100*time.Millisecond, true) })
+	b.Run("1000-raw-readers-1-key-other-process", func(b *testing.B) { benchFanoutProcess(b, 1000, 100*time.Millisecond, rawReaders) })
 }
+
+// fanoutMode is how the watchers of a fan-out benchmark read.
+type fanoutMode string
+
+const (
+	// sharedWatches are the Go client's watches as they come: the
+	// watches of one key share a stream.
+	sharedWatches fanoutMode = "shared"
+	// privateWatches are the Go client's watches on streams of their own.
+	privateWatches fanoutMode = "private"
+	// rawReaders read the stream's frames without the Go client, one
+	// stream each.
+	rawReaders fanoutMode = "raw"
+)
 
 func benchNode(b *testing.B) (string, *cluster.Node) {
 	b.Helper()
@@ -99,7 +119,7 @@ type arrival struct {
 
 // benchFanout commits an event every interval (so that the latency is the
 // delivery's, not a backlog's) and collects every delivery.
-func benchFanout(b *testing.B, watchers, keys int, every time.Duration, raw bool) {
+func benchFanout(b *testing.B, watchers, keys int, every time.Duration, mode fanoutMode) {
 	url, node := benchNode(b)
 	// Many streams: give the client enough connections.
 	c := client.New([]string{url}, client.WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: watchers + 16, MaxConnsPerHost: 0}}))
@@ -111,7 +131,7 @@ func benchFanout(b *testing.B, watchers, keys int, every time.Duration, raw bool
 	var started sync.WaitGroup
 	for w := 0; w < watchers; w++ {
 		started.Add(1)
-		if raw {
+		if mode == rawReaders {
 			go rawReader(b, ctx, url, key(w), &started, func(index uint64, at time.Time) {
 				mu.Lock()
 				arrivals[w] = append(arrivals[w], arrival{index, at})
@@ -119,13 +139,17 @@ func benchFanout(b *testing.B, watchers, keys int, every time.Duration, raw bool
 			})
 			continue
 		}
-		go noteArrivals(c.Watch(ctx, client.WatchOptions{Key: key(w)}), &started, func(index uint64, at time.Time) {
+		go noteArrivals(c.Watch(ctx, client.WatchOptions{Key: key(w), Private: mode == privateWatches}), &started, func(index uint64, at time.Time) {
 			mu.Lock()
 			arrivals[w] = append(arrivals[w], arrival{index, at})
 			mu.Unlock()
 		})
 	}
 	started.Wait()
+	// The CPU counts the warm-up's deliveries, as want does.
+	var ru0, ru1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	warmUp(b, ctx, c, every, key)
 	// The probe: an in-process subscription that notes when each entry is
 	// applied.
 	probe, err := node.Feed().Subscribe("bench/", false, node.Feed().Last())
@@ -150,10 +174,8 @@ func benchFanout(b *testing.B, watchers, keys int, every time.Duration, raw bool
 		}
 	}()
 	const perIter = 100
-	var ru0, ru1 syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 	b.ResetTimer()
-	events := 0
+	events := 2 * warmUpPairs
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for i := 0; i < b.N; i++ {
@@ -206,24 +228,22 @@ func benchFanout(b *testing.B, watchers, keys int, every time.Duration, raw bool
 	b.ReportMetric(float64(len(lat)), "deliveries")
 }
 
-// benchFanoutProcess is the first case of BenchmarkWatchFanout (or the
-// raw readers' when raw) with the watchers in another process:
+// benchFanoutProcess is a one-key case of BenchmarkWatchFanout, its
+// watchers reading as mode says, with the watchers in another process:
 // TestWatchFanoutWatchers run by this test binary. Latency compares wall
 // clocks of the two processes on one machine.
-func benchFanoutProcess(b *testing.B, watchers int, every time.Duration, raw bool) {
+func benchFanoutProcess(b *testing.B, watchers int, every time.Duration, mode fanoutMode) {
 	url, node := benchNode(b)
 	c := client.New([]string{url})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	const key = "bench/0000"
 	const perIter = 100
-	want := 2 * perIter * b.N * watchers
+	want := 2 * (perIter*b.N + warmUpPairs) * watchers
 	cmd := exec.CommandContext(ctx, os.Args[0], "-test.run", "^TestWatchFanoutWatchers$")
 	cmd.Env = append(os.Environ(), "FENCED_FANOUT_URL="+url, "FENCED_FANOUT_KEY="+key,
-		"FENCED_FANOUT_WATCHERS="+strconv.Itoa(watchers), "FENCED_FANOUT_WANT="+strconv.Itoa(want))
-	if raw {
-		cmd.Env = append(cmd.Env, "FENCED_FANOUT_RAW=1")
-	}
+		"FENCED_FANOUT_WATCHERS="+strconv.Itoa(watchers), "FENCED_FANOUT_WANT="+strconv.Itoa(want),
+		"FENCED_FANOUT_MODE="+string(mode))
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
@@ -236,6 +256,10 @@ func benchFanoutProcess(b *testing.B, watchers int, every time.Duration, raw boo
 	lines := bufio.NewScanner(out)
 	for lines.Scan() && lines.Text() != "ready" {
 	}
+	// The CPU counts the warm-up's deliveries, as want does.
+	var ru0, ru1 syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
+	warmUp(b, ctx, c, every, func(int) string { return key })
 	probe, err := node.Feed().Subscribe("bench/", false, node.Feed().Last())
 	if err != nil {
 		b.Fatal(err)
@@ -257,16 +281,15 @@ func benchFanoutProcess(b *testing.B, watchers int, every time.Duration, raw boo
 			pmu.Unlock()
 		}
 	}()
-	var ru0, ru1 syscall.Rusage
-	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru0)
 	b.ResetTimer()
 	tick := time.NewTicker(every)
 	defer tick.Stop()
 	for i := 0; i < b.N*perIter; i++ {
 		grantAndRelease(b, ctx, c, tick, key)
 	}
-	// The watchers print each arrival ("index unix-nanos"), then their CPU
-	// ("cpu nanos") once they have every delivery.
+	// The watchers print each arrival ("index unix-nanos"), then the
+	// changes they were handed twice ("duplicates n") and their CPU ("cpu
+	// nanos") once they have every delivery.
 	var lat []time.Duration
 	var watcherCPU time.Duration
 	for lines.Scan() {
@@ -275,6 +298,12 @@ func benchFanoutProcess(b *testing.B, watchers int, every time.Duration, raw boo
 			continue
 		}
 		n, _ := strconv.ParseInt(f[1], 10, 64)
+		if f[0] == "duplicates" {
+			if n > 0 {
+				b.Errorf("the watchers were handed %d changes twice", n)
+			}
+			continue
+		}
 		if f[0] == "cpu" {
 			watcherCPU = time.Duration(n)
 			break
@@ -306,8 +335,8 @@ func benchFanoutProcess(b *testing.B, watchers int, every time.Duration, raw boo
 // benchFanoutProcess; without its environment it does nothing. Each
 // watcher notes its arrivals in a slice of its own and counts them with an
 // atomic add: the process's own bookkeeping is no lock and no channel send
-// per delivery, so that its CPU is the watchers'. FENCED_FANOUT_RAW runs
-// raw readers (rawReader) in place of the Go client's watchers, and
+// per delivery, so that its CPU is the watchers'. FENCED_FANOUT_MODE says
+// how the watchers read (a fanoutMode: shared, private or raw), and
 // FENCED_FANOUT_CPUPROFILE names a file for the process's CPU profile.
 func TestWatchFanoutWatchers(t *testing.T) {
 	url := os.Getenv("FENCED_FANOUT_URL")
@@ -317,21 +346,28 @@ func TestWatchFanoutWatchers(t *testing.T) {
 	watchers, _ := strconv.Atoi(os.Getenv("FENCED_FANOUT_WATCHERS"))
 	want, _ := strconv.Atoi(os.Getenv("FENCED_FANOUT_WANT"))
 	key := os.Getenv("FENCED_FANOUT_KEY")
-	raw := os.Getenv("FENCED_FANOUT_RAW") != ""
+	mode := fanoutMode(os.Getenv("FENCED_FANOUT_MODE"))
 	c := client.New([]string{url}, client.WithHTTPClient(&http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: watchers + 16}}))
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	arrivals := make([][]arrival, watchers)
-	// counted admits a delivery (one past want is a duplicate and not
-	// noted); noted, added after the note, closes done at want, so that
-	// every note happens before done closes.
-	var counted, noted atomic.Int64
+	// counted admits a delivery (one past want is not noted); noted,
+	// added after the note, closes done at want, so that every note
+	// happens before done closes. A watcher's change at or before the
+	// last it noted is a duplicate: counted apart, and never noted.
+	var counted, noted, duplicates atomic.Int64
 	done := make(chan struct{})
 	var started sync.WaitGroup
 	for w := 0; w < watchers; w++ {
 		started.Add(1)
 		arrivals[w] = make([]arrival, 0, want/watchers+1)
+		var last uint64
 		note := func(index uint64, at time.Time) {
+			if index <= last {
+				duplicates.Add(1)
+				return
+			}
+			last = index
 			if counted.Add(1) > int64(want) {
 				return
 			}
@@ -340,11 +376,11 @@ func TestWatchFanoutWatchers(t *testing.T) {
 				close(done)
 			}
 		}
-		if raw {
+		if mode == rawReaders {
 			go rawReader(t, ctx, url, key, &started, note)
 			continue
 		}
-		go noteArrivals(c.Watch(ctx, client.WatchOptions{Key: key}), &started, note)
+		go noteArrivals(c.Watch(ctx, client.WatchOptions{Key: key, Private: mode == privateWatches}), &started, note)
 	}
 	started.Wait()
 	if path := os.Getenv("FENCED_FANOUT_CPUPROFILE"); path != "" {
@@ -374,8 +410,25 @@ func TestWatchFanoutWatchers(t *testing.T) {
 			fmt.Fprintf(out, "%d %d\n", a.index, a.at.UnixNano())
 		}
 	}
+	fmt.Fprintf(out, "duplicates %d\n", duplicates.Load())
 	fmt.Fprintf(out, "cpu %d\n", ru1.Utime.Nano()+ru1.Stime.Nano()-ru0.Utime.Nano()-ru0.Stime.Nano())
 	out.Flush()
+}
+
+// warmUpPairs is how many grants and releases a fan-out benchmark commits
+// before it times any: the first changes after a thousand watches started
+// find their process warming up (and the watches of one key moving onto
+// the stream they share), which is not the delivery the benchmark times.
+// Their deliveries are counted in the CPU per delivery, not in the latency.
+const warmUpPairs = 5
+
+// warmUp commits warmUpPairs grants and releases, of key(0), key(1), ...
+func warmUp(b *testing.B, ctx context.Context, c *client.Client, every time.Duration, key func(int) string) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for j := 0; j < warmUpPairs; j++ {
+		grantAndRelease(b, ctx, c, tick, key(j))
+	}
 }
 
 // grantAndRelease commits a grant of key and its release, each at the next
