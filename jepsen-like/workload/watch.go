@@ -30,10 +30,13 @@ func init() { BrokenModes = append(BrokenModes, BrokenWatchDrop, BrokenWatchRepl
 // current: short, so a node cut off is left quickly.
 const WatchProgress = 500 * time.Millisecond
 
-// Watchers follow the workload's keys through faults: one watch stream per
-// node (each prefers another node, and moves on when it fails) over every
-// key, and one election observer per node on the first key, which the
-// workload's clients contend for as candidates would.
+// Watchers follow the workload's keys through faults: per node, a client
+// (each prefers another node, and moves on when it fails) with two watches
+// of every key, which share one stream once both caught up with it (as the
+// Go client's watches of one prefix do), and one election observer on the
+// first key, which the workload's clients contend for as candidates would.
+// Each watch is a stream to the checkers: the first n are the first watch
+// of each client, the next n the second.
 type Watchers struct {
 	broken string
 	opts   []client.Option
@@ -55,16 +58,18 @@ type Watchers struct {
 func StartWatchers(ctx context.Context, endpoints []string, broken string, now func() int64, log hclog.Logger, opts ...client.Option) *Watchers {
 	ctx, cancel := context.WithCancel(ctx)
 	w := &Watchers{broken: broken, opts: opts, log: log, cancel: cancel, now: now,
-		streams: make([][]client.WatchEvent, len(endpoints)), leaders: make([][]client.Leader, len(endpoints))}
+		streams: make([][]client.WatchEvent, 2*len(endpoints)), leaders: make([][]client.Leader, len(endpoints))}
 	for i := range endpoints {
 		rot := append(append([]string(nil), endpoints[i:]...), endpoints[:i]...)
 		c := client.New(rot, append([]client.Option{client.WithHTTPClient(&http.Client{Transport: &http.Transport{
 			DialContext: (&net.Dialer{Timeout: time.Second}).DialContext, MaxIdleConnsPerHost: 4}})}, opts...)...)
-		w.wg.Add(2)
-		go func() {
-			defer w.wg.Done()
-			w.follow(i, c.Watch(ctx, client.WatchOptions{Prefix: "jepsen/", Progress: WatchProgress}))
-		}()
+		w.wg.Add(3)
+		for _, s := range []int{i, len(endpoints) + i} {
+			go func() {
+				defer w.wg.Done()
+				w.follow(s, c.Watch(ctx, client.WatchOptions{Prefix: "jepsen/", Progress: WatchProgress}))
+			}()
+		}
 		go func() {
 			defer w.wg.Done()
 			for l := range c.NewElection(KeyName(0), "", client.ElectionOptions{}).Observe(ctx) {
