@@ -229,6 +229,12 @@ func (h *watchHub) emit(group []WatchEvent, id uint64) error {
 	}
 	h.mu.Lock()
 	h.delivered = true
+	if id < h.last || id == h.last && group[0].Type != WatchSync {
+		// Nothing new (a sync from a node behind the last one): the
+		// tail's ids must grow for join to find where a watch is.
+		h.mu.Unlock()
+		return nil
+	}
 	h.remember(group, id)
 	for sub := range h.subs {
 		if id < sub.last || id == sub.last && group[0].Type != WatchSync {
@@ -287,8 +293,8 @@ func (h *watchHub) release(sub *watchSub) {
 // the end of its loop), and lets go of every watch on it.
 func (h *watchHub) end(byStream bool) {
 	h.mu.Lock()
+	stillborn := byStream && !h.ended && !h.delivered
 	h.endLocked()
-	stillborn := byStream && !h.delivered
 	h.mu.Unlock()
 	h.shares.drop(h, stillborn)
 }

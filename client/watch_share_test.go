@@ -552,3 +552,63 @@ func TestPrivateWatchesKeepStreamsOfTheirOwn(t *testing.T) {
 		})
 	}
 }
+
+// newTestHub is a shared stream of k without a stream behind it, at index
+// from, for tests that drive its emitter.
+func newTestHub(s *watchShares, k shareKey, from uint64) *watchHub {
+	return &watchHub{key: k, shares: s, cancel: func() {}, subs: map[*watchSub]struct{}{}, last: from, from: from}
+}
+
+func granted(index uint64) []WatchEvent {
+	return []WatchEvent{{Type: WatchGranted, Index: index, Key: "k"}}
+}
+
+// TestSharedStreamTailSkipsAnOlderSync: a sync older than what the shared
+// stream delivered (a node behind the last one) says nothing new. A watch
+// that joins behind the stream must still be handed every change it
+// missed: the tail must not end in that older sync.
+func TestSharedStreamTailSkipsAnOlderSync(t *testing.T) {
+	s := &watchShares{}
+	k := shareKey{key: "k"}
+	s.enter(k)
+	h := newTestHub(s, k, 10)
+	h.join(&watchSub{out: make(chan WatchEvent, watchBuffer)}, 10) // the stream's first watch
+	for _, id := range []uint64{11, 12} {
+		if err := h.emit(granted(id), id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := h.emit([]WatchEvent{{Type: WatchSync, Index: 5}}, 5); err != nil {
+		t.Fatal(err)
+	}
+	sub := &watchSub{out: make(chan WatchEvent, watchBuffer)}
+	if !h.join(sub, 10) {
+		t.Fatal("a watch at 10 could not join a stream whose tail starts at 10")
+	}
+	var got []uint64
+	for len(sub.out) > 0 {
+		got = append(got, (<-sub.out).Index)
+	}
+	if fmt.Sprint(got) != "[11 12]" || sub.last != 12 {
+		t.Fatalf("the joining watch was handed %v and is at %d, want [11 12] at 12", got, sub.last)
+	}
+}
+
+// TestSharedStreamLeftByItsWatchesIsNotStillborn: a shared stream whose
+// last watch left ends; its loop ending after that is not a refusal, and
+// must not keep a new shared stream from starting at that index.
+func TestSharedStreamLeftByItsWatchesIsNotStillborn(t *testing.T) {
+	s := &watchShares{}
+	k := shareKey{key: "k"}
+	s.enter(k)
+	s.enter(k)
+	h := newTestHub(s, k, 10)
+	s.hubs[k] = h
+	sub := &watchSub{out: make(chan WatchEvent, watchBuffer)}
+	h.join(sub, 10)
+	h.leave(sub)
+	h.end(true) // what the stream's goroutine does once its loop returns
+	if at, ok := s.stillborn[k]; ok {
+		t.Fatalf("a shared stream its watches left is taken as refused at %d", at)
+	}
+}
