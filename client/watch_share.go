@@ -209,12 +209,9 @@ func (h *watchHub) join(sub *watchSub, id uint64) bool {
 func (h *watchHub) leave(sub *watchSub) {
 	h.mu.Lock()
 	delete(h.subs, sub)
-	last := len(h.subs) == 0
-	if last {
-		h.endLocked()
-	}
+	ended := h.endLockedIfEmpty()
 	h.mu.Unlock()
-	if last {
+	if ended {
 		h.shares.drop(h, false)
 	}
 }
@@ -229,7 +226,7 @@ func (h *watchHub) emit(group []WatchEvent, id uint64) error {
 	}
 	h.mu.Lock()
 	h.delivered = true
-	if id < h.last || id == h.last && group[0].Type != WatchSync {
+	if had(group, id, h.last) {
 		// Nothing new (a sync from a node behind the last one): the
 		// tail's ids must grow for join to find where a watch is.
 		h.mu.Unlock()
@@ -237,7 +234,7 @@ func (h *watchHub) emit(group []WatchEvent, id uint64) error {
 	}
 	h.remember(group, id)
 	for sub := range h.subs {
-		if id < sub.last || id == sub.last && group[0].Type != WatchSync {
+		if had(group, id, sub.last) {
 			continue // it delivered this from its own stream
 		}
 		if cap(sub.out)-len(sub.out) < len(group) {
@@ -246,16 +243,20 @@ func (h *watchHub) emit(group []WatchEvent, id uint64) error {
 		}
 		h.hand(sub, group, id)
 	}
-	empty := len(h.subs) == 0
-	if empty {
-		h.endLocked()
-	}
+	ended := h.endLockedIfEmpty()
 	h.mu.Unlock()
-	if empty {
+	if ended {
 		h.shares.drop(h, false)
 		return errHandedOver
 	}
 	return nil
+}
+
+// had reports whether whoever delivered through index last already had
+// group (whose id is id): a change at or before last, or a sync before it.
+// A sync at last is news: it says again that nothing came since.
+func had(group []WatchEvent, id, last uint64) bool {
+	return id < last || id == last && group[0].Type != WatchSync
 }
 
 // hand gives sub a group it has room for.
@@ -297,6 +298,16 @@ func (h *watchHub) end(byStream bool) {
 	h.endLocked()
 	h.mu.Unlock()
 	h.shares.drop(h, stillborn)
+}
+
+// endLockedIfEmpty ends the shared stream when no watch is on it, and
+// reports whether it did.
+func (h *watchHub) endLockedIfEmpty() bool {
+	if len(h.subs) > 0 {
+		return false
+	}
+	h.endLocked()
+	return true
 }
 
 // endLocked ends the shared stream: no watch joins it any more, and every

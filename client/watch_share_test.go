@@ -43,6 +43,18 @@ func newLogServer() *logServer {
 	return &logServer{changed: make(chan struct{}), first: 1, state: map[string]string{}, cut: make(chan struct{})}
 }
 
+// serveLog starts a log server and a client of it, both gone when the test
+// ends, and the context for the client's watches with its cancel.
+func serveLog(t *testing.T) (*logServer, *Client, context.Context, context.CancelFunc) {
+	t.Helper()
+	s := newLogServer()
+	srv := httptest.NewServer(s)
+	t.Cleanup(srv.Close)
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	return s, New([]string{srv.URL}), ctx, cancel
+}
+
 // last is the index of the last entry (0 for none).
 func (s *logServer) last() uint64 { return s.first + uint64(len(s.entries)) - 1 }
 
@@ -296,6 +308,11 @@ func (l *watchLog) status() (uint64, error) {
 	return l.through, l.err
 }
 
+// keyLog is a watchLog of one key's watch.
+func keyLog(s *logServer, key string) *watchLog {
+	return &watchLog{s: s, match: func(k string) bool { return k == key }}
+}
+
 // follow reads ch into l until it closes; pause, when not nil, is called
 // before each event (a slow receiver).
 func (l *watchLog) follow(ch <-chan WatchEvent, pause func()) {
@@ -321,12 +338,7 @@ func TestSharedWatchesDeliverEveryChangeOnce(t *testing.T) {
 
 func runSharedWatches(t *testing.T, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 99))
-	s := newLogServer()
-	srv := httptest.NewServer(s)
-	defer srv.Close()
-	c := New([]string{srv.URL})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	s, c, ctx, cancel := serveLog(t)
 
 	keys := []string{"p/a", "p/b", "p/c", "q/a"}
 	options := []WatchOptions{
@@ -378,18 +390,7 @@ func runSharedWatches(t *testing.T, seed uint64) {
 		}
 	}
 	last := s.last()
-	eventually(t, 30*time.Second, func() error {
-		for i, l := range logs {
-			through, err := l.status()
-			if err != nil {
-				t.Fatalf("watch %d: %v", i, err)
-			}
-			if through < last {
-				return fmt.Errorf("watch %d checked through %d of %d", i, through, last)
-			}
-		}
-		return nil
-	})
+	eventually(t, 30*time.Second, func() error { return allThrough(t, logs, last) })
 	eventually(t, 30*time.Second, func() error {
 		if n := s.open.Load(); n != int64(len(options)) {
 			return fmt.Errorf("%d streams open, want one per key or prefix (%d)", n, len(options))
@@ -412,15 +413,9 @@ func runSharedWatches(t *testing.T, seed uint64) {
 // let go of by the shared stream, delivers every change once when it is
 // read at last (from a stream of its own, resumed after what it had).
 func TestSharedStreamDoesNotWaitForASlowReceiver(t *testing.T) {
-	s := newLogServer()
-	srv := httptest.NewServer(s)
-	defer srv.Close()
-	c := New([]string{srv.URL})
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
+	s, c, ctx, _ := serveLog(t)
 	o := WatchOptions{Key: "k", Progress: 50 * time.Millisecond}
-	match := func(k string) bool { return k == "k" }
-	fast, slow := &watchLog{s: s, match: match}, &watchLog{s: s, match: match}
+	fast, slow := keyLog(s, "k"), keyLog(s, "k")
 	go fast.follow(c.Watch(ctx, o), nil)
 	slowCh := c.Watch(ctx, o)
 	// Both on the shared stream before the unread one stops reading.
@@ -469,16 +464,11 @@ func TestSharedStreamDoesNotWaitForASlowReceiver(t *testing.T) {
 func TestSharedWatchesOutliveAReset(t *testing.T) {
 	for _, compacted := range []bool{false, true} {
 		t.Run(fmt.Sprintf("compacted=%v", compacted), func(t *testing.T) {
-			s := newLogServer()
-			srv := httptest.NewServer(s)
-			defer srv.Close()
-			c := New([]string{srv.URL})
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
+			s, c, ctx, _ := serveLog(t)
 			o := WatchOptions{Key: "k", Progress: 50 * time.Millisecond}
 			var logs []*watchLog
 			for i := 0; i < 4; i++ {
-				l := &watchLog{s: s, match: func(k string) bool { return k == "k" }}
+				l := keyLog(s, "k")
 				logs = append(logs, l)
 				go l.follow(c.Watch(ctx, o), nil)
 			}
@@ -510,14 +500,8 @@ func waitShared(t *testing.T, s *logServer, logs []*watchLog, streams int64) {
 	last := s.last()
 	s.mu.Unlock()
 	eventually(t, 10*time.Second, func() error {
-		for i, l := range logs {
-			through, err := l.status()
-			if err != nil {
-				t.Fatalf("watch %d: %v", i, err)
-			}
-			if through < last {
-				return fmt.Errorf("watch %d is through %d of %d", i, through, last)
-			}
+		if err := allThrough(t, logs, last); err != nil {
+			return err
 		}
 		if n := s.open.Load(); n != streams {
 			return fmt.Errorf("%d streams open, want %d", n, streams)
@@ -526,20 +510,30 @@ func waitShared(t *testing.T, s *logServer, logs []*watchLog, streams int64) {
 	})
 }
 
+// allThrough is nil once every watch checked the log through last; a
+// watch that found a fault fails t.
+func allThrough(t *testing.T, logs []*watchLog, last uint64) error {
+	for i, l := range logs {
+		through, err := l.status()
+		if err != nil {
+			t.Fatalf("watch %d: %v", i, err)
+		}
+		if through < last {
+			return fmt.Errorf("watch %d checked through %d of %d", i, through, last)
+		}
+	}
+	return nil
+}
+
 // TestPrivateWatchesKeepStreamsOfTheirOwn: with Private, each watch holds
 // its own stream; without, the same watches share one.
 func TestPrivateWatchesKeepStreamsOfTheirOwn(t *testing.T) {
 	for _, private := range []bool{true, false} {
 		t.Run(fmt.Sprintf("private=%v", private), func(t *testing.T) {
-			s := newLogServer()
-			srv := httptest.NewServer(s)
-			defer srv.Close()
-			c := New([]string{srv.URL})
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
+			s, c, ctx, _ := serveLog(t)
 			var logs []*watchLog
 			for i := 0; i < 5; i++ {
-				l := &watchLog{s: s, match: func(k string) bool { return k == "k" }}
+				l := keyLog(s, "k")
 				logs = append(logs, l)
 				go l.follow(c.Watch(ctx, WatchOptions{Key: "k", Progress: 50 * time.Millisecond, Private: private}), nil)
 			}
