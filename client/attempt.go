@@ -70,7 +70,9 @@ const maxRoundShift = 3
 // that it could not serve yet. The cluster is reachable through the node
 // that answered, which is asked again after the pause, while another
 // attempt on a frozen node would cost a whole attempt deadline in which the
-// new leader became ready.
+// new leader became ready. For the same reason, once a node answered in a
+// round that no leader serves yet (inElection), the round's next attempts
+// get half the attempt deadline, as a suspect node does.
 //
 // A write retried on another node is the same request (same holder and
 // request id), so a node that wakes up and applies an abandoned attempt
@@ -156,9 +158,12 @@ func (c *Client) call(ctx context.Context, cl call) error {
 		c.leaderNext(order, pos)
 		ep := order[pos]
 		timeout := c.attemptTimeout << shift
-		if c.isSuspect(ep) && c.anyAnswering() {
-			// It did not answer lately: give it less time, so a node
-			// still frozen costs little; one that woke answers at once.
+		if electing || (c.isSuspect(ep) && c.anyAnswering()) {
+			// It did not answer lately, or a node answered in this round
+			// that no leader serves: the old leader may be frozen and
+			// next in the list, unknown to the client by its address.
+			// Give it less time, so a frozen node costs little; a live
+			// one answers at once.
 			timeout /= 2
 		}
 		timeout += cl.hold

@@ -580,3 +580,61 @@ func TestElectionPacesRetries(t *testing.T) {
 		t.Errorf("%d attempts in 5 s of answers that no leader serves; want at most 36", len(at))
 	}
 }
+
+// deadlineRecorder is a transport that notes how long each attempt was given
+// (its context's deadline as it starts), per host.
+type deadlineRecorder struct {
+	mu    sync.Mutex
+	given map[string][]time.Duration
+}
+
+func (d *deadlineRecorder) RoundTrip(req *http.Request) (*http.Response, error) {
+	if dl, ok := req.Context().Deadline(); ok {
+		d.mu.Lock()
+		d.given[req.URL.Host] = append(d.given[req.URL.Host], time.Until(dl))
+		d.mu.Unlock()
+	}
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+func (d *deadlineRecorder) of(endpoint string) []time.Duration {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return append([]time.Duration(nil), d.given[strings.TrimPrefix(endpoint, "http://")]...)
+}
+
+// TestElectionAnswerShortensTheNextAttempts: a node answers that no leader
+// serves (it lost the old leader and an election is on). The next node in
+// the list may be that old leader, frozen, and the client cannot tell it by
+// its address (behind proxies, or before any answer named it): it is given
+// half the attempt time, as a node that timed out lately is, and the new
+// leader after it is reached that much sooner. A round with no such answer
+// gives every node the whole time.
+func TestElectionAnswerShortensTheNextAttempts(t *testing.T) {
+	frozen, attempts := countingFrozenEndpoint(t)
+	electing := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, http.StatusServiceUnavailable, "unavailable", "no ready leader known to this node")
+	}))
+	defer electing.Close()
+	leader := newFakeNode(t)
+	const attempt = 2 * time.Second
+	rec := &deadlineRecorder{given: map[string][]time.Duration{}}
+	c := New([]string{electing.URL, frozen, leader.srv.URL}, WithAttemptTimeout(attempt),
+		WithHTTPClient(&http.Client{Transport: rec}))
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	if _, err := c.Acquire(ctx, AcquireRequest{Key: "k", Holder: "h", RequestID: "rid-1"}); err != nil {
+		t.Fatal(err)
+	}
+	if n := attempts(); n != 1 {
+		t.Fatalf("the frozen node was tried %d times, want once", n)
+	}
+	for _, g := range rec.of(frozen) {
+		if g > attempt*3/4 {
+			t.Fatalf("after an answer that no leader serves, the next node was given %v of a %v attempt; want half", g, attempt)
+		}
+	}
+	if g := rec.of(electing.URL); len(g) == 0 || g[0] < attempt*3/4 {
+		t.Fatalf("the round's first attempt was given %v of a %v attempt; want the whole", g, attempt)
+	}
+}
