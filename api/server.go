@@ -285,6 +285,12 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, body []byte, writ
 		writeErr(w, s.noLeader())
 		return
 	}
+	if s.leaderSilent() {
+		// Nothing was sent: the client asks another node, or this one
+		// again once an election named a leader it hears from.
+		writeErr(w, fmt.Errorf("%w: leader %s not heard from lately", ErrUnavailable, lid))
+		return
+	}
 	// Only to a leader that can prove its id, and never with the client's
 	// own credentials (design invariant 9).
 	base := s.leaderURL(addr)
@@ -332,8 +338,10 @@ func (s *Server) proxy(w http.ResponseWriter, r *http.Request, body []byte, writ
 }
 
 // cancelOnLeaderChange ends a forwarded request once this node sees another
-// leader (or none): a frozen or partitioned old leader would otherwise hold
-// the request until a timeout, long after the cluster moved on.
+// leader (or none), or stops hearing from the leader: a frozen or
+// partitioned old leader would otherwise hold the request until a timeout,
+// long after the cluster moved on, and this node notices a leader's silence
+// well before raft here stands a candidate.
 func (s *Server) cancelOnLeaderChange(ctx context.Context, cancel context.CancelFunc, leader string) {
 	t := time.NewTicker(50 * time.Millisecond)
 	defer t.Stop()
@@ -347,8 +355,24 @@ func (s *Server) cancelOnLeaderChange(ctx context.Context, cancel context.Cancel
 				cancel()
 				return
 			}
+			if s.leaderSilent() {
+				s.log.Debug("leader silent during a forwarded request; abandoning it", "leader", leader)
+				cancel()
+				return
+			}
 		}
 	}
+}
+
+// silenceTeller is a node that tells when its leader has gone silent
+// (cluster.Node.LeaderSilent).
+type silenceTeller interface{ LeaderSilent() bool }
+
+// leaderSilent reports whether this node has not heard from its leader
+// lately; false for a node that cannot tell.
+func (s *Server) leaderSilent() bool {
+	n, ok := s.node.(silenceTeller)
+	return ok && n.LeaderSilent()
 }
 
 // checkName validates a key, holder or request id: valid UTF-8, no control

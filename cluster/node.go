@@ -536,6 +536,20 @@ func (n *Node) Leader() (id, httpAddr string) {
 	return string(lid), n.fsm.Member(string(lid))
 }
 
+// LeaderSilent reports whether this node, a follower, has not heard from its
+// leader for half a heartbeat timeout, when raft's leader sends a heartbeat
+// every tenth of one: the leader is frozen, cut off or gone, and this node
+// will stand as a candidate within a heartbeat timeout or so. A request
+// forwarded to that leader now would wait until then for nothing.
+func (n *Node) LeaderSilent() bool {
+	r := n.r()
+	if r.State() != raft.Follower {
+		return false
+	}
+	last := r.LastContact()
+	return !last.IsZero() && time.Since(last) > n.cfg.HeartbeatTimeout/2
+}
+
 // TransferLeadership hands leadership to the voter id, or to the most
 // up-to-date voter when id is empty, and waits for it.
 func (n *Node) TransferLeadership(id string) error {
