@@ -94,7 +94,7 @@ func (o *operator) forceRelease(ctx context.Context, key string) {
 	} else {
 		req := client.ReleaseRequest{Key: key, Token: k.Token, Force: true, RequestID: client.NewRequestID()}
 		out = &client.ReleaseResponse{}
-		err = postRetrying(octx, o.hc, o.eps, att, "/v1/release", func(int) any { return req }, out)
+		err = postRetrying(octx, o.hc, o.eps, nil, att, "/v1/release", func(int) any { return req }, out)
 	}
 	o.w.rec.Complete(op, func(r *history.Op) {
 		r.HeldBy = k.Holder // whose grant the operator meant to end
@@ -121,7 +121,7 @@ func (o *operator) forceRelease(ctx context.Context, key string) {
 func (o *operator) releaseLookingUp(ctx context.Context, key string, first fence.Token, att *attempts) (*client.ReleaseResponse, bool, error) {
 	tok, other := first, false
 	var out client.ReleaseResponse
-	err := postRetrying(ctx, o.hc, o.eps, att, "/v1/release", func(i int) any {
+	err := postRetrying(ctx, o.hc, o.eps, nil, att, "/v1/release", func(i int) any {
 		if i > 0 {
 			if k, err := o.api.Key(ctx, key); err == nil {
 				tok = k.Token // "the current token", resolved anew: the bug

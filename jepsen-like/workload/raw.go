@@ -18,17 +18,29 @@ import (
 // plain HTTP client would (no retry logic of the Go client's), until a
 // definite answer: what was not done (503, no connection) or may have been
 // (504, an answer lost: the transport marked it ambiguous) is posted again.
-// The answer of a 2xx goes into out.
-func postRetrying(ctx context.Context, hc *http.Client, eps []string, att *attempts, path string, attempt func(i int) any, out any) error {
+// The answer of a 2xx goes into out. from, when not nil, is the index of the
+// endpoint to start with, and is set to the one that answered last, as a
+// careful script keeps the node that answered it rather than start each
+// request at the head of its list.
+func postRetrying(ctx context.Context, hc *http.Client, eps []string, from *int, att *attempts, path string, attempt func(i int) any, out any) error {
 	backoff := 20 * time.Millisecond
+	first := 0
+	if from != nil {
+		first = *from
+	}
 	for i := 0; ; i++ {
-		err := postOnce(ctx, hc, eps[i%len(eps)], path, attempt(i), out)
+		at := (first + i) % len(eps)
+		err := postOnce(ctx, hc, eps[at], path, attempt(i), out)
+		var apiErr *client.Error
+		answered := err == nil || errors.As(err, &apiErr)
+		if from != nil && answered {
+			*from = at
+		}
 		if err == nil {
 			return nil
 		}
-		var apiErr *client.Error
 		retry := isDial(err) || att.ambiguous.Load()
-		if errors.As(err, &apiErr) {
+		if apiErr != nil {
 			retry = apiErr.Code == "outcome_unknown" || apiErr.Status == http.StatusServiceUnavailable
 		}
 		if !retry || ctx.Err() != nil {

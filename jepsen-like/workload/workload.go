@@ -235,8 +235,10 @@ type worker struct {
 	// others queue for a key that is free for a moment, as "held" by the
 	// key's previous holder, which no linearization explains.
 	waits bool
-	// raw is the plain HTTP client of the raw renewals (rawHTTP).
-	raw *http.Client
+	// raw is the plain HTTP client of the raw renewals (rawHTTP), and
+	// rawFrom the index in eps of the node that answered its last one.
+	raw     *http.Client
+	rawFrom int
 	// proof is the proof of the client's current grant, which its
 	// accesses to a resource that requires proofs carry.
 	proof string
@@ -446,7 +448,7 @@ func (c *worker) renew(ctx context.Context, tok fence.Token) bool {
 		// outcome, with none of the Go client's retry rules.
 		actx, att := withAttempts(octx)
 		req := client.RenewRequest{Key: c.key, Holder: c.holder, Token: tok, RequestID: client.NewRequestID()}
-		err = postRetrying(actx, c.rawHTTP(), c.eps, att, "/v1/renew", func(int) any { return req }, &client.RenewResponse{})
+		err = postRetrying(actx, c.rawHTTP(), c.eps, &c.rawFrom, att, "/v1/renew", func(int) any { return req }, &client.RenewResponse{})
 	} else {
 		_, err = c.cl().Renew(octx, c.key, c.holder, tok)
 	}
