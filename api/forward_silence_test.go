@@ -4,10 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
-	"net"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -25,42 +23,6 @@ type silentFollower struct {
 }
 
 func (f *silentFollower) LeaderSilent() bool { return f.silent.Load() }
-
-// frozenLeader accepts connections and never answers, as a leader stopped by
-// SIGSTOP; conns counts the connections it was given.
-func frozenLeader(t *testing.T) (addr string, conns func() int) {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var mu sync.Mutex
-	var held []net.Conn
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			mu.Lock()
-			held = append(held, c)
-			mu.Unlock()
-		}
-	}()
-	t.Cleanup(func() {
-		ln.Close()
-		mu.Lock()
-		defer mu.Unlock()
-		for _, c := range held {
-			c.Close()
-		}
-	})
-	return ln.Addr().String(), func() int {
-		mu.Lock()
-		defer mu.Unlock()
-		return len(held)
-	}
-}
 
 // acquireThrough posts an acquire to the node at url and returns the status
 // and error code of its answer; the HTTP client gives up after 20 s, long
@@ -87,7 +49,7 @@ func acquireThrough(t *testing.T, url string) (int, string) {
 // request to the leader, where it would wait until raft here stands a
 // candidate or the client's attempt deadline passes.
 func TestFollowerDoesNotForwardToASilentLeader(t *testing.T) {
-	addr, conns := frozenLeader(t)
+	addr, conns := testutil.FrozenListener(t)
 	f := &silentFollower{followerStub: followerStub{leaderID: "n1", leaderAddr: addr}}
 	f.silent.Store(true)
 	srv := httptest.NewServer(NewServer(f, hclog.NewNullLogger()))
@@ -106,7 +68,7 @@ func TestFollowerDoesNotForwardToASilentLeader(t *testing.T) {
 // unknown outcome (it may have been applied), long before raft would stand
 // a candidate here or the forward's own timeout.
 func TestForwardEndsWhenTheLeaderFallsSilent(t *testing.T) {
-	addr, conns := frozenLeader(t)
+	addr, conns := testutil.FrozenListener(t)
 	f := &silentFollower{followerStub: followerStub{leaderID: "n1", leaderAddr: addr}}
 	srv := httptest.NewServer(NewServer(f, hclog.NewNullLogger()))
 	defer srv.Close()

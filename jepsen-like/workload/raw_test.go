@@ -2,15 +2,14 @@ package workload
 
 import (
 	"context"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/fenced/fenced/client"
+	"github.com/fenced/fenced/internal/testutil"
 )
 
 // TestRawRenewalsKeepTheNodeThatAnswered: the raw renewals post to the
@@ -18,28 +17,13 @@ import (
 // frozen node at the head of the list costs one attempt deadline, not one
 // per renewal while it stays frozen.
 func TestRawRenewalsKeepTheNodeThatAnswered(t *testing.T) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0") // accepts, never answers: frozen
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	var frozen atomic.Int32
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			frozen.Add(1)
-			defer c.Close()
-		}
-	}()
+	frozen, conns := testutil.FrozenListener(t)
 	good := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = w.Write([]byte(`{"key":"k","holder":"h","token":"4294967297","ttl":"2s"}`))
 	}))
 	defer good.Close()
-	eps := []string{ln.Addr().String(), strings.TrimPrefix(good.URL, "http://")}
+	eps := []string{frozen, strings.TrimPrefix(good.URL, "http://")}
 	hc := &http.Client{Timeout: 200 * time.Millisecond, Transport: trackingTransport{base: clusterTransport()}}
 	from := 0
 	for i := 0; i < 3; i++ {
@@ -51,7 +35,7 @@ func TestRawRenewalsKeepTheNodeThatAnswered(t *testing.T) {
 			t.Fatalf("renewal %d: %v", i, err)
 		}
 	}
-	if n := frozen.Load(); n != 1 {
+	if n := conns(); n != 1 {
 		t.Fatalf("three renewals tried the frozen node %d times, want once (the first)", n)
 	}
 	if from != 1 {
