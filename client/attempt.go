@@ -62,7 +62,9 @@ const maxRoundShift = 3
 // hedge delay. Answers that say nothing was done (not_leader, not_ready, busy,
 // unavailable, shutting_down, not_member) and failures to connect move on to
 // the next node at once; after a full round with no success the client backs
-// off briefly.
+// off briefly. The first attempt runs in the caller's goroutine; when a read's
+// hedge comes due before it ends, the rest of the call moves to the hedge
+// timer's goroutine.
 //
 // A round ends early in two cases, both after a frozen leader: when a node
 // answered that a new leader is taking over (inTakeover), and when the nodes
@@ -109,12 +111,13 @@ func (c *Client) call(ctx context.Context, cl call) error {
 
 	order := c.order()
 	n := len(order)
-	// One result fits without a receiver: the first attempt of a write
-	// runs in this goroutine and leaves its result there.
+	// One result fits without a receiver: the first attempt runs in this
+	// goroutine and leaves its result there.
 	results := make(chan attemptResult, 1)
 	done := make(chan struct{})
 	defer close(done) // attempts still running after the answer give up sending
 	fails := newFailures()
+	hedges := !cl.write && c.hedgeDelay > 0 && n > 1
 	inflight := 0
 	launched := 0
 	// shift doubles the attempt deadline after a round in which every
@@ -139,12 +142,10 @@ func (c *Client) call(ctx context.Context, cl call) error {
 	backoff := 20 * time.Millisecond
 	var hedge, pause <-chan time.Time
 
-	// launch starts the next attempt. The first attempt of a write runs
-	// inline: a write is never hedged, so nothing else can happen until it
-	// ends but the caller's deadline and the connect timeout, which end
-	// its context. It then costs no goroutine, no stack growth in net/http
-	// for a fresh goroutine, and no hand-off of its result.
-	launch := func(inline bool) {
+	// prepare picks the next attempt's node and deadline, and returns the
+	// attempt to run; an inline one is ended by the connect timeout too,
+	// since nothing else would end it before its own deadline.
+	prepare := func(inline bool) func() attemptResult {
 		if launched > 0 && launched%n == 0 {
 			// A new round: the nodes that timed out or could not be
 			// reached in the last one go last, behind those that answered.
@@ -178,18 +179,22 @@ func (c *Client) call(ctx context.Context, cl call) error {
 		}
 		launched++
 		inflight++
-		if inline {
-			results <- c.attempt(actx, cancel, ep, timeout, cl.method, cl.path, body)
-			return
+		return func() attemptResult {
+			return c.attempt(actx, cancel, ep, timeout, cl.method, cl.path, body)
 		}
+	}
+	// launch starts the next attempt in a goroutine of its own, with a
+	// hedge for a read.
+	launch := func() {
+		run := prepare(false)
 		go func() {
-			r := c.attempt(actx, cancel, ep, timeout, cl.method, cl.path, body)
+			r := run()
 			select {
 			case results <- r:
 			case <-done:
 			}
 		}()
-		if !cl.write && c.hedgeDelay > 0 && n > 1 {
+		if hedges {
 			hedge = time.After(c.hedgeDelay)
 		}
 	}
@@ -227,7 +232,7 @@ func (c *Client) call(ctx context.Context, cl call) error {
 			pause = time.After(d)
 			return
 		}
-		launch(false)
+		launch()
 	}
 	// noConnection ends the call when no endpoint accepted a connection
 	// within the connect timeout: nothing was sent. The attempts still
@@ -250,94 +255,139 @@ func (c *Client) call(ctx context.Context, cl call) error {
 		}
 		return fails.err(ErrUnavailable, "no endpoint accepted a connection within "+c.connectTimeout.String(), ErrNoConnection)
 	}
-	launch(cl.write)
-	if cl.write && connectBy != nil {
-		// The inline attempt may have ended because the connect timeout
-		// passed with no connection: that decides the call, before its
-		// failure could be taken for one to retry.
-		select {
-		case <-connectBy:
-			if !connected.Load() {
-				return noConnection()
-			}
-			connectBy = nil
-		default:
+	// hedgeNow asks the next node as well, when the read's attempt in
+	// flight has not answered within the hedge delay.
+	hedgeNow := func() {
+		hedge = nil
+		endRoundEarly()
+		if inflight == 1 && pause == nil && launched%n != 0 {
+			launch()
 		}
 	}
-	for {
-		select {
-		case r := <-results:
-			inflight--
-			if r.err == nil {
-				return c.decode(r, cl.out)
-			}
-			if r.sent {
-				connected.Store(true)
-			}
-			fl := classify(r.err, r.timeout, ctx.Err() != nil)
-			fails.record(r.endpoint, fl)
-			if fl.timedOut {
-				roundTimeouts++
-			}
-			var apiErr *Error
-			switch {
-			case errors.As(r.err, &apiErr) && apiErr.Code == "outcome_unknown":
-				unknown = true
-			case errors.As(r.err, &apiErr) && !safeToRetry(apiErr.Code):
-				if unknown && cl.write {
-					// An earlier attempt may have been committed, and its
-					// effect may be why this one was refused (a grant that
-					// then expired and went to someone else): the refusal
-					// is not a definite no. errors.Is works for both.
-					return fmt.Errorf("%w (an earlier attempt may have been committed): %w", ErrUnknownOutcome, r.err)
+	// loop takes the attempts' results and starts the next ones until the
+	// call is decided.
+	loop := func() error {
+		for {
+			select {
+			case r := <-results:
+				inflight--
+				if r.err == nil {
+					return c.decode(r, cl.out)
 				}
-				return r.err
-			case apiErr == nil && r.sent && cl.write:
-				unknown = true
-			}
-			if apiErr == nil {
-				c.markSuspect(r.endpoint)
-			} else {
-				answered = answered || speaksForCluster(apiErr.Code)
-				takeover = takeover || inTakeover(apiErr.Code)
-				electing = electing || inElection(apiErr.Code)
-			}
-			if inflight == 0 && fails.allPermanent(n) {
-				return fails.err(ErrUnavailable, "no endpoint can be used", nil)
-			}
-			if pause == nil && (inflight == 0 || (!cl.write && launched%n != 0)) {
-				next()
-			}
-		case <-hedge:
-			hedge = nil
-			endRoundEarly()
-			if inflight == 1 && pause == nil && launched%n != 0 {
-				launch(false)
-			}
-		case <-pause:
-			pause = nil
-			launch(false)
-		case <-connectBy:
-			connectBy = nil
-			if connected.Load() {
-				continue
-			}
-			return noConnection()
-		case <-ctx.Done():
-			// The attempts still in flight end at once with the context;
-			// a write one of them sent may have been applied.
-			for ; inflight > 0; inflight-- {
-				r := <-results
-				fails.record(r.endpoint, failure{reason: "no answer before the caller's deadline", late: true})
-				if cl.write && r.sent {
+				if r.sent {
+					connected.Store(true)
+				}
+				fl := classify(r.err, r.timeout, ctx.Err() != nil)
+				fails.record(r.endpoint, fl)
+				if fl.timedOut {
+					roundTimeouts++
+				}
+				var apiErr *Error
+				switch {
+				case errors.As(r.err, &apiErr) && apiErr.Code == "outcome_unknown":
+					unknown = true
+				case errors.As(r.err, &apiErr) && !safeToRetry(apiErr.Code):
+					if unknown && cl.write {
+						// An earlier attempt may have been committed, and its
+						// effect may be why this one was refused (a grant that
+						// then expired and went to someone else): the refusal
+						// is not a definite no. errors.Is works for both.
+						return fmt.Errorf("%w (an earlier attempt may have been committed): %w", ErrUnknownOutcome, r.err)
+					}
+					return r.err
+				case apiErr == nil && r.sent && cl.write:
 					unknown = true
 				}
+				if apiErr == nil {
+					c.markSuspect(r.endpoint)
+				} else {
+					answered = answered || speaksForCluster(apiErr.Code)
+					takeover = takeover || inTakeover(apiErr.Code)
+					electing = electing || inElection(apiErr.Code)
+				}
+				if inflight == 0 && fails.allPermanent(n) {
+					return fails.err(ErrUnavailable, "no endpoint can be used", nil)
+				}
+				if pause == nil && (inflight == 0 || (!cl.write && launched%n != 0)) {
+					next()
+				}
+			case <-hedge:
+				hedgeNow()
+			case <-pause:
+				pause = nil
+				launch()
+			case <-connectBy:
+				connectBy = nil
+				if connected.Load() {
+					continue
+				}
+				return noConnection()
+			case <-ctx.Done():
+				// The attempts still in flight end at once with the context;
+				// a write one of them sent may have been applied.
+				for ; inflight > 0; inflight-- {
+					r := <-results
+					fails.record(r.endpoint, failure{reason: "no answer before the caller's deadline", late: true})
+					if cl.write && r.sent {
+						unknown = true
+					}
+				}
+				if unknown {
+					return fails.err(ErrUnknownOutcome, "the request may have been applied; no node confirmed it before the deadline", ctx.Err())
+				}
+				return fails.err(ErrUnavailable, "no node served the request before the deadline", ctx.Err())
 			}
-			if unknown {
-				return fails.err(ErrUnknownOutcome, "the request may have been applied; no node confirmed it before the deadline", ctx.Err())
-			}
-			return fails.err(ErrUnavailable, "no node served the request before the deadline", ctx.Err())
 		}
+	}
+	// afterInline goes on from the first attempt's result, taken inline.
+	afterInline := func(r attemptResult) error {
+		results <- r
+		if connectBy != nil {
+			// The inline attempt may have ended because the connect
+			// timeout passed with no connection: that decides the call,
+			// before its failure could be taken for one to retry.
+			select {
+			case <-connectBy:
+				if !connected.Load() {
+					return noConnection()
+				}
+				connectBy = nil
+			default:
+			}
+		}
+		return loop()
+	}
+
+	// The first attempt runs inline, in the caller's goroutine: it then
+	// costs no goroutine, no stack growth in net/http for a fresh one, and
+	// no hand-off of its result. Until it ends, nothing can happen but the
+	// caller's deadline and the connect timeout, which end its context,
+	// and a read's hedge.
+	first := prepare(true)
+	if !hedges {
+		return afterInline(first())
+	}
+	// A read is hedged: when the hedge delay passes before the first
+	// attempt ends, the rest of the call (the hedge, the answers, the
+	// decision) runs in the timer's goroutine, which ends the first
+	// attempt once the call is decided; this goroutine then only hands it
+	// the first attempt's result and waits for the decision.
+	decided := make(chan error, 1)
+	timer := time.AfterFunc(c.hedgeDelay, func() {
+		hedgeNow()
+		err := loop()
+		cancelAll()
+		decided <- err
+	})
+	r := first()
+	if timer.Stop() {
+		return afterInline(r)
+	}
+	select {
+	case results <- r:
+		return <-decided
+	case err := <-decided:
+		return err
 	}
 }
 

@@ -133,6 +133,54 @@ func TestFrozenFirstEndpointIsLeftForTheNext(t *testing.T) {
 	}
 }
 
+// TestHedgedReadLeavesItsFirstAttempt: a read's first attempt runs in the
+// caller's goroutine, so the hedge that serves it must take over the call and
+// end that attempt; the read is then served long before the first attempt's
+// own deadline, whether the hedge itself is served or moves on to a third
+// node; the frozen node is asked once.
+func TestHedgedReadLeavesItsFirstAttempt(t *testing.T) {
+	good := newFakeNode(t)
+	for _, op := range []string{"status", "key", "verify"} {
+		for _, via := range []string{"next", "third"} {
+			t.Run(op+"/"+via, func(t *testing.T) {
+				frozen, conns := countingFrozenEndpoint(t)
+				eps := []string{frozen, good.srv.URL}
+				if via == "third" {
+					eps = []string{frozen, notMemberEndpoint(t), good.srv.URL}
+				}
+				// The first attempt's own deadline is far beyond the test's
+				// bound: only the hedge's taking over ends the call early.
+				c := New(eps, WithAttemptTimeout(time.Minute), WithHedgeDelay(20*time.Millisecond))
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+				defer cancel()
+				start := time.Now()
+				var err error
+				switch op {
+				case "status":
+					_, err = c.Status(ctx)
+				case "key":
+					_, err = c.Key(ctx, "k")
+				case "verify":
+					var v VerifyResponse
+					v, err = c.Verify(ctx, "k", "4294967297", "")
+					if err == nil && !v.Allow {
+						err = errors.New("refused: " + v.Reason)
+					}
+				}
+				if err != nil {
+					t.Fatalf("%s: %v", op, err)
+				}
+				if took := time.Since(start); took > 20*time.Second {
+					t.Fatalf("%s took %v: the hedge waited for the frozen first attempt", op, took)
+				}
+				if conns() != 1 {
+					t.Fatalf("%d connections to the frozen node, want the first attempt's one", conns())
+				}
+			})
+		}
+	}
+}
+
 // TestFailedEndpointsAreEachNamed: connection refused, a TLS handshake
 // against plain HTTP and a node that is not a member are failures the client
 // moves past at once; when every endpoint failed, the error names each
