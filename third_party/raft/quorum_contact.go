@@ -1,7 +1,6 @@
 package raft
 
 import (
-	"sort"
 	"sync"
 	"time"
 )
@@ -52,7 +51,11 @@ func (q *quorumContact) latest(term uint64, voters []ServerID, need int) (time.T
 	if q.term != term {
 		return time.Time{}, false
 	}
-	var times []time.Time
+	// A cluster has a handful of voters: the times fit on the stack, and an
+	// insertion sort, newest first, makes no garbage (QuorumContact is
+	// asked on every renewal and verify).
+	var buf [8]time.Time
+	times := buf[:0]
 	for _, id := range voters {
 		if t, ok := q.sent[id]; ok {
 			times = append(times, t)
@@ -61,7 +64,11 @@ func (q *quorumContact) latest(term uint64, voters []ServerID, need int) (time.T
 	if len(times) < need {
 		return time.Time{}, false
 	}
-	sort.Slice(times, func(i, j int) bool { return times[i].After(times[j]) })
+	for i := 1; i < len(times); i++ {
+		for j := i; j > 0 && times[j].After(times[j-1]); j-- {
+			times[j], times[j-1] = times[j-1], times[j]
+		}
+	}
 	return times[need-1], true
 }
 
@@ -84,7 +91,8 @@ func (r *Raft) QuorumContact() (sent time.Time, ok bool) {
 	if r.getState() != Leader {
 		return time.Time{}, false
 	}
-	var others []ServerID
+	var buf [8]ServerID
+	others := buf[:0]
 	voters, self := 0, false
 	for _, s := range r.getLatestConfiguration().Servers {
 		if s.Suffrage != Voter {

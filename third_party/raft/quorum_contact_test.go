@@ -113,3 +113,32 @@ func TestQuorumContactIgnoresOtherTerms(t *testing.T) {
 		t.Fatal("a reset kept the answers of the previous term")
 	}
 }
+
+// TestQuorumContactLatestIsTheNeedthNewest: latest returns the need-th newest
+// send time of the voters asked about, whatever order they were recorded in,
+// and nothing when fewer than need have one or the term is another.
+func TestQuorumContactLatestIsTheNeedthNewest(t *testing.T) {
+	base := time.Unix(1000, 0)
+	var q quorumContact
+	q.reset(7)
+	ids := []ServerID{"a", "b", "c", "d", "e"}
+	for i, off := range []int{3, 9, 1, 7, 5} { // newest first: b d e a c
+		q.accepted(7, ids[i], base.Add(time.Duration(off)*time.Second))
+	}
+	want := []int{9, 7, 5, 3, 1}
+	for need := 1; need <= 5; need++ {
+		got, ok := q.latest(7, ids, need)
+		if !ok || !got.Equal(base.Add(time.Duration(want[need-1])*time.Second)) {
+			t.Fatalf("need %d: got %v %v, want %ds after base", need, got, ok, want[need-1])
+		}
+	}
+	if _, ok := q.latest(7, ids, 6); ok {
+		t.Fatal("six needed of five voters: want none")
+	}
+	if got, ok := q.latest(7, []ServerID{"c", "e"}, 2); !ok || !got.Equal(base.Add(time.Second)) {
+		t.Fatalf("of c and e, the second newest: got %v %v", got, ok)
+	}
+	if _, ok := q.latest(8, ids, 1); ok {
+		t.Fatal("another term: want none")
+	}
+}
