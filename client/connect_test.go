@@ -48,20 +48,7 @@ func TestConnectTimeoutEndsRequestsNoEndpointAccepts(t *testing.T) {
 		t.Run(op, func(t *testing.T) {
 			ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 			defer cancel()
-			err := finishes(t, 30*time.Second, func() error {
-				var err error
-				switch op {
-				case "status":
-					_, err = c.Status(ctx)
-				case "key":
-					_, err = c.Key(ctx, "k")
-				case "acquire":
-					_, err = c.Acquire(ctx, AcquireRequest{Key: "k", Holder: "h"})
-				case "verify":
-					_, err = c.Verify(ctx, "k", "4294967297", "")
-				}
-				return err
-			})
+			err := finishes(t, 30*time.Second, func() error { return runOp(ctx, c, op) })
 			if !errors.Is(err, ErrUnavailable) || !errors.Is(err, ErrNoConnection) || errors.Is(err, ErrUnknownOutcome) {
 				t.Fatalf("%s: %v; want unavailable with no connection", op, err)
 			}

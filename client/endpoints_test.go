@@ -93,6 +93,32 @@ func notMemberEndpoint(t *testing.T) string {
 	return srv.URL
 }
 
+// runOp runs one of the requests the endpoint tests send, by name (status,
+// key, verify, acquire, renew), against a fakeNode's key k held by h; a
+// verify the node refuses is an error.
+func runOp(ctx context.Context, c *Client, op string) error {
+	var err error
+	switch op {
+	case "status":
+		_, err = c.Status(ctx)
+	case "key":
+		_, err = c.Key(ctx, "k")
+	case "verify":
+		var v VerifyResponse
+		v, err = c.Verify(ctx, "k", "4294967297", "")
+		if err == nil && !v.Allow {
+			err = errors.New("refused: " + v.Reason)
+		}
+	case "acquire":
+		_, err = c.Acquire(ctx, AcquireRequest{Key: "k", Holder: "h", RequestID: "rid-1"})
+	case "renew":
+		_, err = c.Renew(ctx, "k", "h", fence.Token(1<<32|1))
+	default:
+		err = fmt.Errorf("no request %q", op)
+	}
+	return err
+}
+
 // TestFrozenFirstEndpointIsLeftForTheNext: a node that never answers, listed
 // first, does not keep reads, verifies or writes from the healthy node next
 // to it, well within the caller's deadline.
@@ -103,24 +129,7 @@ func TestFrozenFirstEndpointIsLeftForTheNext(t *testing.T) {
 			c := New([]string{hangingEndpoint(t), good.srv.URL})
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			var err error
-			switch op {
-			case "status":
-				_, err = c.Status(ctx)
-			case "key":
-				_, err = c.Key(ctx, "k")
-			case "verify":
-				var v VerifyResponse
-				v, err = c.Verify(ctx, "k", "4294967297", "")
-				if err == nil && !v.Allow {
-					err = errors.New("refused: " + v.Reason)
-				}
-			case "acquire":
-				_, err = c.Acquire(ctx, AcquireRequest{Key: "k", Holder: "h", RequestID: "rid-1"})
-			case "renew":
-				_, err = c.Renew(ctx, "k", "h", fence.Token(1<<32|1))
-			}
-			if err != nil {
+			if err := runOp(ctx, c, op); err != nil {
 				t.Fatalf("%s with a frozen first endpoint: %v", op, err)
 			}
 		})
@@ -154,20 +163,7 @@ func TestHedgedReadLeavesItsFirstAttempt(t *testing.T) {
 				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 				defer cancel()
 				start := time.Now()
-				var err error
-				switch op {
-				case "status":
-					_, err = c.Status(ctx)
-				case "key":
-					_, err = c.Key(ctx, "k")
-				case "verify":
-					var v VerifyResponse
-					v, err = c.Verify(ctx, "k", "4294967297", "")
-					if err == nil && !v.Allow {
-						err = errors.New("refused: " + v.Reason)
-					}
-				}
-				if err != nil {
+				if err := runOp(ctx, c, op); err != nil {
 					t.Fatalf("%s: %v", op, err)
 				}
 				if took := time.Since(start); took > 20*time.Second {
