@@ -131,8 +131,7 @@ func (s *Server) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if ok {
 		s.mux.ServeHTTP(sw, r)
 	}
-	metrics.Requests.WithLabelValues(r.Pattern, strconv.Itoa(sw.status)).Inc()
-	metrics.RequestLatency.WithLabelValues(r.Pattern).Observe(time.Since(start).Seconds())
+	metrics.ObserveRequest(r.Pattern, sw.status, time.Since(start))
 }
 
 // statusWriter remembers the status code, for the request metrics.

@@ -707,13 +707,7 @@ func (n *Node) judge(key string, tok fence.Token, holder string) Verdict {
 }
 
 // countVerdict counts a verdict in the verify metrics.
-func countVerdict(v Verdict) {
-	result := "refuse"
-	if v.Allow {
-		result = "allow"
-	}
-	metrics.Verifies.WithLabelValues(result, string(v.Reason)).Inc()
-}
+func countVerdict(v Verdict) { metrics.CountVerdict(v.Allow, string(v.Reason)) }
 
 // KeyInfo is a key's state with its lease deadline when held.
 type KeyInfo struct {
