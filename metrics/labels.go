@@ -3,7 +3,8 @@ package metrics
 // The label values of the labelled metrics. Every combination is created
 // with a zero value when the process starts, so a node exports each series
 // from its first scrape (a counter that appears only at its first increment
-// hides that first event from rate() and from alerts on absent series).
+// hides that first event from rate() and from alerts on absent series);
+// fenced_verifies_total's are created with verdictSeries (requests.go).
 // api's tests check that these lists cover every wire error code and verify
 // reason.
 var (
@@ -37,12 +38,6 @@ func init() {
 	}
 	for _, v := range RefusalReasons {
 		Refusals.WithLabelValues(v)
-	}
-	for _, v := range VerifyAllowReasons {
-		Verifies.WithLabelValues("allow", v)
-	}
-	for _, v := range VerifyRefuseReasons {
-		Verifies.WithLabelValues("refuse", v)
 	}
 	for _, v := range BatchOps {
 		Batches.WithLabelValues(v)

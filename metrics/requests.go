@@ -51,7 +51,8 @@ func ObserveRequest(route string, code int, took time.Duration) {
 }
 
 // verdictSeries are the fenced_verifies_total series of the known reasons,
-// by result; filled when the process starts, read-only after.
+// by result; filled when the process starts (which also exports each with
+// a zero value from the first scrape), read-only after.
 var verdictSeries = map[bool]map[string]prometheus.Counter{
 	true:  verdictCounters("allow", VerifyAllowReasons),
 	false: verdictCounters("refuse", VerifyRefuseReasons),
