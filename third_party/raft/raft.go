@@ -1278,6 +1278,7 @@ func (r *Raft) dispatchLogs(applyLogs []*logFuture) {
 	for _, f := range r.leaderState.replState {
 		asyncNotifyCh(f.triggerCh)
 	}
+	yieldToReplicators()
 
 	// Write the log entry locally
 	err := r.logs.StoreLogs(logs)
