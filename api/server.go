@@ -539,7 +539,7 @@ func (s *Server) acquire(ctx context.Context, body []byte, _ *http.Request) (any
 		return nil, err
 	}
 	out := grantOf(g.KeyState, g.Renewed)
-	out.Proof = s.proofOf(g.KeyState)
+	out.Proof = s.grantProof(g)
 	return out, nil
 }
 

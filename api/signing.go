@@ -17,6 +17,7 @@ import (
 // empty key set.
 type SigningNode interface {
 	Proof(k fsm.KeyState, now time.Time) string
+	GrantProof(g cluster.Grant, now time.Time) string
 	RegisterSigningKey(ctx context.Context, id string, public []byte) error
 	RotateSigningKey(ctx context.Context, overlap time.Duration) (proof.Key, error)
 	PublishedKeys(now time.Time) []fsm.SigningKeyState
@@ -36,6 +37,15 @@ func (s *Server) signing() (SigningNode, bool) {
 func (s *Server) proofOf(k fsm.KeyState) string {
 	if n, ok := s.signing(); ok {
 		return n.Proof(k, time.Now())
+	}
+	return ""
+}
+
+// grantProof returns an acquire's proof, or "" when the node does not sign:
+// the node may have signed it while the grant's entry committed.
+func (s *Server) grantProof(g cluster.Grant) string {
+	if n, ok := s.signing(); ok {
+		return n.GrantProof(g, time.Now())
 	}
 	return ""
 }

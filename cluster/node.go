@@ -54,6 +54,9 @@ type Node struct {
 	gen   atomic.Uint64
 	// newTerm is set while a new term is being forced (seq exhaustion).
 	newTerm atomic.Bool
+	// acquiring counts the acquires proposed and not yet applied; one alone
+	// signs its proof while it commits (presign).
+	acquiring atomic.Int32
 
 	testHooks atomic.Pointer[hooks] // nil in production (hooks.go)
 

@@ -43,6 +43,9 @@ type Grant struct {
 	fsm.KeyState
 	// Renewed is true when the holder already had this grant.
 	Renewed bool
+	// presigned is the proof signed while the grant's entry committed, for
+	// the grant the leader expected (GrantProof).
+	presigned *presigned
 }
 
 // requireReady refuses work on a node that is not a ready leader.
@@ -60,9 +63,19 @@ func (n *Node) requireReady() (uint64, error) {
 }
 
 // apply proposes a command and returns the FSM's result.
-func (n *Node) apply(cmd fsm.Command) (*fsm.Result, error) {
+func (n *Node) apply(cmd fsm.Command) (*fsm.Result, error) { return n.applyWhile(cmd, nil) }
+
+// applyWhile is apply that, while the entry commits, calls meanwhile (when
+// not nil) with the term the entry was proposed in.
+func (n *Node) applyWhile(cmd fsm.Command, meanwhile func(term uint64)) (*fsm.Result, error) {
 	defer metrics.ObserveApply(commandName(cmd), time.Now())
-	return n.applied(n.r().Apply(fsm.Encode(cmd), n.cfg.ApplyTimeout))
+	r := n.r()
+	term := r.CurrentTerm()
+	f := r.Apply(fsm.Encode(cmd), n.cfg.ApplyTimeout)
+	if meanwhile != nil {
+		meanwhile(term)
+	}
+	return n.applied(f)
 }
 
 func commandName(c fsm.Command) string {
@@ -326,14 +339,21 @@ func (n *Node) tryAcquire(a AcquireArgs) (Grant, error) {
 	if h := n.hook().proposing; h != nil {
 		h(a)
 	}
-	res, err := n.apply(fsm.Acquire{Key: a.Key, Holder: a.Holder, TTL: a.TTL, RequestID: a.RequestID, LockDelay: a.LockDelay, Value: a.Value, Limit: a.Limit, Shared: a.Shared})
+	cmd := fsm.Acquire{Key: a.Key, Holder: a.Holder, TTL: a.TTL, RequestID: a.RequestID, LockDelay: a.LockDelay, Value: a.Value, Limit: a.Limit, Shared: a.Shared}
+	var pre *presigned
+	var meanwhile func(term uint64)
+	if n.acquiring.Add(1) == 1 {
+		meanwhile = func(term uint64) { pre = n.presign(a, term) }
+	}
+	res, err := n.applyWhile(cmd, meanwhile)
+	n.acquiring.Add(-1)
 	if err != nil {
 		return Grant{}, err
 	}
 	if res.Err != nil {
 		return Grant{}, n.refusal(res.Err)
 	}
-	return Grant{KeyState: res.Key, Renewed: res.Renewed}, nil
+	return Grant{KeyState: res.Key, Renewed: res.Renewed, presigned: pre}, nil
 }
 
 // forceNewTerm moves the cluster to a new term so a key whose seq space is

@@ -105,8 +105,11 @@ func (n *Node) Signer() proof.Signer { return *n.signer.Load() }
 
 // SigningKeyRegistered reports whether the node's current key is its
 // current key in the replicated state: what a proof's verifier fetches.
-func (n *Node) SigningKeyRegistered() bool {
-	s := n.Signer()
+func (n *Node) SigningKeyRegistered() bool { return n.registered(n.Signer()) }
+
+// registered reports whether s is its node's current key in the replicated
+// state.
+func (n *Node) registered(s proof.Signer) bool {
 	k, ok := n.fsm.SigningKey(s.ID)
 	return ok && k.Node == n.cfg.ID && k.NotAfter == 0
 }
@@ -226,14 +229,30 @@ func (n *Node) PublishedKeys(now time.Time) []fsm.SigningKeyState {
 // no published key verifies would only be refused). Only the leader that
 // committed a grant calls it; signing writes nothing.
 func (n *Node) Proof(k fsm.KeyState, now time.Time) string {
-	cid := n.fsm.ClusterID()
-	if cid == "" || !n.SigningKeyRegistered() {
+	c, s, ok := n.claimsOf(k, now)
+	if !ok {
 		return ""
 	}
-	p, err := n.Signer().Sign(proof.Claims{Key: k.Key, Token: k.Token, Holder: k.Holder, Cluster: cid,
-		IssuedAt: now.Unix(), TTLMillis: k.TTL.Milliseconds()})
+	return n.sign(c, s)
+}
+
+// claimsOf returns the claims of grant k's proof and the key to sign them
+// with; ok is false when the node does not sign (see Proof).
+func (n *Node) claimsOf(k fsm.KeyState, now time.Time) (c proof.Claims, s proof.Signer, ok bool) {
+	cid := n.fsm.ClusterID()
+	s = n.Signer()
+	if cid == "" || !n.registered(s) {
+		return proof.Claims{}, proof.Signer{}, false
+	}
+	return proof.Claims{Key: k.Key, Token: k.Token, Holder: k.Holder, Cluster: cid, Kid: s.ID,
+		IssuedAt: now.Unix(), TTLMillis: k.TTL.Milliseconds()}, s, true
+}
+
+// sign signs c with s, or returns "" (and logs why) when it cannot.
+func (n *Node) sign(c proof.Claims, s proof.Signer) string {
+	p, err := s.Sign(c)
 	if err != nil {
-		n.log.Warn("could not sign a proof", "key", k.Key, "error", err)
+		n.log.Warn("could not sign a proof", "key", c.Key, "error", err)
 		return ""
 	}
 	return p
