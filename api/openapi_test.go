@@ -595,7 +595,6 @@ func (n *failingNode) Backup(context.Context) ([]byte, cluster.BackupMeta, error
 func (n *failingNode) Restore(context.Context, []byte, cluster.RestoreOptions) (cluster.RestoreResult, error) {
 	return cluster.RestoreResult{}, n.err
 }
-func (n *failingNode) Proof(fsm.KeyState, time.Time) string                     { return "" }
 func (n *failingNode) GrantProof(cluster.Grant, time.Time) string               { return "" }
 func (n *failingNode) RegisterSigningKey(context.Context, string, []byte) error { return n.err }
 func (n *failingNode) RotateSigningKey(context.Context, time.Duration) (proof.Key, error) {

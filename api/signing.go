@@ -16,7 +16,6 @@ import (
 // proofs; a Node without it answers grants without proofs and serves an
 // empty key set.
 type SigningNode interface {
-	Proof(k fsm.KeyState, now time.Time) string
 	GrantProof(g cluster.Grant, now time.Time) string
 	RegisterSigningKey(ctx context.Context, id string, public []byte) error
 	RotateSigningKey(ctx context.Context, overlap time.Duration) (proof.Key, error)
@@ -34,12 +33,7 @@ func (s *Server) signing() (SigningNode, bool) {
 }
 
 // proofOf signs grant k's proof, or returns "" when the node does not sign.
-func (s *Server) proofOf(k fsm.KeyState) string {
-	if n, ok := s.signing(); ok {
-		return n.Proof(k, time.Now())
-	}
-	return ""
-}
+func (s *Server) proofOf(k fsm.KeyState) string { return s.grantProof(cluster.Grant{KeyState: k}) }
 
 // grantProof returns an acquire's proof, or "" when the node does not sign:
 // the node may have signed it while the grant's entry committed.

@@ -66,14 +66,14 @@ func (n *Node) requireReady() (uint64, error) {
 func (n *Node) apply(cmd fsm.Command) (*fsm.Result, error) { return n.applyWhile(cmd, nil) }
 
 // applyWhile is apply that, while the entry commits, calls meanwhile (when
-// not nil) with the term the entry was proposed in.
+// not nil) with the current term, the one the entry was most likely
+// proposed in.
 func (n *Node) applyWhile(cmd fsm.Command, meanwhile func(term uint64)) (*fsm.Result, error) {
 	defer metrics.ObserveApply(commandName(cmd), time.Now())
 	r := n.r()
-	term := r.CurrentTerm()
 	f := r.Apply(fsm.Encode(cmd), n.cfg.ApplyTimeout)
 	if meanwhile != nil {
-		meanwhile(term)
+		meanwhile(r.CurrentTerm())
 	}
 	return n.applied(f)
 }

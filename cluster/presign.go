@@ -13,8 +13,9 @@ import (
 // while the acquire's entry commits instead, for the grant the leader
 // expects (the key's next token, fsm.NextToken), and handed out only when
 // the grant turns out to have exactly the claims signed; any other grant is
-// signed afresh. Ed25519 signatures and the proof's encoding are deterministic, so
-// a proof signed early is byte for byte the one signed late.
+// signed afresh. Ed25519 signatures and the proof's encoding are
+// deterministic, so a proof signed early is byte for byte the one signed
+// late.
 //
 // Only an acquire alone in flight signs early. With others in flight the
 // processors are busy: signing before the commit then only delays the
