@@ -3,6 +3,12 @@
 # workload pair, RUNS alternating runs of each, every run on a fresh 3-node
 # loopback cluster with the client on the same machine talking to the leader.
 # Prints one line per run: SYSTEM WORKLOAD CLIENTS OPS_PER_SEC P50_MS P99_MS.
+# Before the first run and after the last, scripts/floor measures this
+# machine's floor in the same format, as SYSTEM "floor" (OPS_PER_SEC and
+# P99_MS "-"): WORKLOAD acquire is three fsyncs at once and two round trips
+# between processes, acquire-http the same with a net/http exchange in place
+# of the client's round trip, and http that exchange alone (the floor of a
+# verify or keepalive). FLOOR=0 leaves the floor out.
 #
 #   scripts/bench-vs-etcd.sh            # DURATION=5s RUNS=3 TRANSPORTS="std std-nobatch lean"
 #   TRANSPORTS=std scripts/bench-vs-etcd.sh
@@ -36,6 +42,7 @@ RUNS=${RUNS:-3}
 TRANSPORTS=${TRANSPORTS:-std std-nobatch lean}
 WORKLOADS=${WORKLOADS:-acquire cycle contended verify keepalive}
 SYSTEMS=${SYSTEMS:-fenced etcd zookeeper}
+FLOOR=${FLOOR:-1}
 has() { case " $SYSTEMS " in *" $1 "*) ;; *) return 1 ;; esac; }
 if has zookeeper && ! (cd scripts/zkcmp && go run . -mode check); then
 	echo "bench-vs-etcd: skipping ZooKeeper (apt-get install zookeeper to measure it)" >&2
@@ -68,6 +75,17 @@ if has fenced; then
 fi
 has etcd && (cd scripts/etcdcmp && go build -o "$work/etcdcmp" .)
 has zookeeper && (cd scripts/zkcmp && go build -o "$work/zkcmp" .)
+[ "$FLOOR" = 0 ] || go build -o "$work/floor" ./scripts/floor
+
+# floor_run prints the machine's floor, measured on the disk the clusters
+# write to ($work), as three lines of the runs' format.
+floor_run() {
+	[ "$FLOOR" = 0 ] && return
+	"$work/floor" -dir "$work" -o json |
+		python3 -c 'import json,sys; d=json.load(sys.stdin)
+for w, k in (("acquire", "acquire_floor_ns"), ("acquire-http", "acquire_floor_over_http_ns"), ("http", "http_exchange_across_processes_p50_ns")):
+    print("floor", w, 1, "-", round(d[k]/1e6, 3), "-")'
+}
 
 stop_all() {
 	kill "$@" 2>/dev/null || true
@@ -132,6 +150,7 @@ zk_workloads() {
 	esac
 }
 
+floor_run
 for pair in "txn acquire 1" "txn acquire 16" "txn acquire 64" "lock cycle 1" "lock cycle 16" "lock cycle 64" \
 	"contended contended 16" "contended contended 64" "read verify 1" "read verify 16" "read verify 64" \
 	"keepalive keepalive 1" "keepalive keepalive 16" "keepalive keepalive 64" \
@@ -152,3 +171,4 @@ for pair in "txn acquire 1" "txn acquire 16" "txn acquire 64" "lock cycle 1" "lo
 		fi
 	done
 done
+floor_run
