@@ -139,6 +139,9 @@ func TestSharedWatchesOnACluster(t *testing.T) {
 		}
 		got, want := afterFirstSync(t, evsOf(wt)), evsOf(ref)
 		from := got.sync
+		if d := earlyDifference(got.early, changes(want), from); d != "" {
+			t.Fatalf("watch %d (%+v), before its first sync at %d: %s", i, wt.o, from, d)
+		}
 		var wantChanges []string
 		for _, ev := range changes(want) {
 			if ev.Index > from {
@@ -163,23 +166,48 @@ func TestSharedWatchesOnACluster(t *testing.T) {
 }
 
 type firstSync struct {
-	sync    uint64
-	changes []client.WatchEvent
+	sync uint64
+	// early are the changes delivered before the first sync, changes
+	// those after it.
+	early, changes []client.WatchEvent
 }
 
-// afterFirstSync splits what a fresh watch delivered at its first sync.
+// afterFirstSync splits what a fresh watch delivered at its first sync. A
+// fresh stream sends the state at the index it read it, then the changes
+// applied since, then its first sync (sendPoll): a change made while the
+// watch starts comes before that sync.
 func afterFirstSync(t *testing.T, evs []client.WatchEvent) firstSync {
 	t.Helper()
 	for i, ev := range evs {
 		if ev.Type == client.WatchSync {
-			return firstSync{sync: ev.Index, changes: changes(evs[i+1:])}
-		}
-		if ev.Type != client.WatchState {
-			t.Fatalf("a fresh watch delivered %s before its first sync", ev.Type)
+			return firstSync{sync: ev.Index, early: changes(evs[:i]), changes: changes(evs[i+1:])}
 		}
 	}
 	t.Fatal("no sync")
 	return firstSync{}
+}
+
+// earlyDifference describes how the changes a fresh watch delivered before
+// its first sync (at index sync) differ from what a watch on a stream of
+// its own delivered, want, or is "". They are changes since the state the
+// watch started from, so they are the last of want's up to sync: none
+// skipped, none made up, none after the sync.
+func earlyDifference(early, want []client.WatchEvent, sync uint64) string {
+	upTo := len(want)
+	for upTo > 0 && want[upTo-1].Index > sync {
+		upTo--
+	}
+	if len(early) > upTo {
+		return fmt.Sprintf("%d changes, where a watch of its own had %d through that index", len(early), upTo)
+	}
+	var got, exp []string
+	for _, ev := range early {
+		got = append(got, describeWatchEvent(ev))
+	}
+	for _, ev := range want[upTo-len(early) : upTo] {
+		exp = append(exp, describeWatchEvent(ev))
+	}
+	return firstDifference(got, exp)
 }
 
 func describeWatchEvent(ev client.WatchEvent) string {
@@ -199,4 +227,33 @@ func firstDifference(got, want []string) string {
 		}
 	}
 	return ""
+}
+
+// TestEarlyDifference: the check of the changes a fresh watch delivered
+// before its first sync accepts exactly the last changes through the sync's
+// index, and names what it finds otherwise.
+func TestEarlyDifference(t *testing.T) {
+	ev := func(i uint64, typ string) client.WatchEvent {
+		return client.WatchEvent{Type: typ, Index: i, Key: "jobs/a", Holder: "h", Token: 1}
+	}
+	want := []client.WatchEvent{ev(3, client.WatchGranted), ev(5, client.WatchReleased), ev(7, client.WatchGranted), ev(9, client.WatchReleased)}
+	cases := []struct {
+		name  string
+		early []client.WatchEvent
+		sync  uint64
+		ok    bool
+	}{
+		{"none", nil, 7, true},
+		{"the last through the sync", []client.WatchEvent{ev(5, client.WatchReleased), ev(7, client.WatchGranted)}, 8, true},
+		{"all through the sync", want[:3], 7, true},
+		{"one skipped", []client.WatchEvent{ev(7, client.WatchGranted)}, 9, false},
+		{"one made up", []client.WatchEvent{ev(7, client.WatchExpired)}, 7, false},
+		{"one after the sync", []client.WatchEvent{ev(9, client.WatchReleased)}, 8, false},
+		{"more than there were", []client.WatchEvent{ev(1, client.WatchGranted), ev(3, client.WatchGranted)}, 3, false},
+	}
+	for _, c := range cases {
+		if d := earlyDifference(c.early, want, c.sync); (d == "") != c.ok {
+			t.Errorf("%s: earlyDifference = %q, want ok %v", c.name, d, c.ok)
+		}
+	}
 }

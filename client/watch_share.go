@@ -16,7 +16,8 @@ import (
 //   - Each watch starts on a stream of its own, so its state events and
 //     its first sync are as current as a linearizable read sent with it
 //     (a shared stream that began earlier could not say so).
-//   - It moves onto the shared stream only at an index it delivered
+//   - It moves onto the shared stream only after that first sync (after
+//     a reset, after the sync that follows it), at an index it delivered
 //     through (an event with an id), and from then on delivers only what
 //     the shared stream sends after that index: nothing twice, nothing
 //     skipped. A watch behind the shared stream is handed the events it
@@ -330,13 +331,19 @@ func (c *Client) watchShared(ctx context.Context, o WatchOptions, out chan Watch
 	defer c.shares.exit(k)
 	sub := &watchSub{out: out}
 	send := sendTo(ctx, out)
+	// synced: the watch delivered a sync since it started or was reset.
+	// Until then it stays on its own stream, which sends its state, the
+	// changes since, and a sync it owes: a shared stream would send its
+	// next sync only once it is quiet for a while.
+	synced := false
 	for ctx.Err() == nil {
 		var hub *watchHub
 		c.watchLoop(ctx, o, func(group []WatchEvent, id uint64) error {
 			if err := send(group, id); err != nil {
 				return err
 			}
-			if id > 0 {
+			synced = syncedAfter(group, synced)
+			if id > 0 && synced {
 				if hub = c.shares.adopt(c, k, o, sub, id); hub != nil {
 					return errHandedOver
 				}
@@ -354,4 +361,19 @@ func (c *Client) watchShared(ctx context.Context, o WatchOptions, out chan Watch
 		}
 		o.From = sub.last
 	}
+}
+
+// syncedAfter reports whether a watch has delivered a sync since it started
+// or was last reset, once it delivered group; synced says whether it had
+// before.
+func syncedAfter(group []WatchEvent, synced bool) bool {
+	for _, ev := range group {
+		switch ev.Type {
+		case WatchSync:
+			synced = true
+		case WatchReset:
+			synced = false
+		}
+	}
+	return synced
 }

@@ -3,6 +3,7 @@ package client
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math/rand/v2"
 	"net/http"
@@ -605,4 +606,69 @@ func TestSharedStreamLeftByItsWatchesIsNotStillborn(t *testing.T) {
 	if at, ok := s.stillborn[k]; ok {
 		t.Fatalf("a shared stream its watches left is taken as refused at %d", at)
 	}
+}
+
+// TestSharedWatchDeliversItsOwnFirstSync: a fresh stream sends the state it
+// read, the changes applied since, then its first sync, all at once (as a
+// node does when a change lands while the watch starts). A second watch of
+// the key must deliver that sync from its own stream before it moves onto
+// a shared one: a shared stream resumed after the change says sync only
+// once it has been quiet for a while, here never.
+func TestSharedWatchDeliversItsOwnFirstSync(t *testing.T) {
+	var resumed atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		if r.URL.Query().Get("from") != "" {
+			resumed.Add(1) // a shared stream: nothing new, and quiet
+		} else {
+			var b []byte
+			b = frame(b, "", WatchEvent{Type: WatchState, Index: 1, Key: "k", Holder: "h1", State: "held"})
+			b = frame(b, "2", WatchEvent{Type: WatchReleased, Index: 2, Key: "k", Holder: "h1", State: "released"})
+			b = frame(b, "2", WatchEvent{Type: WatchSync, Index: 2})
+			_, _ = w.Write(b)
+		}
+		w.(http.Flusher).Flush()
+		<-r.Context().Done()
+	}))
+	defer srv.Close()
+	c := New([]string{srv.URL})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	o := WatchOptions{Key: "k", Progress: time.Hour}
+	type seen struct {
+		mu  sync.Mutex
+		evs []string
+	}
+	follow := func() *seen {
+		s := &seen{}
+		ch := c.Watch(ctx, o)
+		go func() {
+			for ev := range ch {
+				s.mu.Lock()
+				s.evs = append(s.evs, ev.Type)
+				s.mu.Unlock()
+			}
+		}()
+		return s
+	}
+	synced := func(s *seen) error {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		if len(s.evs) < 3 || s.evs[2] != WatchSync {
+			return fmt.Errorf("delivered %v, want state, released, sync", s.evs)
+		}
+		return nil
+	}
+	first := follow()
+	eventually(t, 5*time.Second, func() error { return synced(first) })
+	second := follow()
+	eventually(t, 5*time.Second, func() error { return synced(second) })
+	// It did move: the point is the order, not a stream of its own.
+	eventually(t, 5*time.Second, func() error {
+		if resumed.Load() == 0 {
+			return errors.New("no shared stream started")
+		}
+		return nil
+	})
 }
