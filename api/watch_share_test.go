@@ -137,22 +137,12 @@ func TestSharedWatchesOnACluster(t *testing.T) {
 		if wt.o.Prefix != "" {
 			ref = refPrefix
 		}
-		got, want := afterFirstSync(t, evsOf(wt)), evsOf(ref)
+		got, want := afterFirstSync(t, evsOf(wt)), changes(evsOf(ref))
 		from := got.sync
-		if d := earlyDifference(got.early, changes(want), from); d != "" {
+		if d := earlyDifference(got.early, want, from); d != "" {
 			t.Fatalf("watch %d (%+v), before its first sync at %d: %s", i, wt.o, from, d)
 		}
-		var wantChanges []string
-		for _, ev := range changes(want) {
-			if ev.Index > from {
-				wantChanges = append(wantChanges, describeWatchEvent(ev))
-			}
-		}
-		var gotChanges []string
-		for _, ev := range got.changes {
-			gotChanges = append(gotChanges, describeWatchEvent(ev))
-		}
-		if d := firstDifference(gotChanges, wantChanges); d != "" {
+		if d := firstDifference(describeAll(got.changes), describeAll(want[through(want, from):])); d != "" {
 			t.Fatalf("watch %d (%+v), first sync at %d: %s", i, wt.o, from, d)
 		}
 	}
@@ -193,25 +183,34 @@ func afterFirstSync(t *testing.T, evs []client.WatchEvent) firstSync {
 // watch started from, so they are the last of want's up to sync: none
 // skipped, none made up, none after the sync.
 func earlyDifference(early, want []client.WatchEvent, sync uint64) string {
-	upTo := len(want)
-	for upTo > 0 && want[upTo-1].Index > sync {
-		upTo--
-	}
+	upTo := through(want, sync)
 	if len(early) > upTo {
 		return fmt.Sprintf("%d changes, where a watch of its own had %d through that index", len(early), upTo)
 	}
-	var got, exp []string
-	for _, ev := range early {
-		got = append(got, describeWatchEvent(ev))
+	return firstDifference(describeAll(early), describeAll(want[upTo-len(early):upTo]))
+}
+
+// through returns how many of changes, in index order, are at or before
+// index.
+func through(changes []client.WatchEvent, index uint64) int {
+	n := len(changes)
+	for n > 0 && changes[n-1].Index > index {
+		n--
 	}
-	for _, ev := range want[upTo-len(early) : upTo] {
-		exp = append(exp, describeWatchEvent(ev))
-	}
-	return firstDifference(got, exp)
+	return n
 }
 
 func describeWatchEvent(ev client.WatchEvent) string {
 	return fmt.Sprintf("%d %s %s %s %v", ev.Index, ev.Type, ev.Key, ev.Holder, ev.Token)
+}
+
+// describeAll describes each of evs, in order.
+func describeAll(evs []client.WatchEvent) []string {
+	var out []string
+	for _, ev := range evs {
+		out = append(out, describeWatchEvent(ev))
+	}
+	return out
 }
 
 // firstDifference describes where got and want part, or is "".
