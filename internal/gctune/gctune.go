@@ -24,10 +24,10 @@ import (
 // DefaultFloor is the least headroom a Tuner leaves: below
 // DefaultFloor/fraction of live heap the headroom is the floor, and below
 // the floor itself the collector runs as with GOGC=100. It keeps small
-// nodes from collecting often for no gain worth having. 16 MiB rather than
-// more because a follower with a million keys holds about 100 MiB: at 32
-// MiB its headroom was a third of its heap instead of a fifth, and its
-// resident memory 145-169 B a key instead of 133-143 B.
+// nodes from collecting often for no gain worth having, and is no larger
+// because a follower with a million keys holds only about 100 MiB: a floor
+// of 32 MiB made its headroom a third of its heap instead of a fifth
+// (docs/PERFORMANCE.md, "Restart and memory at 1M keys").
 const DefaultFloor = 16 << 20
 
 // maxPercent is the GOGC a Tuner never exceeds: Go's default.
