@@ -1,8 +1,16 @@
 package api
 
 import (
+	"encoding/json"
+	"errors"
 	"fmt"
+	"io"
+	"net/http"
+	"strconv"
 	"sync/atomic"
+	"time"
+
+	"github.com/fenced/fenced/client"
 
 	"github.com/fenced/fenced/cluster"
 )
@@ -32,13 +40,49 @@ func (b *backupAuth) get() BackupAuth {
 	return BackupAuth{}
 }
 
-// sign wraps a backup in an authenticated envelope when a key is set.
-func (b *backupAuth) sign(data []byte) ([]byte, error) {
-	a := b.get()
-	if a.Key == nil {
-		return data, nil
+// backupWriteTimeout ends a backup whose reader took longer than this to
+// take one write of it (64 KiB): the node holds the backup's frozen state
+// until the backup is sent, and a reader that stopped reading must not
+// hold it for ever.
+const backupWriteTimeout = 30 * time.Second
+
+// sendBackup answers with a backup, written as it is read (with its size,
+// metadata and checksum in the headers), in an authenticated envelope when
+// a key is set.
+func (s *Server) sendBackup(w http.ResponseWriter, r *http.Request) {
+	b, err := s.node.OpenBackup(r.Context(), s.backups.get().Key)
+	if err != nil {
+		writeErr(w, err)
+		return
 	}
-	return cluster.SignBackup(data, a.Key)
+	defer b.Close()
+	hdr, _ := json.Marshal(b.Meta)
+	w.Header().Set("Content-Type", "application/octet-stream")
+	w.Header().Set(client.BackupMetaHeader, string(hdr))
+	w.Header().Set("Content-Length", strconv.FormatInt(b.Size, 10))
+	dw := &deadlineWriter{w: w, rc: http.NewResponseController(w), timeout: s.backupWriteTimeout}
+	if _, err := b.WriteTo(dw); err != nil {
+		s.log.Warn("backup not sent whole", "remote", r.RemoteAddr, "size", b.Size, "error", err)
+		// The headers promised bytes that will not come: the connection
+		// closes, and the reader sees a short body, never a wrong one.
+		panic(http.ErrAbortHandler)
+	}
+	_ = dw.rc.SetWriteDeadline(time.Time{})
+}
+
+// deadlineWriter moves the write deadline to timeout from now before each
+// write.
+type deadlineWriter struct {
+	w       io.Writer
+	rc      *http.ResponseController
+	timeout time.Duration
+}
+
+func (d *deadlineWriter) Write(p []byte) (int, error) {
+	if err := d.rc.SetWriteDeadline(time.Now().Add(d.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return 0, err
+	}
+	return d.w.Write(p)
 }
 
 // check refuses, before anything changes, a restore of a backup that is not

@@ -23,6 +23,14 @@ import (
 // backup authentication.
 func startAuthNode(t *testing.T, auth BackupAuth) (*cluster.Node, *client.Client) {
 	t.Helper()
+	n, c, _ := startBackupNode(t, auth)
+	return n, c
+}
+
+// startBackupNode is startAuthNode that also returns the node's server,
+// started.
+func startBackupNode(t *testing.T, auth BackupAuth) (*cluster.Node, *client.Client, *Server) {
+	t.Helper()
 	addr := testutil.FreeAddrs(t, 1)[0]
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -49,7 +57,7 @@ func startAuthNode(t *testing.T, auth BackupAuth) (*cluster.Node, *client.Client
 		}
 		return nil
 	})
-	return n, client.New([]string{srv.URL})
+	return n, client.New([]string{srv.URL}), s
 }
 
 func backupKey(t *testing.T, fill byte) *cluster.BackupKey {

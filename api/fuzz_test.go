@@ -260,8 +260,8 @@ func (n *recordingNode) TransferLeadership(id string) error {
 	return nil
 }
 
-func (n *recordingNode) Backup(context.Context) ([]byte, cluster.BackupMeta, error) {
-	return nil, cluster.BackupMeta{}, nil
+func (n *recordingNode) OpenBackup(context.Context, *cluster.BackupKey) (*cluster.BackupStream, error) {
+	return nil, cluster.ErrNotReady
 }
 
 func (n *recordingNode) Restore(context.Context, []byte, cluster.RestoreOptions) (cluster.RestoreResult, error) {

@@ -589,8 +589,11 @@ func (n *failingNode) Keys(context.Context, fsm.PageQuery) ([]cluster.KeyInfo, b
 func (n *failingNode) Join(context.Context, string, string, string) error { return n.err }
 func (n *failingNode) Remove(context.Context, string) error               { return n.err }
 func (n *failingNode) TransferLeadership(string) error                    { return n.err }
-func (n *failingNode) Backup(context.Context) ([]byte, cluster.BackupMeta, error) {
-	return nil, cluster.BackupMeta{}, n.err
+func (n *failingNode) OpenBackup(ctx context.Context, key *cluster.BackupKey) (*cluster.BackupStream, error) {
+	if n.err == nil {
+		return n.recordingNode.OpenBackup(ctx, key) // a fake has no state to back up
+	}
+	return nil, n.err
 }
 func (n *failingNode) Restore(context.Context, []byte, cluster.RestoreOptions) (cluster.RestoreResult, error) {
 	return cluster.RestoreResult{}, n.err

@@ -54,7 +54,7 @@ type Node interface {
 	Join(ctx context.Context, id, raftAddr, httpAddr string) error
 	Remove(ctx context.Context, id string) error
 	TransferLeadership(id string) error
-	Backup(ctx context.Context) ([]byte, cluster.BackupMeta, error)
+	OpenBackup(ctx context.Context, key *cluster.BackupKey) (*cluster.BackupStream, error)
 	Restore(ctx context.Context, data []byte, o cluster.RestoreOptions) (cluster.RestoreResult, error)
 	Status() cluster.Status
 	Ready() bool
@@ -77,6 +77,9 @@ type Server struct {
 	sec     *security // authentication and limits; nil: none (NewSecureServer sets it)
 	backups backupAuth
 	frames  frameCache // encoded watch events (watch.go)
+	// backupWriteTimeout bounds the wait for one write of a backup
+	// (backupWriteTimeout, the constant; tests shorten it).
+	backupWriteTimeout time.Duration
 	// watchWriteTimeout bounds the wait for one write of a watch stream
 	// (ServerOptions.WatchWriteTimeout).
 	watchWriteTimeout time.Duration
@@ -101,8 +104,9 @@ func NewServer(node Node, log hclog.Logger) *Server {
 				IdleConnTimeout:     60 * time.Second,
 			},
 		},
-		mux:               http.NewServeMux(),
-		watchWriteTimeout: DefaultWatchWriteTimeout,
+		mux:                http.NewServeMux(),
+		watchWriteTimeout:  DefaultWatchWriteTimeout,
+		backupWriteTimeout: backupWriteTimeout,
 	}
 	if n, ok := node.(interface{ ID() string }); ok {
 		if id := n.ID(); id != "" {
@@ -418,19 +422,7 @@ func (s *Server) snapshotSave(w http.ResponseWriter, r *http.Request) {
 		s.proxy(w, r, nil, false)
 		return
 	}
-	data, meta, err := s.node.Backup(r.Context())
-	if err == nil {
-		data, err = s.backups.sign(data)
-	}
-	if err != nil {
-		writeErr(w, err)
-		return
-	}
-	hdr, _ := json.Marshal(meta)
-	w.Header().Set("Content-Type", "application/octet-stream")
-	w.Header().Set(client.BackupMetaHeader, string(hdr))
-	w.Header().Set("Content-Length", strconv.Itoa(len(data)))
-	_, _ = w.Write(data)
+	s.sendBackup(w, r)
 }
 
 func (s *Server) snapshotRestore(w http.ResponseWriter, r *http.Request) {

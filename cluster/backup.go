@@ -1,8 +1,10 @@
 package cluster
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
 	"encoding/binary"
@@ -10,7 +12,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
+	"slices"
+	"sync"
 	"time"
 
 	"github.com/hashicorp/raft"
@@ -49,44 +54,155 @@ const (
 )
 
 // Backup takes a consistent copy of the state, linearizably: every grant
-// acknowledged before the call is in it.
+// acknowledged before the call is in it. It holds the whole backup in
+// memory; OpenBackup writes one out without.
 func (n *Node) Backup(ctx context.Context) ([]byte, BackupMeta, error) {
-	if err := n.linearizable(ctx); err != nil {
+	b, err := n.OpenBackup(ctx, nil)
+	if err != nil {
 		return nil, BackupMeta{}, err
 	}
-	img := n.fsm.Image()
-	term := n.r().CurrentTerm()
-	meta := BackupMeta{
-		ClusterID: img.ClusterID, NodeID: n.cfg.ID, Term: term, Index: img.Applied, Keys: len(img.Keys),
-		Floor: img.Floor, MaxEpoch: img.MaxEpoch(), Epoch: term + img.Floor, CreatedAt: time.Now().UTC(),
+	defer b.Close()
+	var buf bytes.Buffer
+	buf.Grow(int(b.Size))
+	if _, err := b.WriteTo(&buf); err != nil {
+		return nil, b.Meta, err
 	}
-	var snap bytes.Buffer
-	if err := img.Encode(&snap); err != nil {
-		return nil, meta, err
-	}
-	data, err := encodeBackup(meta, snap.Bytes())
-	if err != nil {
-		return nil, meta, err
-	}
-	sum := sha256.Sum256(data[:len(data)-sha256.Size])
-	meta.SHA256 = hex.EncodeToString(sum[:])
-	return data, meta, nil
+	return buf.Bytes(), b.Meta, nil
 }
 
-func encodeBackup(meta BackupMeta, snap []byte) ([]byte, error) {
-	hdr, err := json.Marshal(meta)
-	if err != nil {
+// BackupStream is a consistent backup held for writing out. Its metadata,
+// checksum and size are known before its bytes are written, so an answer
+// can carry them in its headers; its bytes are written from the state
+// machine's frozen key table (fsm.Frozen), not from a copy of the state, so
+// a backup of a million keys costs its node tens of megabytes instead of
+// several times its state, and holds the apply loop back only while the
+// table is frozen.
+type BackupStream struct {
+	// Meta describes the backup; Meta.SHA256 is its checksum.
+	Meta BackupMeta
+	// Size is the number of bytes WriteTo writes.
+	Size int64
+	z    *fsm.Frozen
+	hdr  []byte
+	key  *BackupKey
+	sum  [sha256.Size]byte
+	once sync.Once
+}
+
+// OpenBackup takes a consistent backup of the state, linearizably (every
+// grant acknowledged before the call is in it), and holds it for writing
+// out; with a key, the backup is wrapped in an authenticated envelope, the
+// bytes SignBackup makes of it. The caller must Close it: until then the
+// key table copies each page before its first write to it.
+func (n *Node) OpenBackup(ctx context.Context, key *BackupKey) (*BackupStream, error) {
+	if err := n.linearizable(ctx); err != nil {
 		return nil, err
 	}
-	var b bytes.Buffer
-	b.WriteString(backupMagic)
-	_ = binary.Write(&b, binary.BigEndian, uint32(len(hdr)))
-	b.Write(hdr)
-	b.Write(snap)
-	sum := sha256.Sum256(b.Bytes())
-	b.Write(sum[:])
-	return b.Bytes(), nil
+	z := n.fsm.Freeze()
+	return openFrozen(z, n.cfg.ID, n.r().CurrentTerm(), time.Now().UTC(), key)
 }
+
+// openFrozen makes the backup of z, taken by node id in term at the time
+// at; it releases z when it fails.
+func openFrozen(z *fsm.Frozen, id string, term uint64, at time.Time, key *BackupKey) (*BackupStream, error) {
+	head := z.Head()
+	meta := BackupMeta{
+		ClusterID: head.ClusterID, NodeID: id, Term: term, Index: head.Applied, Keys: z.Len(),
+		Floor: head.Floor, MaxEpoch: z.MaxEpoch(), Epoch: term + head.Floor, CreatedAt: at,
+	}
+	hdr, err := json.Marshal(meta)
+	if err != nil {
+		z.Release()
+		return nil, err
+	}
+	b := &BackupStream{Meta: meta, z: z, hdr: hdr, key: key}
+	// A first pass, into nothing, gives the size and checksum the headers
+	// need: the frozen table writes the same bytes every time.
+	if b.sum, b.Size, err = b.write(io.Discard); err != nil {
+		b.Close()
+		return nil, err
+	}
+	b.Meta.SHA256 = hex.EncodeToString(b.sum[:])
+	return b, nil
+}
+
+// WriteTo writes the backup: Size bytes, whose checksum is Meta.SHA256.
+func (b *BackupStream) WriteTo(w io.Writer) (int64, error) {
+	sum, n, err := b.write(w)
+	if err == nil && (sum != b.sum || n != b.Size) {
+		// A frozen table cannot change; if its bytes did, none of them may
+		// pass for the backup the headers described.
+		err = fmt.Errorf("%w: %d bytes written where %d were measured, or another checksum", ErrBadBackup, n, b.Size)
+	}
+	return n, err
+}
+
+// Close releases the frozen state. It may be called more than once.
+func (b *BackupStream) Close() { b.once.Do(b.z.Release) }
+
+// write writes the backup to w: the envelope when there is a key, the
+// magic, the header's length and the header, the state, and the checksum of
+// all of them. It returns that checksum and the bytes written.
+func (b *BackupStream) write(w io.Writer) (sum [sha256.Size]byte, n int64, err error) {
+	bw := bufio.NewWriterSize(w, 64<<10)
+	out := &sumWriter{w: bw}
+	var mac hash.Hash
+	if b.key != nil {
+		mac = hmac.New(sha256.New, b.key.secret)
+		out.also(mac)
+		out.WriteString(backupAuthMagic)
+	}
+	plain := sha256.New()
+	out.also(plain)
+	out.WriteString(backupMagic)
+	out.Write(binary.BigEndian.AppendUint32(nil, uint32(len(b.hdr))))
+	out.Write(b.hdr)
+	if _, err := b.z.WriteTo(out); err != nil {
+		return sum, out.n, err
+	}
+	out.drop(plain)
+	plain.Sum(sum[:0])
+	out.Write(sum[:])
+	if b.key != nil {
+		out.Write(b.key.id[:])
+		out.drop(mac)
+		out.Write(mac.Sum(nil))
+	}
+	if out.err == nil {
+		out.err = bw.Flush()
+	}
+	return sum, out.n, out.err
+}
+
+// sumWriter writes to w and to the hashes it is given, counting the bytes
+// and keeping the first error.
+type sumWriter struct {
+	w   io.Writer
+	hs  []hash.Hash
+	n   int64
+	err error
+}
+
+func (s *sumWriter) also(h hash.Hash) { s.hs = append(s.hs, h) }
+
+func (s *sumWriter) drop(h hash.Hash) {
+	s.hs = slices.DeleteFunc(s.hs, func(x hash.Hash) bool { return x == h })
+}
+
+func (s *sumWriter) Write(p []byte) (int, error) {
+	if s.err != nil {
+		return 0, s.err
+	}
+	n, err := s.w.Write(p)
+	s.n += int64(n)
+	s.err = err
+	for _, h := range s.hs {
+		h.Write(p[:n])
+	}
+	return n, err
+}
+
+func (s *sumWriter) WriteString(str string) { s.Write([]byte(str)) }
 
 // DecodeBackup checks a backup's checksum and decodes it. An authenticated
 // backup is decoded too, without checking its HMAC (see CheckBackupAuth).

@@ -1,7 +1,6 @@
 package cluster
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"math"
@@ -24,15 +23,7 @@ func craft(t *testing.T, backup []byte, edit func(*BackupMeta, *fsm.Image)) []by
 	}
 	edit(&meta, img)
 	meta.SHA256 = ""
-	var snap bytes.Buffer
-	if err := img.Encode(&snap); err != nil {
-		t.Fatal(err)
-	}
-	data, err := encodeBackup(meta, snap.Bytes())
-	if err != nil {
-		t.Fatal(err)
-	}
-	return data
+	return imageBackup(t, meta, img)
 }
 
 // sampleBackup returns a backup of a small state without a running cluster.
@@ -41,17 +32,7 @@ func sampleBackup(t *testing.T) []byte {
 	f := fsm.New(fsm.Config{})
 	applyAt(f, 1, 3, fsm.SetClusterID{ID: "c-old"})
 	applyAt(f, 2, 3, fsm.Acquire{Key: "k", Holder: "h", TTL: time.Second})
-	img := f.Image()
-	meta := BackupMeta{ClusterID: img.ClusterID, NodeID: "n1", Term: 3, Index: img.Applied, Keys: len(img.Keys),
-		Floor: img.Floor, MaxEpoch: img.MaxEpoch(), Epoch: 3 + img.Floor, CreatedAt: time.Now().UTC()}
-	var snap bytes.Buffer
-	if err := img.Encode(&snap); err != nil {
-		t.Fatal(err)
-	}
-	data, err := encodeBackup(meta, snap.Bytes())
-	if err != nil {
-		t.Fatal(err)
-	}
+	data, _ := backupOfImage(t, f, "n1", 3, time.Now().UTC(), nil)
 	return data
 }
 

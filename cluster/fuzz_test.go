@@ -25,15 +25,7 @@ func backupSeed(tb testing.TB) []byte {
 	}
 	img := f.Image()
 	img.Floor = 3 // as a restore raised it
-	var snap bytes.Buffer
-	if err := img.Encode(&snap); err != nil {
-		tb.Fatal(err)
-	}
-	data, err := encodeBackup(BackupMeta{ClusterID: "c1", NodeID: "n1", Term: 2, Index: img.Applied, Keys: len(img.Keys), Floor: img.Floor, MaxEpoch: img.MaxEpoch(), Epoch: 5}, snap.Bytes())
-	if err != nil {
-		tb.Fatal(err)
-	}
-	return data
+	return imageBackup(tb, BackupMeta{ClusterID: "c1", NodeID: "n1", Term: 2, Index: img.Applied, Keys: len(img.Keys), Floor: img.Floor, MaxEpoch: img.MaxEpoch(), Epoch: 5}, img)
 }
 
 // FuzzDecodeBackup feeds arbitrary bytes to DecodeBackup, which a restore

@@ -111,6 +111,11 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 	// views, and it is brief, a list of pages.
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	return f.snapshotLocked(), nil
+}
+
+// snapshotLocked takes a snapshot. The caller holds f.mu for writing.
+func (f *FSM) snapshotLocked() *snapshot {
 	s := &snapshot{f: f, head: f.head(), view: f.keys.view()}
 	if len(f.extras) > 0 {
 		s.extras = make(map[string]extra, len(f.extras))
@@ -118,7 +123,7 @@ func (f *FSM) Snapshot() (raft.FSMSnapshot, error) {
 			s.extras[name] = x
 		}
 	}
-	return s, nil
+	return s
 }
 
 // head copies everything but the keys. The caller holds f.mu.

@@ -11,6 +11,8 @@
 // of -ttl so nothing expires), waits -settle, and prints per node: RSS and
 // heap in use before and after, and the growth per key; live/k is the heap
 // right after a collection it asks for once the other figures are read.
+// With -backup it then takes a backup from the leader and prints what that
+// cost: the most its RSS rose, and one client's acquire latencies meanwhile.
 // Heap figures come from each node's /debug/pprof/heap (the nodes run with
 // --enable-pprof).
 package main
@@ -23,6 +25,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -40,6 +43,7 @@ func main() {
 	ttl := flag.Duration("ttl", time.Hour, "TTL of the grants (long enough that none expires)")
 	settle := flag.Duration("settle", 10*time.Second, "wait after the fill before measuring")
 	restart := flag.Bool("restart", true, "kill -9 every node afterwards, restart them and time the first acquire")
+	flag.BoolVar(&backup, "backup", false, "after the fill, take a backup from the leader (GET /v1/snapshot) while one client acquires, and report what it cost the leader")
 	binary := flag.String("binary", "", "fenced binary (default: built from this module)")
 	nodeArgs := flag.String("node-args", "", "extra arguments for every node, space-separated")
 	keep := flag.Bool("keep", false, "keep the data directories")
@@ -53,6 +57,9 @@ func main() {
 
 // profileDir, when set, receives the nodes' heap profiles.
 var profileDir string
+
+// backup, when set, has the run measure a backup after the fill.
+var backup bool
 
 // saveHeapProfiles writes each node's heap profile to profileDir.
 func saveHeapProfiles(c *proccluster.Cluster, lead *proccluster.Node, tag string) {
@@ -135,6 +142,11 @@ func run(keys, clients int, ttl, settle time.Duration, restart bool, binary stri
 	after := measureAll(c)
 	report(c, lead, keys, before, after)
 	saveHeapProfiles(c, lead, "filled")
+	if backup {
+		if err := measureBackup(ctx, c, lead, keys, ttl); err != nil {
+			return err
+		}
+	}
 	if !restart {
 		return nil
 	}
@@ -201,6 +213,77 @@ func fill(ctx context.Context, c *proccluster.Cluster, lead *proccluster.Node, k
 	if next.Load() < int64(keys) {
 		return fmt.Errorf("fill stopped early: %v", firstErr.Load())
 	}
+	return nil
+}
+
+// measureBackup takes a backup from the leader, read as fast as it comes,
+// while a sampler reads the leader's RSS every 5 ms and one client acquires
+// fresh keys one after another; it prints the backup's size and time, the
+// most the leader's RSS rose, and the acquires' latencies meanwhile.
+func measureBackup(ctx context.Context, c *proccluster.Cluster, lead *proccluster.Node, keys int, ttl time.Duration) error {
+	base := rss(lead.PID())
+	stop := make(chan struct{})
+	var peak atomic.Uint64
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(5 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			if r := rss(lead.PID()); r > peak.Load() {
+				peak.Store(r)
+			}
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	var lat []time.Duration
+	go func() {
+		defer wg.Done()
+		cl := client.New([]string{c.URL(lead)})
+		for i := 0; ; i++ {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			t := time.Now()
+			if _, err := cl.Acquire(ctx, client.AcquireRequest{Key: fmt.Sprintf("mem/during-backup/%d", i), Holder: "mem/backup", TTL: ttl.String()}); err == nil {
+				lat = append(lat, time.Since(t))
+			}
+		}
+	}()
+	time.Sleep(time.Second) // the acquires' latencies before the backup, for comparison
+	t0 := time.Now()
+	resp, err := http.Get(c.URL(lead) + "/v1/snapshot")
+	var size int64
+	if err == nil {
+		size, err = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+	}
+	took := time.Since(t0)
+	time.Sleep(time.Second)
+	close(stop)
+	wg.Wait()
+	if err != nil {
+		return fmt.Errorf("backup: %w", err)
+	}
+	slices.Sort(lat)
+	q := func(p float64) time.Duration {
+		if len(lat) == 0 {
+			return 0
+		}
+		return lat[min(len(lat)-1, int(p*float64(len(lat))))].Round(10 * time.Microsecond)
+	}
+	rise := int64(peak.Load()) - int64(base)
+	fmt.Printf("backup from the leader: %.1f MB in %s; the leader's RSS rose by at most %.1f MB (%d B a key) from %.1f MB\n",
+		float64(size)/1e6, took.Round(time.Millisecond), float64(rise)/1e6, rise/int64(keys), float64(base)/1e6)
+	fmt.Printf("one client's acquires over the backup and a second either side: %d, p50 %s, p99 %s, max %s\n",
+		len(lat), q(0.5), q(0.99), q(1))
 	return nil
 }
 
