@@ -14,7 +14,6 @@ import (
 	"fmt"
 	"hash"
 	"io"
-	"slices"
 	"sync"
 	"time"
 
@@ -52,23 +51,6 @@ const (
 	// floor and the current term, for the elections that follow it.
 	restoreHeadroom = 1024
 )
-
-// Backup takes a consistent copy of the state, linearizably: every grant
-// acknowledged before the call is in it. It holds the whole backup in
-// memory; OpenBackup writes one out without.
-func (n *Node) Backup(ctx context.Context) ([]byte, BackupMeta, error) {
-	b, err := n.OpenBackup(ctx, nil)
-	if err != nil {
-		return nil, BackupMeta{}, err
-	}
-	defer b.Close()
-	var buf bytes.Buffer
-	buf.Grow(int(b.Size))
-	if _, err := b.WriteTo(&buf); err != nil {
-		return nil, b.Meta, err
-	}
-	return buf.Bytes(), b.Meta, nil
-}
 
 // BackupStream is a consistent backup held for writing out. Its metadata,
 // checksum and size are known before its bytes are written, so an answer
@@ -145,64 +127,51 @@ func (b *BackupStream) Close() { b.once.Do(b.z.Release) }
 // all of them. It returns that checksum and the bytes written.
 func (b *BackupStream) write(w io.Writer) (sum [sha256.Size]byte, n int64, err error) {
 	bw := bufio.NewWriterSize(w, 64<<10)
-	out := &sumWriter{w: bw}
+	cw := &countWriter{w: bw}
+	var out io.Writer = cw
 	var mac hash.Hash
 	if b.key != nil {
 		mac = hmac.New(sha256.New, b.key.secret)
-		out.also(mac)
-		out.WriteString(backupAuthMagic)
+		out = io.MultiWriter(cw, mac)
+		io.WriteString(out, backupAuthMagic)
 	}
 	plain := sha256.New()
-	out.also(plain)
-	out.WriteString(backupMagic)
-	out.Write(binary.BigEndian.AppendUint32(nil, uint32(len(b.hdr))))
-	out.Write(b.hdr)
-	if _, err := b.z.WriteTo(out); err != nil {
-		return sum, out.n, err
+	pw := io.MultiWriter(out, plain)
+	io.WriteString(pw, backupMagic)
+	pw.Write(binary.BigEndian.AppendUint32(nil, uint32(len(b.hdr))))
+	pw.Write(b.hdr)
+	if err := b.z.Encode(pw); err != nil {
+		return sum, cw.n, err
 	}
-	out.drop(plain)
 	plain.Sum(sum[:0])
 	out.Write(sum[:])
 	if b.key != nil {
 		out.Write(b.key.id[:])
-		out.drop(mac)
-		out.Write(mac.Sum(nil))
+		cw.Write(mac.Sum(nil))
 	}
-	if out.err == nil {
-		out.err = bw.Flush()
+	if cw.err == nil {
+		cw.err = bw.Flush()
 	}
-	return sum, out.n, out.err
+	return sum, cw.n, cw.err
 }
 
-// sumWriter writes to w and to the hashes it is given, counting the bytes
-// and keeping the first error.
-type sumWriter struct {
+// countWriter counts the bytes written through it and keeps the first
+// error, after which it writes nothing.
+type countWriter struct {
 	w   io.Writer
-	hs  []hash.Hash
 	n   int64
 	err error
 }
 
-func (s *sumWriter) also(h hash.Hash) { s.hs = append(s.hs, h) }
-
-func (s *sumWriter) drop(h hash.Hash) {
-	s.hs = slices.DeleteFunc(s.hs, func(x hash.Hash) bool { return x == h })
-}
-
-func (s *sumWriter) Write(p []byte) (int, error) {
-	if s.err != nil {
-		return 0, s.err
+func (c *countWriter) Write(p []byte) (int, error) {
+	if c.err != nil {
+		return 0, c.err
 	}
-	n, err := s.w.Write(p)
-	s.n += int64(n)
-	s.err = err
-	for _, h := range s.hs {
-		h.Write(p[:n])
-	}
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	c.err = err
 	return n, err
 }
-
-func (s *sumWriter) WriteString(str string) { s.Write([]byte(str)) }
 
 // DecodeBackup checks a backup's checksum and decodes it. An authenticated
 // backup is decoded too, without checking its HMAC (see CheckBackupAuth).

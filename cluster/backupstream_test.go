@@ -2,6 +2,7 @@ package cluster
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -14,6 +15,22 @@ import (
 
 	"github.com/fenced/fenced/fsm"
 )
+
+// Backup is OpenBackup's backup, whole in memory, as the tests compare and
+// restore it.
+func (n *Node) Backup(ctx context.Context) ([]byte, BackupMeta, error) {
+	b, err := n.OpenBackup(ctx, nil)
+	if err != nil {
+		return nil, BackupMeta{}, err
+	}
+	defer b.Close()
+	var buf bytes.Buffer
+	buf.Grow(int(b.Size))
+	if _, err := b.WriteTo(&buf); err != nil {
+		return nil, b.Meta, err
+	}
+	return buf.Bytes(), b.Meta, nil
+}
 
 // encodeBackup is the backup of an encoded image, written whole in memory:
 // the layout BackupStream writes, and the reference its bytes are checked

@@ -35,26 +35,10 @@ func (z *Frozen) MaxEpoch() uint64 {
 	return m
 }
 
-// WriteTo writes the state in the snapshot layout: the bytes the Image of
+// Encode writes the state in the snapshot layout: the bytes the Image of
 // the same state writes with Encode, every time it is called.
-func (z *Frozen) WriteTo(w io.Writer) (int64, error) {
-	cw := &countWriter{w: w}
-	err := z.s.encode(cw)
-	return cw.n, err
-}
+func (z *Frozen) Encode(w io.Writer) error { return z.s.encode(w) }
 
 // Release ends the hold on the key table's pages; the Frozen must not be
 // written after it.
 func (z *Frozen) Release() { z.s.Release() }
-
-// countWriter counts the bytes written through it.
-type countWriter struct {
-	w io.Writer
-	n int64
-}
-
-func (c *countWriter) Write(p []byte) (int, error) {
-	n, err := c.w.Write(p)
-	c.n += int64(n)
-	return n, err
-}
